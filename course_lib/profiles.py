@@ -1,0 +1,209 @@
+"""The two course profiles, ``ci`` and ``full``: the one place that says sizes, models and backends.
+
+A notebook's ``parameters`` cell sets ``PROFILE = "ci"``; everything else comes from
+``get_profile(PROFILE)``. The same functions serve both profiles; a profile only changes sizes,
+models and backends.
+
+Introduced in lesson 00.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class Section(Mapping[str, Any]):
+    """A read-only mapping whose keys can also be read as attributes (``P.fim.fim_rate``)."""
+
+    def __init__(self, name: str, values: Mapping[str, Any]):
+        self._name = name
+        self._values = dict(values)
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(
+                f"profile section {self._name!r} has no setting {key!r}; "
+                f"it has: {', '.join(sorted(self._values))}") from None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Section({self._name!r}, {self._values!r})"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes, models and backends of one profile. Sections are named after course_lib modules."""
+
+    name: str
+    description: str
+    device: str
+    seed: int
+    sections: Mapping[str, Section] = field(repr=False)
+
+    def __getattr__(self, key: str) -> Section:
+        sections = object.__getattribute__(self, "sections")
+        if key in sections:
+            return sections[key]
+        raise AttributeError(
+            f"profile {self.name!r} has no section {key!r}; it has: {', '.join(sorted(sections))}")
+
+    def summary(self) -> str:
+        """A few lines a notebook can print to say what this profile runs on."""
+        lines = [f"profile {self.name!r}: {self.description}"]
+        for name, sec in self.sections.items():
+            keys = ", ".join(f"{k}={v!r}" for k, v in list(sec.items())[:6])
+            lines.append(f"  {name}: {keys}")
+        return "\n".join(lines)
+
+
+# --- section values ----------------------------------------------------------------------------
+# Each block belongs to one course_lib module; keep them small and documented.
+
+_CI: dict[str, dict[str, Any]] = {
+    # lesson 01 — course_lib.corpus / course_lib.filters
+    "corpus": {
+        "source": "site-packages",        # stdlib + installed distributions on this machine
+        "max_repos": 400,
+        "max_files_per_repo": 200,
+        "max_file_bytes": 200_000,
+        "min_stars": 5,
+        "active_within_months": 36,
+    },
+    # lesson 02 — course_lib.dedup
+    "dedup": {
+        "num_perm": 128,
+        "threshold": 0.8,
+        "shingle": "word5",
+    },
+    # lesson 03 — course_lib.deps
+    "deps": {
+        "max_repos": 20,
+    },
+    # lesson 04 — course_lib.fim / course_lib.tinymodel
+    "fim": {
+        "fim_rate": 0.5,
+        "spm_rate": 0.5,
+        "sentinels": "starcoder",
+    },
+    "tiny_model": {
+        "vocab_size": 4096,
+        "hidden_size": 256,
+        "num_layers": 4,
+        "num_heads": 4,
+        "seq_len": 256,
+        "train_seconds": 150,
+    },
+    # lesson 05 — course_lib.instructions / course_lib.codegen / course_lib.sft
+    "pipeline": {
+        "teacher": "offline-rules",       # documented offline teacher served on loopback
+        "min_score": 7,
+        "max_score": 10,
+    },
+    "sft": {
+        "base_model": "course-tiny",      # the model lesson 04 trains
+        "finetune_type": "full",
+        "learning_rate": 1e-3,
+        "cutoff_len": 512,
+        "max_samples": 2000,
+        "epochs": 1,
+    },
+    # lesson 06 — course_lib.sandbox / course_lib.metrics
+    "sandbox": {
+        "backend": os.environ.get("SANDBOX_BACKEND", "auto"),
+        "timeout_s": 10.0,
+        "memory_mb": 128,
+        "workers": 8,
+    },
+    # lesson 07 — course_lib.drill
+    "drill": {
+        "train_size": 1000,
+        "eval_size": 200,
+        "humaneval_subset": 20,
+    },
+    # lessons 08–09 — course_lib.agentic
+    "agentic": {},
+}
+
+_FULL: dict[str, dict[str, Any]] = {
+    "corpus": {
+        "source": "github",
+        "max_repos": 5000,
+        "max_files_per_repo": 2000,
+        "max_file_bytes": 1_000_000,
+        "min_stars": 10,
+        "active_within_months": 24,
+    },
+    "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5"},
+    "deps": {"max_repos": 1000},
+    "fim": {"fim_rate": 0.5, "spm_rate": 0.5, "sentinels": "qwen2.5-coder"},
+    "tiny_model": {
+        "vocab_size": 4096, "hidden_size": 256, "num_layers": 4, "num_heads": 4,
+        "seq_len": 512, "train_seconds": 600,
+    },
+    "pipeline": {
+        "teacher": "Qwen3-30B-A3B-Instruct",
+        "min_score": 7,
+        "max_score": 10,
+    },
+    "sft": {
+        "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+        "finetune_type": "lora",
+        "learning_rate": 1e-4,
+        "cutoff_len": 4096,
+        "max_samples": 5000,
+        "epochs": 2,
+    },
+    "sandbox": {
+        "backend": os.environ.get("SANDBOX_BACKEND", "docker"),
+        "timeout_s": 10.0,
+        "memory_mb": 128,
+        "workers": 8,
+    },
+    "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
+    "agentic": {},
+}
+
+PROFILES: dict[str, Profile] = {
+    "ci": Profile(
+        name="ci",
+        description="CPU only, offline, minutes: stdlib/site-packages code, the course's tiny model, "
+                    "bubblewrap/Docker sandbox",
+        device="cpu",
+        seed=0,
+        sections={k: Section(k, v) for k, v in _CI.items()},
+    ),
+    "full": Profile(
+        name="full",
+        description="one GPU and internet: Hugging Face hub data (nampdn-ai/tiny-codes), "
+                    "Qwen2.5-0.5B-Instruct, LLaMA-Factory through LazyLLM, vLLM, Docker sandbox",
+        device="cuda",
+        seed=0,
+        sections={k: Section(k, v) for k, v in _FULL.items()},
+    ),
+}
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``).
+
+    Introduced in lesson 00.
+    """
+    name = name or os.environ.get("COURSE_PROFILE", "ci")
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None

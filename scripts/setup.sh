@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up everything the ci profile needs on a fresh Linux machine (Python 3.11, no GPU, offline except
+# the package registries). Called by ./course when pyproject.toml or this file changed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${COURSE_VENV:-$ROOT/.venv}"
+T0=$SECONDS
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# 1. System packages: bubblewrap (sandbox), docker.io (Docker sandbox), rsync (LLaMA-Factory full
+#    fine-tuning copies with it). Installed when we are root with apt; otherwise we say what is missing.
+need=()
+command -v bwrap   >/dev/null || need+=(bubblewrap)
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v rsync   >/dev/null || need+=(rsync)
+if ((${#need[@]})); then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    say "installing system packages: ${need[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    say "WARNING: please install these system packages (as root): ${need[*]}"
+  fi
+fi
+
+# 2. Python 3.11 virtual environment.
+PY="${COURSE_PYTHON:-}"
+if [[ -z "$PY" ]]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY="$(command -v "$cand")"; break
+    fi
+  done
+fi
+[[ -n "$PY" ]] || { echo "The course needs Python 3.11 (python3.11 on PATH, or COURSE_PYTHON=/path/to/python3.11)." >&2; exit 1; }
+[[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+"${PIP[@]}" install --upgrade pip >/dev/null
+
+# 3. torch first: torch==2.13.0 is the local CPU build; any other spec pulls a multi-GB CUDA build.
+"$VENV/bin/python" -c 'import torch' 2>/dev/null || { say "installing torch==2.13.0 (CPU)"; "${PIP[@]}" install torch==2.13.0; }
+
+# 4. The course package with its dev extra.
+say "installing course_lib and its dependencies"
+"${PIP[@]}" install -e "$ROOT[dev]"
+
+# 5. The Jupyter kernel the lesson notebooks name.
+"$VENV/bin/python" -m ipykernel install --sys-prefix --name code-llm-course \
+  --display-name "Python 3 (code-llm-course)" >/dev/null
+say "done in $((SECONDS - T0)) s"
