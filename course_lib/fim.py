@@ -127,7 +127,8 @@ def parse_fim(text: str, sentinels: str | FimSentinels = "starcoder") -> tuple[s
 
     A plain document (no sentinel) comes back as ``(text, "", "", "plain")``. SPM cannot tell where
     the prefix ends and the middle starts from the text alone, so for SPM the returned prefix holds
-    ``prefix + middle`` and middle is ``""``. Introduced in lesson 04."""
+    ``prefix + middle`` and middle is ``""``. A PSM string with an empty prefix is the same string as
+    an SPM one and reads as SPM. Introduced in lesson 04."""
     s = get_sentinels(sentinels)
     body = text[: -len(s.eot)] if text.endswith(s.eot) else text
     if not body.startswith(s.prefix):
@@ -307,6 +308,33 @@ def packed_attention_mask(ids: Sequence[int], eot_id: int, *, per_document: bool
     return causal & (doc[:, None] == doc[None, :]) if per_document else causal
 
 
+def fim_segments(ids: Sequence[int], prefix_id: int, suffix_id: int, middle_id: int, eot_id: int,
+                 pad_id: int | None = None) -> list[str]:
+    """Name the part each token of a (packed) sequence belongs to: "sentinel", "prefix", "suffix",
+    "middle", "prefix+middle" (after ``<MID>`` in SPM), "plain", "eot" or "pad" — for pictures of FIM
+    layouts. Introduced in lesson 04."""
+    out, state, spm = [], "plain", False
+    for i, t in enumerate(ids):
+        if t == eot_id:
+            out.append("eot")
+            state, spm = "plain", False
+        elif pad_id is not None and t == pad_id:
+            out.append("pad")
+        elif t == prefix_id:
+            out.append("sentinel")
+            spm = i + 1 < len(ids) and ids[i + 1] == suffix_id
+            state = "prefix"
+        elif t == suffix_id:
+            out.append("sentinel")
+            state = "suffix"
+        elif t == middle_id:
+            out.append("sentinel")
+            state = "prefix+middle" if spm else "middle"
+        else:
+            out.append(state)
+    return out
+
+
 def fim_mode_counts(modes: Sequence[str]) -> dict[str, int]:
     """Count of each FIM mode in a list of modes (plain / psm / spm). Introduced in lesson 04."""
     counts = {"plain": 0, "psm": 0, "spm": 0}
@@ -315,4 +343,62 @@ def fim_mode_counts(modes: Sequence[str]) -> dict[str, int]:
     return counts
 
 
-Encoder = Callable[[str], list[int]]
+# --- inference -----------------------------------------------------------------------------------
+
+def line_infill_tasks(texts: Sequence[str], n: int, seed: int = 0, min_chars: int = 8,
+                      max_prefix_chars: int = 500, max_suffix_chars: int = 250
+                      ) -> list[tuple[str, str, str]]:
+    """Realistic infilling tasks: in each text pick one code line and hide it from its first
+    non-blank character to its end (the cursor sits at the indentation, the code around it is
+    visible). Prefix and suffix are trimmed to whole lines within ``max_prefix_chars`` /
+    ``max_suffix_chars`` so the prompt fits a short context. Returns ``(prefix, middle, suffix)``
+    triples. Introduced in lesson 04."""
+    r = random.Random(seed)
+    tasks = []
+    for text in texts:
+        if len(tasks) >= n:
+            break
+        lines = text.splitlines(keepends=True)
+        candidates = [i for i, line in enumerate(lines)
+                      if len(line.strip()) >= min_chars and not line.lstrip().startswith(("#", '"', "'"))
+                      and 0 < i < len(lines) - 1]
+        if not candidates:
+            continue
+        i = r.choice(candidates)
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        body = line[indent:].rstrip("\n")
+        before, after = "".join(lines[:i]), "".join(lines[i + 1:])
+        if len(before) > max_prefix_chars:
+            cut = before.find("\n", len(before) - max_prefix_chars)
+            before = before[cut + 1:] if cut >= 0 else before[-max_prefix_chars:]
+        if len(after) > max_suffix_chars:
+            cut = after.rfind("\n", 0, max_suffix_chars)
+            after = after[:cut + 1] if cut >= 0 else after[:max_suffix_chars]
+        prefix = before + line[:indent]
+        suffix = line[indent + len(body):] + after
+        tasks.append((prefix, body, suffix))
+    return tasks
+
+
+def infill(model: Any, tokenizer: Any, prefix: str, suffix: str, *, sentinels: str | FimSentinels =
+           "qwen2.5-coder", mode: str = "psm", max_new_tokens: int = 48, stop_at_newline: bool = False
+           ) -> str:
+    """Ask a FIM-trained causal LM (transformers model + tokenizer) for the middle between ``prefix``
+    and ``suffix``: greedy decoding after the FIM prompt until ``<EOT>`` (or a newline).
+    Introduced in lesson 04."""
+    import torch
+
+    s = get_sentinels(sentinels)
+    c = _Codec(tokenizer)
+    ids = c.encode(fim_prompt(prefix, suffix, s, mode))
+    stop = [c.token_id(s.eot)]
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                             max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
+                             pad_token_id=stop[0])
+    new = [t for t in out[0, len(ids):].tolist() if t not in stop]
+    text = c.decode(new)
+    if stop_at_newline:
+        text = text.split("\n", 1)[0]
+    return text

@@ -502,6 +502,16 @@ def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = F
     return final
 
 
+def course_tokenizer(profile: str = "ci"):
+    """The course's tokenizer as a transformers fast tokenizer (trained on first call, cached; the
+    same one every tiny model of this profile uses). Introduced in lesson 04."""
+    settings = _model_settings(profile)
+    train_texts, _, _ = code_snippets(settings["snippet_chars"])
+    random.Random(get_profile(profile).seed).shuffle(train_texts)
+    return to_transformers_tokenizer(_build_tokenizer(settings, train_texts),
+                                     settings["max_position_embeddings"])
+
+
 def load_training_log(name: str = "base", profile: str = "ci") -> dict[str, Any]:
     """The pretraining log of a tiny model (builds the model if needed). Introduced in lesson 04."""
     return json.loads((get_tiny_model(name, profile) / "training_log.json").read_text())
