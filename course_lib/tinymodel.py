@@ -297,8 +297,8 @@ def _eval_losses(model, l2r_windows: list[list[int]], fim_examples, pad_id: int,
             for i, (ids, labels) in enumerate(chunk):
                 x[i, :len(ids)] = torch.tensor(ids)
                 y[i, :len(labels)] = torch.tensor(labels)
-            logits = model(input_ids=x).logits[:, :-1].float()
-            target = y[:, 1:]
+            logits = model(input_ids=x.to(model.device)).logits[:, :-1].float()
+            target = y[:, 1:].to(model.device)
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1),
                                    ignore_index=-100, reduction="sum")
             total += float(loss)
@@ -351,7 +351,7 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
             for k, v in fim_mode_counts(modes).items():
                 log["modes"][k] += v
             rows.append(window)
-        x = torch.tensor(rows, dtype=torch.long)
+        x = torch.tensor(rows, dtype=torch.long, device=model.device)
         labels = x.masked_fill(x == pad_id, -100)
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, steps, learning_rate, warmup_steps)
@@ -436,8 +436,10 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
         num_attention_heads=settings["num_heads"], num_key_value_heads=settings["num_kv_heads"],
         max_position_embeddings=settings["max_position_embeddings"],
         bos_token_id=eot_id, eos_token_id=tok.token_to_id(IM_END), pad_token_id=eot_id)
+    # the full profile trains on its GPU when there is one; ci always on CPU
+    device = "cuda" if get_profile(profile).device == "cuda" and torch.cuda.is_available() else "cpu"
     with _seeded(seed):
-        model = Qwen2ForCausalLM(config)
+        model = Qwen2ForCausalLM(config).to(device)
         log = pretrain(model, tok, windows, fim_rate=MODEL_NAMES[name], spm_rate=settings["spm_rate"],
                        sentinels="qwen2.5-coder", steps=steps, batch_size=settings["batch_size"],
                        learning_rate=settings["learning_rate"], warmup_steps=settings["warmup_steps"],
@@ -446,7 +448,7 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
+    model.to("cpu").save_pretrained(out, safe_serialization=True)
     hf_tok.save_pretrained(out)
     GenerationConfig(bos_token_id=eot_id, eos_token_id=[tok.token_to_id(IM_END), eot_id],
                      pad_token_id=eot_id, do_sample=False, max_new_tokens=128).save_pretrained(out)
@@ -454,7 +456,7 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
             "seed": seed, "settings": settings, "parameters": int(sum(p.numel() for p in model.parameters())),
             "corpus": corpus_info, "train_windows": len(windows), "tokens_seen": log["tokens"],
             "train_seconds": log["seconds"], "build_seconds": round(time.time() - t0, 1),
-            "fim_sentinels": "qwen2.5-coder", "torch_threads": torch.get_num_threads()}
+            "fim_sentinels": "qwen2.5-coder", "torch_threads": torch.get_num_threads(), "device": device}
     (out / "training_log.json").write_text(json.dumps(log))
     (out / "course_model.json").write_text(json.dumps(meta, indent=1))
     return meta

@@ -146,3 +146,23 @@ def test_cli_help_mentions_model_names(capsys):
     with pytest.raises(SystemExit):
         tinymodel.main(["--help"])
     assert "nofim" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_cached_base_model_learned_code_and_infilling():
+    """The real "base" model (when built): pretraining lowered both held-out losses a lot."""
+    path = tinymodel.tiny_model_dir("base", "ci")
+    if not (path / "model.safetensors").exists():
+        pytest.skip("the tiny model is not built yet: `./course model` builds it (about a minute on an "
+                    "idle 2-core machine)")
+    log = json.loads((path / "training_log.json").read_text())
+    first, last = log["eval"][0], log["eval"][-1]
+    assert last["l2r_loss"] < first["l2r_loss"] - 2.0
+    assert last["middle_loss"] < first["middle_loss"] - 2.0
+    assert 0.4 < log["modes"]["plain"] / sum(log["modes"].values()) < 0.6
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    from course_lib.fim import infill
+
+    out = infill(model, tok, "def add(a, b):\n    return ", "\n", max_new_tokens=8)
+    assert isinstance(out, str)
