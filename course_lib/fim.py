@@ -359,9 +359,14 @@ def line_infill_tasks(texts: Sequence[str], n: int, seed: int = 0, min_chars: in
         if len(tasks) >= n:
             break
         lines = text.splitlines(keepends=True)
+        in_string, code_lines = False, []
+        for line in lines:  # lines outside triple-quoted strings
+            quotes = line.count('"""') + line.count("'''")
+            code_lines.append(not in_string and quotes == 0)
+            in_string ^= quotes % 2 == 1
         candidates = [i for i, line in enumerate(lines)
                       if len(line.strip()) >= min_chars and not line.lstrip().startswith(("#", '"', "'"))
-                      and 0 < i < len(lines) - 1]
+                      and code_lines[i] and 0 < i < len(lines) - 1]
         if not candidates:
             continue
         i = r.choice(candidates)
