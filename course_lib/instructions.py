@@ -229,11 +229,13 @@ def _sentence(text: str) -> str:
 
 
 def codegen_sample(rec: FunctionRecord) -> dict:
-    """"Write a Python function … that <docstring summary>" → the real source. Introduced in lesson 05."""
+    """"Write a Python function … that <docstring summary>" → the real source (with its doctest
+    examples as ``tests`` when it has any). Introduced in lesson 05."""
     return {"kind": "codegen",
             "instruction": f"Write a Python function `{_signature(rec)}` that does the following: "
                            f"{_sentence(rec.summary)}.",
-            "input": "", "output": rec.source, "source_path": rec.path, "entry_point": rec.name}
+            "input": "", "output": rec.source, "tests": _doctest_asserts(rec) or None,
+            "source_path": rec.path, "entry_point": rec.name}
 
 
 def explain_sample(rec: FunctionRecord) -> dict:
@@ -379,7 +381,7 @@ def translate_sample(rec: FunctionRecord) -> dict | None:
         return None
     return {"kind": "translate",
             "instruction": "Translate the following JavaScript function to Python.",
-            "input": js, "output": strip_docstring(rec.source),
+            "input": js, "output": strip_docstring(rec.source), "tests": _doctest_asserts(rec) or None,
             "source_path": rec.path, "entry_point": rec.name}
 
 
@@ -573,3 +575,28 @@ def mask_html(tokenizer, input_ids: Sequence[int], labels: Sequence[int]) -> str
     legend = ('<div style="margin-bottom:4px"><span style="background:#e6e6e6">prompt: label -100 '
               '(no loss)</span> <span style="background:#c8f7c5">answer: trained</span></div>')
     return legend + "<div>" + "".join(spans) + "</div>"
+
+
+def load_instruction_set(profile: str = "ci", *, rebuild: bool = False) -> InstructionSet:
+    """The profile's instruction set, built once and cached in ``cache_dir("instructions")`` (keyed by
+    the settings, the Python version and whether the sandbox verified it). Introduced in lesson 05."""
+    import hashlib
+    import json
+
+    from course_lib.paths import cache_dir
+    from course_lib.profiles import get_profile
+
+    P = get_profile(profile).instructions
+    verified = _sandbox_or_none() is not None
+    key = hashlib.sha1(json.dumps([dict(P), sys.version, verified, 2]).encode()).hexdigest()[:12]
+    path = cache_dir("instructions") / f"instructions-{profile}-{key}.json"
+    if path.exists() and not rebuild:
+        data = json.loads(path.read_text())
+        return InstructionSet(data["samples"], Counter(data["skipped"]), data["verified_by"])
+    files = stdlib_files()
+    ins = build_instruction_set(files, max_functions=P.max_functions, seed=get_profile(profile).seed)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"samples": ins.samples, "skipped": dict(ins.skipped),
+                               "verified_by": ins.verified_by}, ensure_ascii=False))
+    tmp.replace(path)
+    return ins

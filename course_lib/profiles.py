@@ -107,18 +107,25 @@ _CI: dict[str, dict[str, Any]] = {
         "train_seconds": 150,
     },
     # lesson 05 — course_lib.instructions / course_lib.codegen / course_lib.sft
+    "instructions": {
+        "max_functions": 400,             # documented stdlib functions harvested for the four kinds
+    },
     "pipeline": {
         "teacher": "offline-rules",       # documented offline teacher served on loopback
         "min_score": 7,
         "max_score": 10,
+        "max_rows": 200,
+        "timeout_s": 60,
     },
     "sft": {
         "base_model": "course-tiny",      # the model lesson 04 trains
         "finetune_type": "full",
         "learning_rate": 1e-3,
-        "cutoff_len": 512,
+        "cutoff_len": 256,
         "max_samples": 2000,
         "epochs": 1,
+        "batch_size": 4,
+        "max_steps": 40,                  # a fixed CPU budget (~1 minute with LLaMA-Factory's start-up)
     },
     # lesson 06 — course_lib.sandbox / course_lib.metrics
     "sandbox": {
@@ -153,10 +160,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "vocab_size": 4096, "hidden_size": 256, "num_layers": 4, "num_heads": 4,
         "seq_len": 512, "train_seconds": 600,
     },
+    "instructions": {"max_functions": 5000},
     "pipeline": {
         "teacher": "Qwen3-30B-A3B-Instruct",
         "min_score": 7,
         "max_score": 10,
+        "max_rows": 5000,
+        "timeout_s": 180,
     },
     "sft": {
         "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
@@ -165,6 +175,8 @@ _FULL: dict[str, dict[str, Any]] = {
         "cutoff_len": 4096,
         "max_samples": 5000,
         "epochs": 2,
+        "batch_size": 8,
+        "max_steps": -1,
     },
     "sandbox": {
         "backend": os.environ.get("SANDBOX_BACKEND", "docker"),
