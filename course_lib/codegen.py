@@ -301,6 +301,8 @@ class _Funnel:
         if err:
             if "Connection" in err or "transport" in err.lower() or "Timeout" in err:
                 return f"teacher unreachable or timed out: {err}"
+            if "HTTP status" in err:
+                return f"the teacher answered with an error: {err}"
             return f"operator raised: {err}"
         if stage == "ThresholdSieve":
             raw = before.get("quality_score")

@@ -311,7 +311,15 @@ class TeacherServer:
         return Handler
 
     def start(self) -> "TeacherServer":
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
+        server = self
+
+        class _Quiet(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client that gave up (timeout)
+                import sys
+
+                server.errors.append(f"connection from {client_address} failed: {sys.exc_info()[1]!r}")
+
+        self._httpd = _Quiet(("127.0.0.1", self._port), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
                                         name="course-teacher-server")
