@@ -112,6 +112,18 @@ def start_daemon(wait_s: float = 60.0) -> Daemon:
     host = docker_host()
     if daemon_answers(host):
         return Daemon(host=host, started=False)
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    import fcntl
+
+    with open(RUN_DIR / "start.lock", "w") as lock:  # two sessions starting at once: one daemon
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        host = docker_host()
+        if daemon_answers(host):
+            return Daemon(host=host, started=False)
+        return _spawn_dockerd(wait_s)
+
+
+def _spawn_dockerd(wait_s: float) -> Daemon:
     dockerd = shutil.which("dockerd")
     if not dockerd:
         raise RuntimeError("no Docker daemon answers and dockerd is not installed: "
