@@ -159,6 +159,9 @@ def export_slides(notebook: str | Path, out_dir: str | Path | None = None, *, of
         nb = nbformat.read(notebook, as_version=4)
     except Exception as exc:
         raise SlidesError(f"cannot read {notebook}: {exc}") from None
+    # Drop papermill's cells before nbconvert assigns slides: removed later, a cell without slide
+    # metadata can carry the end-of-slide marker and merge two slides.
+    nb.cells = [c for c in nb.cells if not set(c.get("metadata", {}).get("tags", [])) & set(REMOVED_TAGS)]
     body, _ = make_exporter(offline=vendor is not None).from_notebook_node(nb)
     target = out_dir / f"{notebook.stem}.slides.html"
     tmp = target.with_suffix(".tmp")
