@@ -409,11 +409,9 @@ class InstructionSet:
 
 
 def _sandbox_or_none():
-    try:
-        from course_lib import sandbox  # noqa: F401  (the sandbox helper's module)
-        return sandbox
-    except ImportError:
-        return None
+    from course_lib.teacher import sandbox_status
+
+    return sandbox_status()[0]
 
 
 def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -> tuple[list[bool], list[str], str]:
@@ -424,10 +422,12 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -
     ``course_lib.sandbox`` nothing is executed (untrusted code never runs outside a sandbox): every
     sample is kept unverified and the sentence says so. Introduced in lesson 05.
     """
-    sandbox = _sandbox_or_none()
+    from course_lib.teacher import sandbox_status
+
+    sandbox, why = sandbox_status()
     if sandbox is None:
         return ([True] * len(samples), ["not executed"] * len(samples),
-                "not executed: course_lib.sandbox is not available yet, so references were only parsed")
+                f"not executed ({why}): references were only parsed")
     items = []
     for s in samples:
         rec = records[s["entry_point"] + "@" + s["source_path"]]
@@ -436,11 +436,10 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -
         else:
             code = s["output"] if s["kind"] != "explain" else rec.source
             items.append({"code": code, "tests": _doctest_asserts(rec) or None})
-    results = sandbox.run_many(items, timeout_s=10.0)
+    results = sandbox.run_many(items, timeout_s=10.0, workers=4, progress=False, backend=why)
     ok = [r.status == "passed" for r in results]
     reasons = [r.status if r.status != "passed" else "" for r in results]
-    backend = getattr(results[0], "backend", None) if results else None
-    return ok, reasons, f"sandbox ({backend or 'course_lib.sandbox'})"
+    return ok, reasons, f"sandbox ({why})"
 
 
 def build_instruction_set(files: Iterable[Path] | None = None, *, max_functions: int = 200,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import threading
 import time
@@ -47,12 +48,13 @@ AUDIT_RUBRIC = {
 _VERBS = r"(?:write|create|build|develop|design|implement|generate|make|construct|code|program)"
 _THINGS = (r"(?:python\s+)?(?:code\s+snippet|function\s+snippet|module\s+snippet|program\s+snippet|script\s+snippet|"
            r"code|function|program|script|module|snippet|method|class)")
-_LEAD = re.compile(rf"^\s*(?:please\s+)?{_VERBS}\s+(?:a|an|some|the)?\s*{_THINGS}?\s*(?:in\s+python\s*)?"
-                   r"(?P<link>that|to|which|for|in order to)?\s*", re.I)
+_LEAD = re.compile(rf"^\s*(?:please\s+)?{_VERBS}\s+(?:a|an|some|the)?\s*{_THINGS}\s*(?:`[^`]*`\s*)?"
+                   r"(?:in\s+python\s*)?(?P<link>that|to|which|for|in order to)?\s*", re.I)
+_DOES = re.compile(r"^(?:does|do) the following:\s*", re.I)
 
 
 def _first_sentence(text: str) -> str:
-    text = " ".join(text.strip().split())
+    text = " ".join(text.strip().split("\n\n")[0].split())
     m = re.search(r"(?<=[.!?])\s+(?=[A-Z])", text)
     return (text[: m.start()] if m else text).strip().rstrip(".!?:;")
 
@@ -82,11 +84,16 @@ def standardize_instruction(raw: str, reference: str = "") -> str:
 
     Introduced in lesson 05.
     """
-    sentence = _first_sentence(raw)
+    sentence = _first_sentence(raw) or "Solve the task"
     m = _LEAD.match(sentence)
-    rest = sentence[m.end():] if m and m.end() > 0 else sentence
-    link = (m.group("link") or "").lower() if m else ""
+    if m is None:  # not a "write a … function/code/program" request: keep the sentence as it is
+        head = sentence[0].upper() + sentence[1:]
+        return f"{head}.\n```python\n{_skeleton(reference, sentence)}\n```"
+    rest = sentence[m.end():]
+    link = (m.group("link") or "").lower()
     rest = rest.strip() or "solves the task"
+    if _DOES.match(rest):
+        rest, link = _DOES.sub("", rest), "to"
     rest = rest[0].lower() + rest[1:] if not rest[:2].isupper() else rest
     if link in ("to", "in order to", "for"):
         head = f"Write a Python function to {rest}" if link != "for" else f"Write a Python function for {rest}"
@@ -178,12 +185,42 @@ class OfflineTeacher:
                          "(standardisation, synthesis, audit); this system prompt is none of them")
 
 
-def _sandbox():
+def sandbox_status() -> tuple[object | None, str]:
+    """(the ``course_lib.sandbox`` module or None, its backend name or why it cannot run).
+
+    Introduced in lesson 05.
+    """
     try:
         from course_lib import sandbox
-        return sandbox
     except ImportError:
-        return None
+        return None, "course_lib.sandbox is not available"
+    global _BACKEND
+    if _BACKEND is None:
+        try:
+            if os.environ.get("SANDBOX_BACKEND"):
+                _BACKEND = sandbox.resolve_backend()
+            elif sandbox.available_backends().get("bwrap") == "ok":
+                _BACKEND = "bwrap"       # ~0.1 s a run here, Docker ~0.6 s: the funnel stays fast
+            else:
+                _BACKEND = sandbox.resolve_backend()
+        except Exception as exc:  # no backend works on this machine
+            return None, f"no sandbox backend works here ({exc})"
+    return sandbox, _BACKEND
+
+
+_BACKEND: str | None = None
+
+
+def sandbox_backend() -> str | None:
+    """The sandbox backend lesson 05 runs code with: ``$SANDBOX_BACKEND`` if set, else bubblewrap when
+    it works (fast), else the sandbox's ``auto`` choice; None when no sandbox works.
+    Introduced in lesson 05."""
+    sandbox, backend = sandbox_status()
+    return backend if sandbox is not None else None
+
+
+def _sandbox():
+    return sandbox_status()[0]
 
 
 def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
@@ -205,15 +242,17 @@ def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
         isinstance(n, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) for n in ast.walk(tree))
     bonus = int(defines) + int(documented)
     notes = (["defines a function or class"] if defines else []) + (["documented"] if documented else [])
-    sandbox = _sandbox()
+    sandbox, why = sandbox_status()
     if sandbox is None:
         return {"score": 7 + bonus,
-                "feedback": "compiles; NOT executed (course_lib.sandbox is not available), "
-                            + ", ".join(notes or ["no bonus"])}
+                "feedback": f"compiles; NOT executed ({why}), " + ", ".join(notes or ["no bonus"])}
     if semaphore is not None:
         semaphore.acquire()
     try:
-        res = sandbox.run_code(code, tests, timeout_s=timeout_s)
+        try:
+            res = sandbox.run_code(code, tests, timeout_s=timeout_s, backend=why)
+        except ValueError as exc:  # the row's tests do not compile
+            return {"score": 0, "feedback": f"the row's tests are broken: {exc}"}
     finally:
         if semaphore is not None:
             semaphore.release()
@@ -221,7 +260,7 @@ def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
     if status == "passed":
         extra = int(bool(tests))
         return {"score": 7 + bonus + extra,
-                "feedback": f"ran cleanly in the sandbox ({res.duration_s:.2f}s)"
+                "feedback": f"ran cleanly in the sandbox ({why}, {res.duration_s:.2f}s)"
                             + ("; its tests pass" if tests else "") + (", " + ", ".join(notes) if notes else "")}
     last = (res.stderr or "").strip().splitlines()[-1:] or [status]
     if status == "failed" and tests:
