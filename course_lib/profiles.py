@@ -122,10 +122,19 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.sandbox / course_lib.metrics
     "sandbox": {
-        "backend": os.environ.get("SANDBOX_BACKEND", "auto"),
+        # bubblewrap in ci (~30-40 samples/s on 2 cores); "auto" prefers Docker (~2-3 samples/s) when a
+        # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
+        "backend": os.environ.get("SANDBOX_BACKEND", "bwrap"),
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
+        "loop_timeout_s": 2.0,          # lesson 06 demos that loop forever on purpose
+        "humaneval_problems": 164,      # canonical solutions run through the sandbox
+        "broken_problems": 6,           # problems whose deliberately broken variants run
+        "pool_problems": 40,            # best-of-n feedback loop: problems x candidates
+        "pool_candidates": 6,
+        "best_of_n": (1, 2, 4, 8),
+        "sampling_rounds": 200,         # simulated draws per n in the best-of-n curve
     },
     # lesson 07 — course_lib.drill
     "drill": {
@@ -171,6 +180,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
+        "loop_timeout_s": 10.0,
+        "humaneval_problems": 164,
+        "broken_problems": 164,
+        "pool_problems": 164,
+        "pool_candidates": 8,
+        "best_of_n": (1, 2, 4, 8, 16),
+        "sampling_rounds": 1000,
     },
     "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
     "agentic": {},
