@@ -34,6 +34,7 @@ WELL_KNOWN_DNS = frozenset({
     "2001:4860:4860::8888", "2001:4860:4860::8844", "2606:4700:4700::1111", "2606:4700:4700::1001",
     "2620:fe::fe", "2620:fe::9", "2620:119:35::35", "2620:119:53::53",
 })
+EXAMPLE_IPS = frozenset({"1.2.3.4", "123.45.67.89", "12.34.56.78", "11.22.33.44"})
 EXAMPLE_DOMAINS = ("example.com", "example.org", "example.net", "example.edu", "test", "example",
                    "invalid", "localhost", "domain.com", "email.com", "yourdomain.com")
 NON_PERSONAL_LOCAL_PARTS = frozenset({"git", "noreply", "no-reply", "donotreply", "user", "username",
@@ -114,10 +115,10 @@ _KEY_ANCHORS = {
 _SECRET_WORDS = r"password|passwd|passphrase|pwd|secret|token|api_?key|apikey|access_?key|auth_?key|private_?key"
 # name = "value" / name: 'value' / "name": "value" / NAME=value (.env); the keyword anchors the match
 _ASSIGN_RE = re.compile(
-    r"(?i:" + _SECRET_WORDS + r")[A-Za-z0-9_]*[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
+    r"(?i:" + _SECRET_WORDS + r")[A-Za-z0-9_]*[\"']?\]?[ \t]*(?::=|=>|[:=])[ \t]*"
     r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{4,200})(?P=q)|(?P<bv>[A-Za-z0-9_\-+/=.!@#$%^&*]{8,200})(?=[ \t]|$|[;,]))",
     re.MULTILINE)
-_ASSIGN_ANCHOR_RE = re.compile(r"(?:" + _SECRET_WORDS + r")[a-z0-9_]*[\"']?[ \t]*(?::=|=>|[:=])")
+_ASSIGN_ANCHOR_RE = re.compile(r"(?:" + _SECRET_WORDS + r")[a-z0-9_]*[\"']?\]?[ \t]*(?::=|=>|[:=])")
 _NAME_START_RE = re.compile(r"[A-Za-z0-9_]*$")
 _URL_PASSWORD_RE = re.compile(
     r"://(?P<user>[^\s:/@\"'<>]{1,64}):(?P<v>[^\s:/@\"'<>]{1,128})@(?P<host>[A-Za-z0-9.\-\[\]]+)")
@@ -131,8 +132,8 @@ _IPV6_ANCHOR_RE = re.compile(r":[0-9A-Fa-f]{0,4}:")
 _IPV6_CHARS_RE = re.compile(r"[0-9A-Fa-f:.]*")
 _IPV6_CHARS_BACK_RE = re.compile(r"[0-9A-Fa-f:]*$")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_VERSION_CONTEXT_RE = re.compile(r"(?i)(?:version|ver|release|v|==|>=|<=|~=|!=|\bpython)\W{0,3}$")
-_TEMPLATE_RE = re.compile(r"[{}<>$%]|\*\*\*|\.\.\.|^x+$|os\.environ|getenv|settings\.|config\.", re.IGNORECASE)
+_VERSION_CONTEXT_RE = re.compile(r"(?i)(?:\bversion|\bver|\brelease|\bv|==|>=|<=|~=|!=|\bpython)\W{0,3}$")
+_TEMPLATE_RE = re.compile(r"\{[^}]*\}|\$\{|\$[A-Za-z_]|%\(|%s|<[A-Za-z_ -]+>|\*\*\*|\.\.\.|^x+$|os\.environ|getenv|settings\.|config\.", re.IGNORECASE)
 _HASH_PREFIX_RE = re.compile(r"^(?:sha(?:1|224|256|384|512)|md5|blake2b?)[-:=]", re.IGNORECASE)
 
 
@@ -140,7 +141,8 @@ def _looks_like_placeholder(value: str) -> bool:
     v = value.strip()
     low = v.lower()
     return (low in PLACEHOLDER_VALUES or bool(_TEMPLATE_RE.search(v)) or len(set(v)) <= 2
-            or low.startswith(("your", "my_", "<", "example", "dummy", "fake", "test", "change")))
+            or "example" in low or "password" in low or "secret" in low
+            or low.startswith(("your", "my_", "<", "dummy", "fake", "test", "change")))
 
 
 def _is_high_entropy(value: str) -> bool:
@@ -195,8 +197,12 @@ def _url_password_findings(text: str) -> list[Finding]:
     out = []
     for m in _URL_PASSWORD_RE.finditer(text):
         value = m.group("v")
+        host = m.group("host").lower().strip("[]")
         if _looks_like_placeholder(value) or value.lower() in ("pass", "pw"):
             continue
+        if host in ("localhost", "127.0.0.1", "::1") or any(
+                host == d or host.endswith("." + d) for d in EXAMPLE_DOMAINS):
+            continue  # a local or documentation URL: not a leaked credential
         out.append(Finding("url_password", m.start("v"), m.end("v"), value))
     return out
 
@@ -237,15 +243,18 @@ def _ipv4_findings(text: str) -> list[Finding]:
         before = text[start - 1] if start else " "
         after = text[m.end():m.end() + 2]
         if (before.isalnum() or before in "._" or after[:1].isalnum() or after[:1] == "_"
-                or (after[:1] == "." and after[1:2].isdigit())):
+                or (after[:1] == "." and (after[1:2].isalnum() or after[1:2] == "_"))):
             continue  # part of a longer dotted number (OIDs, 5-part versions) or of a word
         line_start = text.rfind("\n", 0, start) + 1
         context = text[max(line_start, start - 40):start]
         if _VERSION_CONTEXT_RE.search(context) or _IP_CONTEXT_RE.search(text[line_start:start]):
             continue
         value = m.group()
+        octets = value.split(".")
+        if all(len(o) == 1 for o in octets) or octets[3] == "0" or value in EXAMPLE_IPS:
+            continue  # 1.2.3.4 / 9.7.5.2 (examples, section numbers), x.y.z.0 (networks)
         ip = ipaddress.IPv4Address(value)
-        if ip.is_global and value not in WELL_KNOWN_DNS:
+        if ip.is_global and not ip.is_multicast and value not in WELL_KNOWN_DNS:
             out.append(Finding("ipv4", start, m.end(), value))
     return out
 
@@ -265,8 +274,10 @@ def _ipv6_findings(text: str) -> list[Finding]:
         if end < len(text) and (text[end].isalnum() or text[end] == "_"):
             continue
         value = text[start:end].rstrip(".")
-        if value.count(":") < 2:
-            continue
+        if value.count(":") < 2 or sum(1 for g in value.split(":") if g) < 3:
+            continue  # "2002::" (a prefix), "a::b"
+        if text[start + len(value):start + len(value) + 1] == "/":
+            continue  # a network in CIDR notation, not a host
         try:
             ip = ipaddress.IPv6Address(value)
         except ValueError:
@@ -295,6 +306,8 @@ def find_secrets(text: str) -> list[Finding]:
             continue
         for m in pattern.finditer(text):
             g = "v" if "v" in pattern.groupindex else 0
+            if "EXAMPLE" in m.group(g):  # documentation keys such as AWS's AKIA...EXAMPLE
+                continue
             found.append(Finding(kind, m.start(g), m.end(g), m.group(g)))
     if "://" in text:
         found += _url_password_findings(text)

@@ -82,7 +82,9 @@ def _license_of_distribution(dist: md.Distribution) -> tuple[str | None, str | N
     return None, None, None
 
 
-def _code_files(paths: Iterable[str]) -> tuple[str, ...]:
+def code_files(paths: Iterable[str]) -> tuple[str, ...]:
+    """The code files among ``paths`` (known language extension, no metadata or bytecode folders),
+    shallow files first. Introduced in lesson 01."""
     keep = []
     for p in paths:
         if p.startswith("..") or ".dist-info/" in p or ".egg-info/" in p or "__pycache__" in p:
@@ -106,7 +108,7 @@ def stdlib_repo() -> Repo:
             files.append(fn if rel == "." else f"{rel}/{fn}")
     import platform
     return Repo(STDLIB_REPO, platform.python_version(), "PSF-2.0", "PSF-2.0", "CPython LICENSE",
-                str(root), _code_files(files), source="stdlib")
+                str(root), code_files(files), source="stdlib")
 
 
 def installed_repos() -> list[Repo]:
@@ -121,7 +123,7 @@ def installed_repos() -> list[Repo]:
             if not name or canonical_name(name) in seen:
                 continue
             raw, spdx, source = _license_of_distribution(dist)
-            files = _code_files(str(f).replace(os.sep, "/") for f in (dist.files or []))
+            files = code_files(str(f).replace(os.sep, "/") for f in (dist.files or []))
             root = str(dist.locate_file(""))
             seen[canonical_name(name)] = Repo(canonical_name(name), dist.version or "", raw, spdx, source,
                                               root, files, source="site-packages")
@@ -210,8 +212,6 @@ def repo_rejection_reason(repo: Repo, *, min_stars: int, active_within_months: f
     age = months_between(repo.pushed_at, as_of)
     if age > active_within_months:
         return f"inactive: last push {repo.pushed_at.isoformat()} ({age:.0f} months before {as_of.isoformat()})"
-    if not repo.files:
-        return "no code files"
     return None
 
 
