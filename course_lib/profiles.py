@@ -77,10 +77,13 @@ _CI: dict[str, dict[str, Any]] = {
     "corpus": {
         "source": "site-packages",        # stdlib + installed distributions on this machine
         "max_repos": 400,
-        "max_files_per_repo": 200,
+        "max_files_per_repo": 30,         # shallow files first: a package's top-level modules
+        "stdlib_max_files": 300,
         "max_file_bytes": 200_000,
-        "min_stars": 5,
+        "min_stars": 5,                   # keep repos with stars > min_stars
         "active_within_months": 36,
+        "metadata_as_of": "2026-12-01",   # date of assets/repo_metadata.csv (illustrative values)
+        "redact": True,
     },
     # lesson 02 — course_lib.dedup
     "dedup": {
@@ -151,9 +154,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "source": "github",
         "max_repos": 5000,
         "max_files_per_repo": 2000,
+        "stdlib_max_files": 0,
         "max_file_bytes": 1_000_000,
         "min_stars": 10,
         "active_within_months": 24,
+        "metadata_as_of": None,           # today
+        "redact": True,
+        "github_query": "language:python",
     },
     "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5"},
     "deps": {"max_repos": 1000},
