@@ -121,7 +121,7 @@ class OfflineTeacher:
 
     model_name = OFFLINE_MODEL_NAME
 
-    def __init__(self, *, sandbox_timeout_s: float = 10.0, max_parallel_runs: int = 2):
+    def __init__(self, *, sandbox_timeout_s: float = 10.0, max_parallel_runs: int = 4):
         self._by_raw: dict[str, Reference] = {}
         self._by_standard: dict[str, Reference] = {}
         self._lock = threading.Lock()
@@ -223,28 +223,43 @@ def _sandbox():
     return sandbox_status()[0]
 
 
+def rubric_score(status: str, *, defines: bool = False, documented: bool = False, has_tests: bool = False) -> int:
+    """The execution-grounded auditor's rubric (:data:`AUDIT_RUBRIC`) as a function of what happened
+    when the code ran: ``status`` is ``"no code"``, a sandbox status (``"passed"``, ``"failed"``,
+    ``"syntax_error"``, ``"runtime_error"``, ``"timeout"``, ...) or ``"not run"`` (no sandbox: only
+    compiled). Introduced in lesson 05."""
+    if status == "no code":
+        return 0
+    if status == "syntax_error":
+        return 2
+    if status in ("passed", "not run"):
+        return 7 + int(defines) + int(documented) + int(has_tests and status == "passed")
+    if status == "failed" and has_tests:
+        return 5
+    return 4
+
+
 def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
                semaphore: threading.Semaphore | None = None) -> dict:
     """Score code by running it (the execution-grounded auditor): ``{"score": int, "feedback": str}``
-    following :data:`AUDIT_RUBRIC`. Without ``course_lib.sandbox`` the code is only compiled and the
+    following :func:`rubric_score`. Without a working sandbox the code is only compiled and the
     feedback says it was not run. Introduced in lesson 05.
     """
     code = code or ""
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
-        return {"score": 2, "feedback": f"syntax error: {exc.msg} (line {exc.lineno})"}
+        return {"score": rubric_score("syntax_error"), "feedback": f"syntax error: {exc.msg} (line {exc.lineno})"}
     if not tree.body or all(isinstance(n, ast.Expr) and isinstance(getattr(n, "value", None), ast.Constant)
                             for n in tree.body):
-        return {"score": 0, "feedback": "no code"}
+        return {"score": rubric_score("no code"), "feedback": "no code"}
     defines = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in ast.walk(tree))
     documented = "#" in code or any(
         isinstance(n, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) for n in ast.walk(tree))
-    bonus = int(defines) + int(documented)
     notes = (["defines a function or class"] if defines else []) + (["documented"] if documented else [])
     sandbox, why = sandbox_status()
     if sandbox is None:
-        return {"score": 7 + bonus,
+        return {"score": rubric_score("not run", defines=defines, documented=documented),
                 "feedback": f"compiles; NOT executed ({why}), " + ", ".join(notes or ["no bonus"])}
     if semaphore is not None:
         semaphore.acquire()
@@ -256,18 +271,14 @@ def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
     finally:
         if semaphore is not None:
             semaphore.release()
-    status = res.status
-    if status == "passed":
-        extra = int(bool(tests))
-        return {"score": 7 + bonus + extra,
-                "feedback": f"ran cleanly in the sandbox ({why}, {res.duration_s:.2f}s)"
-                            + ("; its tests pass" if tests else "") + (", " + ", ".join(notes) if notes else "")}
-    last = (res.stderr or "").strip().splitlines()[-1:] or [status]
-    if status == "failed" and tests:
-        return {"score": 5, "feedback": f"its tests fail: {last[0][:200]}"}
-    if status == "syntax_error":
-        return {"score": 2, "feedback": f"syntax error: {last[0][:200]}"}
-    return {"score": 4, "feedback": f"{status} when run in the sandbox: {last[0][:200]}"}
+    score = rubric_score(res.status, defines=defines, documented=documented, has_tests=bool(tests))
+    if res.status == "passed":
+        return {"score": score, "feedback": f"ran cleanly in the sandbox ({why}, {res.duration_s:.2f}s)"
+                + ("; its tests pass" if tests else "") + (", " + ", ".join(notes) if notes else "")}
+    last = ((res.stderr or "").strip().splitlines() or [res.detail or res.status])[-1]
+    if res.status == "failed" and tests:
+        return {"score": score, "feedback": f"its tests fail: {last[:200]}"}
+    return {"score": score, "feedback": f"{res.status} when run in the sandbox: {last[:200]}"}
 
 
 # --- the HTTP server ------------------------------------------------------------------------------

@@ -153,3 +153,11 @@ def test_teacher_timeout_is_reported():
     assert [k["row_id"] for k in kept] == ["10"]
     (d,) = report.dropped
     assert d["row_id"] == "11" and d["stage"] == "ScriptSynthesizer" and "timed out" in d["reason"]
+
+
+def test_rubric_score():
+    r = teacher.rubric_score
+    assert r("no code") == 0 and r("syntax_error") == 2 and r("runtime_error", defines=True) == 4
+    assert r("timeout") == 4 and r("failed", has_tests=True) == 5
+    assert r("passed") == 7 and r("passed", defines=True, documented=True, has_tests=True) == 10
+    assert r("not run", defines=True, documented=True, has_tests=True) == 9   # untested code never gets 10
