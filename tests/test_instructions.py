@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from course_lib import instructions as I
-from chat_model_for_tests import make_chat_model
+from tests.chat_model_for_tests import make_chat_model
 
 SOURCE = textwrap.dedent('''
     import math

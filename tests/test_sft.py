@@ -5,7 +5,7 @@ import json
 import pytest
 
 from course_lib import sft
-from chat_model_for_tests import make_chat_model
+from tests.chat_model_for_tests import make_chat_model
 
 ROWS = [{"instruction": f"Write a function that returns {i} plus one.", "input": "",
          "output": f"def f():\n    return {i} + 1"} for i in range(32)]
