@@ -428,7 +428,7 @@ def _teacher_for(profile: str, base_url: str | None, model_name: str | None):
                 "sandbox-run auditor; NOT an LLM)", server.teacher)
     vt = VLLMTeacher()
     url = os.environ.get("COURSE_TEACHER_URL", vt.base_url)
-    name = os.environ.get("COURSE_TEACHER_MODEL", vt.model)
+    name = model_name or os.environ.get("COURSE_TEACHER_MODEL", vt.model)
     return url, name, None, f"vLLM server at {url} ({name})", None
 
 
