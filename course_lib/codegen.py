@@ -378,7 +378,10 @@ def build_codegen_pipeline(model, *, min_score: int = 7, max_score: int = 10, fu
                                     output_score_key="quality_score", output_feedback_key="feedback", **kw)
     sieve = ops.ThresholdSieve(min_score=min_score, max_score=max_score, input_score_key="quality_score",
                                output_key="quality_score_filter_label", **kw)
-    fmt = ops.CodeFeedbackFormatter(instruction_key="messages", input_code_key="new_code", feedback_key="feedback")
+    # The formatter defaults to a process pool (fork): inside a notebook kernel that already runs threads
+    # (torch, tokenizers, the teacher server) a fork can hang, and it is slower here; threads are enough.
+    fmt = ops.CodeFeedbackFormatter(instruction_key="messages", input_code_key="new_code", feedback_key="feedback",
+                                    _concurrency_mode="thread", _max_workers=max_workers)
     with lazyllm.pipeline() as ppl:
         if funnel is not None:
             for op, stage in zip((gen, syn, aud, sieve), STAGES):
