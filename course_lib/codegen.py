@@ -38,9 +38,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from course_lib.teacher import (OFFLINE_MODEL_NAME, OfflineTeacher, TeacherServer, VLLMTeacher,
+from course_lib.teacher import (OFFLINE_MODEL_NAME, TeacherServer, VLLMTeacher,
                                 teacher_is_up)
 
 ROW_ID = "course_row_id"

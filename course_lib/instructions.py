@@ -23,7 +23,6 @@ import builtins
 import doctest
 import html
 import random
-import re
 import sys
 import sysconfig
 import textwrap
