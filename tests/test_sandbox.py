@@ -141,3 +141,10 @@ def test_result_repr_and_properties():
     r = SandboxResult("failed", tests=["ok", "assert"])
     assert not r.passed and (r.tests_passed, r.tests_total) == (1, 2)
     assert "1/2" in repr(r)
+
+
+def test_a_process_lingering_after_the_marker_is_killed_but_keeps_its_result(bwrap):
+    # a non-daemon thread keeps the interpreter alive after the harness reported: the result stands
+    code = "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,)).start()\n" + ADD
+    r = run_code(code, "assert add(1, 2) == 3", timeout_s=1.0, backend=bwrap)
+    assert r.status == "passed" and "after the end-of-run marker" in r.detail, r

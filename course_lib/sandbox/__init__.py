@@ -127,11 +127,17 @@ def resolve_backend(backend: str | None = None) -> str:
 
 # --- one run -----------------------------------------------------------------------------------------
 
-def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: int, startup_s: float):
+MARKER_EXIT_GRACE_S = 10.0   # after the end-of-run marker, time allowed for the process (container) to exit
+
+
+def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: int, startup_s: float,
+                 token: bytes = b""):
     """Feed stdin, read stdout/stderr with a cap and a deadline. Returns (out, err, why_stopped).
 
     The sample's clock starts when the harness writes its "started" byte (so container start-up is not
-    charged to the sample); until then the deadline is ``startup_s``."""
+    charged to the sample); until then the deadline is ``startup_s``. Once the end-of-run marker line
+    has arrived, the process gets :data:`MARKER_EXIT_GRACE_S` to exit (a container's teardown is slow
+    on a busy machine); the sample's result is already known."""
     sel = selectors.DefaultSelector()
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -143,7 +149,7 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
     else:
         proc.stdin.close()
     deadline = time.monotonic() + startup_s
-    started = False
+    started = marker_seen = False
     why = None
     while sel.get_map():
         left = deadline - time.monotonic()
@@ -171,6 +177,11 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
                 if chunk.startswith(b"\x1e"):
                     chunk = chunk[1:]
             bufs[f] += chunk
+            if token and f is proc.stdout and not marker_seen:
+                at = bufs[f].rfind(token, max(0, len(bufs[f]) - len(chunk) - len(token) - 4096))
+                if at >= 0 and b"\n" in bufs[f][at:]:
+                    marker_seen = True
+                    deadline = max(deadline, time.monotonic() + MARKER_EXIT_GRACE_S)
             if len(bufs[f]) > cap + 4096:  # slack for the end-of-run marker line
                 why = "output_limit"
                 break
@@ -226,7 +237,7 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: in
         return SandboxResult("sandbox_error", backend=backend, detail=f"could not start {argv[0]}: {exc}")
     why = "sandbox_error"
     try:
-        out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s)
+        out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s, token.encode())
     finally:
         if why is not None:  # timeout, output limit or an error here: kill the whole tree (and container)
             _kill_tree(proc, container, host)
@@ -267,10 +278,12 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
         res.status, res.detail = "output_limit", f"more than {OUTPUT_CAP // 1024} KiB of output"
     elif why == "startup":
         res.status, res.detail = "sandbox_error", "the sandbox did not start in time"
+    elif report is not None:  # the harness finished in time (a slow exit afterwards does not matter)
+        res.status, res.tests, res.detail = report["status"], report.get("tests", []), report.get("error") or ""
+        if why == "timeout":
+            res.detail = (res.detail + "; " if res.detail else "") + "killed while exiting after the end-of-run marker"
     elif why == "timeout":
         res.status, res.detail = "timeout", "killed after the time limit"
-    elif report is not None:
-        res.status, res.tests, res.detail = report["status"], report.get("tests", []), report.get("error") or ""
     elif backend == "bwrap" and (stderr.startswith("bwrap:") or stderr.startswith("setpriv:")):
         res.status, res.detail = "sandbox_error", stderr.strip()[:500]
     elif backend == "docker" and rc in (125, 126, 127) and "Traceback" not in stderr:

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import tarfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.sandbox.backends import IMAGE, sandbox_python
@@ -77,6 +77,7 @@ class Daemon:
     host: str | None
     started: bool
     pid: int | None = None
+    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Stop the daemon if this process started it (SIGTERM, then SIGKILL)."""
@@ -85,6 +86,14 @@ class Daemon:
         try:
             os.kill(self.pid, signal.SIGTERM)
         except ProcessLookupError:
+            return
+        if self.proc is not None:  # our child: wait for it (no zombie left behind)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.started = False
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -154,7 +163,7 @@ def _spawn_dockerd(wait_s: float) -> Daemon:
         if proc.poll() is not None:
             raise RuntimeError(f"dockerd exited with code {proc.returncode}; see {STATE_DIR / 'dockerd.log'}")
         if COURSE_SOCKET.exists() and daemon_answers(host):
-            return Daemon(host=host, started=True, pid=proc.pid)
+            return Daemon(host=host, started=True, pid=proc.pid, proc=proc)
         time.sleep(0.3)
     proc.terminate()
     raise RuntimeError(f"dockerd did not answer within {wait_s:.0f} s; see {STATE_DIR / 'dockerd.log'}")
