@@ -148,3 +148,8 @@ def test_a_process_lingering_after_the_marker_is_killed_but_keeps_its_result(bwr
     code = "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,)).start()\n" + ADD
     r = run_code(code, "assert add(1, 2) == 3", timeout_s=1.0, backend=bwrap)
     assert r.status == "passed" and "after the end-of-run marker" in r.detail, r
+
+
+def test_usr_local_is_hidden(bwrap):
+    r = run_code("import os\nprint(os.listdir('/usr/local'))\n", backend=bwrap)
+    assert r.status == "passed" and r.stdout == "[]", r

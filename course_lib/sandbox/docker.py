@@ -34,7 +34,8 @@ COURSE_SOCKET = RUN_DIR / "docker.sock"
 
 def docker_host() -> str | None:
     """The daemon address the sandbox talks to: ``$SANDBOX_DOCKER_HOST``, ``$DOCKER_HOST``, the course's
-    own socket when it exists, else None (the docker client's default, ``/var/run/docker.sock``)."""
+    own socket when it exists, else None (the docker client's default, ``/var/run/docker.sock``).
+    Introduced in lesson 06."""
     for var in ("SANDBOX_DOCKER_HOST", "DOCKER_HOST"):
         if os.environ.get(var):
             return os.environ[var]
@@ -52,7 +53,7 @@ def _docker(*args: str, host: str | None = None, timeout: float = 30, **kw) -> s
 
 
 def daemon_answers(host: str | None = None) -> bool:
-    """True when a Docker daemon answers at ``host`` (default :func:`docker_host`)."""
+    """True when a Docker daemon answers at ``host`` (default :func:`docker_host`). Introduced in lesson 06."""
     if not shutil.which("docker"):
         return False
     try:
@@ -63,7 +64,7 @@ def daemon_answers(host: str | None = None) -> bool:
 
 
 def image_exists(host: str | None = None, image: str = IMAGE) -> bool:
-    """True when the daemon at ``host`` has the sandbox image."""
+    """True when the daemon at ``host`` has the sandbox image. Introduced in lesson 06."""
     try:
         return _docker("image", "inspect", image, host=host or docker_host(), timeout=20).returncode == 0
     except (subprocess.TimeoutExpired, OSError, FileNotFoundError):
@@ -202,7 +203,8 @@ _SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", 
 
 def rootfs_tar(python: Path | None = None) -> bytes:
     """A tar archive of a minimal root file system that runs ``python3``: the interpreter, its shared
-    libraries, its standard library (without tests and GUI modules), /etc/passwd and an empty /tmp."""
+    libraries, its standard library (without tests and GUI modules), /etc/passwd and an empty /tmp.
+    Introduced in lesson 06."""
     python = Path(python or sandbox_python())
     info = _python_paths(python)
     exe = Path(info["exe"]).resolve()
