@@ -188,6 +188,8 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
         if why:
             break
     sel.close()
+    if why is None and not started:
+        why = "never_started"  # the harness never ran: the sandbox itself failed
     return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr]), why
 
 
@@ -239,10 +241,10 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: in
     try:
         out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s, token.encode())
     finally:
-        if why is not None:  # timeout, output limit or an error here: kill the whole tree (and container)
+        if why not in (None, "never_started"):  # timeout, output limit or an error: kill the tree (and container)
             _kill_tree(proc, container, host)
         try:
-            proc.wait(timeout=5 if why is None else 30)
+            proc.wait(timeout=5 if why in (None, "never_started") else 30)
         except subprocess.TimeoutExpired:
             _kill_tree(proc, container, host)
             proc.wait(timeout=30)
@@ -278,6 +280,10 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
         res.status, res.detail = "output_limit", f"more than {OUTPUT_CAP // 1024} KiB of output"
     elif why == "startup":
         res.status, res.detail = "sandbox_error", "the sandbox did not start in time"
+    elif why == "never_started":
+        res.status = "sandbox_error"
+        res.detail = (f"the sandbox exited (code {rc}) before the harness started: "
+                      + (stderr.strip()[-500:] or "no message"))
     elif report is not None:  # the harness finished in time (a slow exit afterwards does not matter)
         res.status, res.tests, res.detail = report["status"], report.get("tests", []), report.get("error") or ""
         if why == "timeout":
