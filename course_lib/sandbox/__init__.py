@@ -72,14 +72,18 @@ class SandboxResult:
 
 # --- choosing a backend ----------------------------------------------------------------------------
 
-_probe_cache: dict[str, tuple[bool, str]] = {}
+_probe_cache: dict[str, tuple[bool, str, float]] = {}
 _unsafe_warned = False
+DOCKER_PROBE_TTL_S = 30.0   # a daemon can come and go; bwrap's answer does not change within a process
 
 
 def _probe(name: str) -> tuple[bool, str]:
-    """(works, reason) for a backend, by really running a tiny sample (cached per process)."""
+    """(works, reason) for a backend, by really running a tiny sample (cached per process; Docker's
+    answer for :data:`DOCKER_PROBE_TTL_S`)."""
     if name in _probe_cache:
-        return _probe_cache[name]
+        ok, reason, when = _probe_cache[name]
+        if name != "docker" or time.monotonic() - when < DOCKER_PROBE_TTL_S:
+            return ok, reason
     ok, reason = False, ""
     if name == "docker":
         from course_lib.sandbox import docker as d
@@ -96,7 +100,7 @@ def _probe(name: str) -> tuple[bool, str]:
             ok, reason = r.status == "passed", (r.detail or r.stderr.strip()[-300:])
         except FileNotFoundError as exc:
             reason = str(exc)
-    _probe_cache[name] = (ok, reason)
+    _probe_cache[name] = (ok, reason, time.monotonic())
     return ok, reason
 
 
