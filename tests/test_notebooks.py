@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from course_lib.nbtools import lesson_paths
-from tests.notebook_helpers import failure_message, records_of, run_lesson
+from notebook_helpers import failure_message, records_of, run_lesson
 
 pytestmark = pytest.mark.notebooks
 
