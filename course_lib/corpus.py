@@ -174,9 +174,17 @@ def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
     return repos, sel
 
 
+def _code_fingerprint() -> str:
+    """Hash of the modules that decide what enters the corpus: editing a rule rebuilds the cache."""
+    h = hashlib.sha256()
+    for mod in ("filters", "redaction", "repos", "corpus"):
+        h.update((Path(__file__).parent / f"{mod}.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
 def _config_key(profile: str, cfg, repos: list[Repo]) -> str:
     payload = {
-        "format": CORPUS_FORMAT, "profile": profile, "config": dict(cfg), "python": platform.python_version(),
+        "format": CORPUS_FORMAT, "code": _code_fingerprint(), "profile": profile, "config": dict(cfg), "python": platform.python_version(),
         "repos": [(r.name, r.version, r.license, r.stars, str(r.pushed_at), len(r.files)) for r in repos],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -25,6 +25,8 @@ from course_lib.filters import language_of, license_verdict, normalize_license
 from course_lib.paths import assets_dir
 
 STDLIB_REPO = "python/cpython"
+# The course's own package is not third-party code: it never enters its own corpus.
+EXCLUDED_DISTRIBUTIONS = frozenset({"course-lib"})
 METADATA_FILE = "repo_metadata.csv"
 
 
@@ -120,7 +122,7 @@ def installed_repos() -> list[Repo]:
     for dist in md.distributions():
         try:
             name = dist.metadata.get("Name")
-            if not name or canonical_name(name) in seen:
+            if not name or canonical_name(name) in seen or canonical_name(name) in EXCLUDED_DISTRIBUTIONS:
                 continue
             raw, spdx, source = _license_of_distribution(dist)
             files = code_files(str(f).replace(os.sep, "/") for f in (dist.files or []))
