@@ -7,7 +7,7 @@
 2. Speed on real files: raw (unredacted) files of the ci corpus's repositories.
 
 Prints ratios course / detect-secrets measured in this run. Run:
-    PYTHONPATH=$PWD python benchmarks/bench_secrets.py [--files 200]
+    PYTHONPATH=$PWD python benchmarks/bench_secrets.py [--files 100]
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def real_file_speed(n_files: int) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--files", type=int, default=200, help="real files for the speed comparison")
+    p.add_argument("--files", type=int, default=100, help="real files for the speed comparison")
     args = p.parse_args(argv)
     try:
         import detect_secrets  # noqa: F401

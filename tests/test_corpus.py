@@ -109,3 +109,14 @@ def test_full_profile_runs_against_a_github_shaped_server(github_server, tmp_pat
     assert any(path == "/search/repositories" for path, _, _ in _GitHubShaped.calls)
     for row in ds:
         assert file_filter_reason(row["path"], row["content"]) is None
+
+
+@pytest.mark.notebooks
+def test_lesson_01_records(notebook_records):
+    rec = notebook_records("01")
+    assert rec["repos_kept"] < rec["repos_candidates"]
+    assert rec["files_kept"] == rec["corpus_rows"] and rec["files_kept"] < rec["files_seen"]
+    assert {"too_short", "empty"} <= set(rec["files_removed"])
+    assert rec["course_precision_dev"] >= 0.95 and rec["course_recall_dev"] >= 0.95
+    assert 0.5 <= rec["course_recall_heldout"] <= 1.0
+    assert rec["redactions"].get("email", 0) > 0
