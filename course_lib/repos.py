@@ -12,6 +12,7 @@ Introduced in lesson 01.
 from __future__ import annotations
 
 import csv
+import functools
 import datetime as dt
 import importlib.metadata as md
 import os
@@ -177,7 +178,27 @@ def with_metadata(repos: Iterable[Repo], metadata: dict[str, dict]) -> list[Repo
 def local_repos(metadata_path: str | os.PathLike | None = None) -> list[Repo]:
     """The ci repository table: the standard library + installed distributions, with the illustrative
     stars/activity metadata attached. Introduced in lesson 01."""
-    return with_metadata([stdlib_repo(), *installed_repos()], load_repo_metadata(metadata_path))
+    return with_metadata(list(_scanned_repos(_environment_stamp())), load_repo_metadata(metadata_path))
+
+
+def _environment_stamp() -> tuple:
+    """Changes when distributions are installed or removed (the mtimes of the site folders)."""
+    import site
+    import sys
+
+    stamp = []
+    for folder in {*sys.path, *site.getsitepackages()}:
+        try:
+            stamp.append((folder, os.stat(folder).st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(sorted(stamp))
+
+
+@functools.lru_cache(maxsize=2)
+def _scanned_repos(stamp: tuple) -> tuple[Repo, ...]:
+    """Scanning every distribution's RECORD takes seconds: done once per environment state."""
+    return (stdlib_repo(), *installed_repos())
 
 
 def months_between(earlier: dt.date, later: dt.date) -> float:
