@@ -86,6 +86,20 @@ def _kept_reason(repo: Repo, cfg, n_rules: int, redacted: Counter) -> str:
     return "; ".join(parts)
 
 
+def _add_redaction_examples(report: CorpusReport, shown: str, text: str, result, per_kind: int = 5) -> None:
+    """Keep up to ``per_kind`` examples of each finding kind: the file, the line and the line as redacted
+    (never the secret itself)."""
+    have = Counter(e["kind"] for e in report.redaction_examples)
+    redacted_lines = result.text.splitlines()
+    for f in result.findings:
+        if have[f.kind] < per_kind:
+            line = text.count("\n", 0, f.start) + 1
+            report.redaction_examples.append({
+                "file": shown, "line": line, "kind": f.kind,
+                "redacted_line": redacted_lines[line - 1][:160] if line - 1 < len(redacted_lines) else ""})
+            have[f.kind] += 1
+
+
 def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
                       progress: bool = True) -> dict[str, list]:
     """Read, filter and redact the files of already-selected ``repos``; count everything in ``report``.
@@ -123,13 +137,7 @@ def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
                     redacted = result.counts()
                     report.redactions.update(redacted)
                     report.files_redacted += 1
-                    if len(report.redaction_examples) < 20:
-                        f0 = result.findings[0]
-                        line = text.count("\n", 0, f0.start) + 1
-                        report.redaction_examples.append({
-                            "file": shown, "line": line, "kind": f0.kind,
-                            "redacted_line": result.text.splitlines()[line - 1][:160]
-                            if line - 1 < len(result.text.splitlines()) else ""})
+                    _add_redaction_examples(report, shown, text, result)
                     text = result.text
             cols["repo"].append(repo.name)
             cols["path"].append(rel)
