@@ -125,15 +125,88 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(33))
 
 
+_WORD_BYTES = np.zeros(256, dtype=bool)
+_WORD_BYTES[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789", np.uint8)] = True
+_BYTE_BASE = 0x100000001B3                         # odd, so it has an inverse mod 2**64
+_POW = np.array([_BYTE_BASE], dtype=np.uint64)     # _POW[i] = base**(i+1) mod 2**64
+_INV_POW = np.array([pow(_BYTE_BASE, -1, 2**64)], dtype=np.uint64)
+_HIGH_HALF = 1 if np.little_endian else 0
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """base**(i+1) and base**-(i+1) mod 2**64 for i < n, grown by doubling and cached."""
+    global _POW, _INV_POW
+    while len(_POW) < n:
+        _POW = np.concatenate([_POW, _POW * _POW[-1]])
+        _INV_POW = np.concatenate([_INV_POW, _INV_POW * _INV_POW[-1]])
+    return _POW, _INV_POW
+
+
+def _ngram_hash(t: np.ndarray, n: int, m: int) -> np.ndarray:
+    """Polynomial hash of the ``m`` windows of ``n`` consecutive token hashes, finalised to 32 bits."""
+    g = t[:m].copy()
+    for j in range(1, n):
+        g *= _NGRAM_MULT
+        g += t[j:j + m]
+    g += np.uint64(n)  # a 3-token text and a 3-gram of a longer text hash alike only if equal
+    return _fmix64(g) >> np.uint64(32)
+
+
+def word_shingle_hashes(texts: Sequence[str], n: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of the word n-gram shingles of several texts at once, all in numpy.
+
+    Returns ``(x, doc)``: 32-bit shingle hashes (uint64 values < 2**32, repeats kept) and the index of
+    the text each belongs to, sorted by text. The texts are joined (UTF-8) with newlines; word bytes
+    are ``[A-Za-z_0-9]`` (bigcode's tokens, ASCII like its regex); each token's hash is a polynomial of
+    its bytes from prefix sums (``sum c_k B^k`` divided by ``B^start``), finalised with murmur3's
+    mixer; each n-gram's hash is a polynomial of its token hashes within one text. A text with fewer
+    than ``n`` tokens gets one shingle of all its tokens, as :func:`word_shingles`. Introduced in
+    lesson 02."""
+    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
+    doc_end = np.cumsum([len(e) + 1 for e in encoded])
+    is_word = _WORD_BYTES[buf].astype(np.int8)
+    edge = np.diff(is_word, prepend=np.int8(0), append=np.int8(0))
+    start, end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    if len(start) == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    powers, inv_powers = _powers(len(buf))
+    prefix = np.zeros(len(buf) + 1, dtype=np.uint64)
+    np.cumsum(buf.astype(np.uint64) * powers[:len(buf)], out=prefix[1:])
+    tok = (prefix[end] - prefix[start]) * inv_powers[start] + (end - start).astype(np.uint64)
+    tok = _fmix64(tok)
+    tok_doc = np.searchsorted(doc_end, start, side="right")
+    counts = np.bincount(tok_doc, minlength=len(texts))
+    xs, docs = [], []
+    if len(tok) >= n:
+        m = len(tok) - n + 1
+        x = _ngram_hash(tok, n, m)
+        inside = tok_doc[:m] == tok_doc[n - 1:]      # the window stays in one text
+        xs.append(x[inside])
+        docs.append(tok_doc[:m][inside])
+    short = np.flatnonzero((counts > 0) & (counts < n))
+    if len(short):
+        first = np.searchsorted(tok_doc, short)
+        for d, f in zip(short.tolist(), first.tolist()):
+            c = int(counts[d])
+            xs.append(_ngram_hash(tok[f:f + c], c, 1))
+            docs.append(np.array([d], dtype=np.int64))
+    x, doc = np.concatenate(xs), np.concatenate(docs).astype(np.int64)
+    if len(short):
+        order = np.argsort(doc, kind="stable")
+        x, doc = x[order], doc[order]
+    return x, doc
+
+
 class MinHasher:
     """Vectorised MinHash signatures (``num_perm`` uint32 values per document).
 
-    How it works: each token (word or character) is hashed once into 64 bits; an n-gram's hash is a
-    polynomial of its tokens' hashes (numpy, wrapping uint64), finalised with murmur3's mixer and cut
-    to 32 bits ``x``. The permutations are the multiply-add-shift family
-    ``h_k(x) = ((a_k * x + b_k) mod 2^64) >> 32`` with random 64-bit ``a_k, b_k`` (a strongly universal
-    family), computed for all shingles of a chunk of documents at once as one ``(shingles, num_perm)``
-    matrix; ``np.minimum.reduceat`` takes each document's column minima. Duplicated shingles do not
+    How it works: shingles are hashed to 32 bits ``x`` in numpy (:func:`word_shingle_hashes`: every
+    token's hash from prefix sums over the bytes, n-grams as polynomials of token hashes; character
+    shingles per document from code points). The permutations are the multiply-add-shift family
+    ``h_k(x) = ((a_k * x + b_k) mod 2^64) >> 32`` with random 64-bit ``a_k, b_k`` (strongly universal),
+    computed for all shingles of a chunk of documents at once as one ``(num_perm, shingles)`` matrix
+    whose high 32-bit halves ``np.minimum.reduceat`` reduces per document. Duplicated shingles do not
     change a minimum, so no per-document ``set`` is needed.
 
     A document without shingles gets an all-``0xFFFFFFFF`` signature and is flagged in
@@ -141,86 +214,83 @@ class MinHasher:
     """
 
     def __init__(self, num_perm: int = 128, shingle: str = "word5", seed: int = 0,
-                 chunk_shingles: int = 8192):
+                 chunk_bytes: int = 128_000):
         if num_perm < 1:
             raise ValueError(f"num_perm must be >= 1, got {num_perm}")
         self.num_perm = int(num_perm)
         self.shingle = shingle
         self.unit, self.n = parse_shingle_kind(shingle)
         self.seed = seed
-        self.chunk_shingles = int(chunk_shingles)
+        self.chunk_bytes = int(chunk_bytes)
         rng = np.random.default_rng(seed)
         self.a = rng.integers(1, 2**63, size=self.num_perm, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
         self.b = rng.integers(0, 2**63, size=self.num_perm, dtype=np.uint64) * np.uint64(2)
         self.last_empty = np.zeros(0, dtype=bool)
 
-    # one document -> its 32-bit shingle hashes (with repeats)
-    def shingle_hashes(self, text: str, token_cache: dict[str, int] | None = None) -> np.ndarray:
+    def shingle_hashes(self, text: str) -> np.ndarray:
         """The 32-bit hashes (uint64 array, values < 2**32) of ``text``'s shingles, with repeats."""
+        return self._chunk_hashes([text])[0]
+
+    def _chunk_hashes(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if self.unit == "word":
-            tokens = WORD_RE.findall(text)
-            if not tokens:
-                return np.zeros(0, dtype=np.uint64)
-            cache = {} if token_cache is None else token_cache
-            ids = []
-            for tok in tokens:
-                h = cache.get(tok)
-                if h is None:
-                    h = int.from_bytes(hashlib.blake2b(tok.encode("utf-8", "surrogatepass"),
-                                                       digest_size=8).digest(), "little")
-                    cache[tok] = h
-                ids.append(h)
-            t = np.array(ids, dtype=np.uint64)
-        else:
+            return word_shingle_hashes(texts, self.n)
+        xs, docs = [], []
+        for d, text in enumerate(texts):
             if not text:
-                return np.zeros(0, dtype=np.uint64)
+                continue
             t = _fmix64(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
                         .astype(np.uint64) + np.uint64(0x632BE59BD9B4E019))
-        n = min(self.n, len(t))
-        m = len(t) - n + 1
-        g = t[:m].copy()
-        for j in range(1, n):
-            g *= _NGRAM_MULT
-            g += t[j:j + m]
-        g += np.uint64(n)  # a 3-token text and a 3-gram of a longer text hash alike only if equal
-        return _fmix64(g) >> np.uint64(32)
+            n = min(self.n, len(t))
+            xs.append(_ngram_hash(t, n, len(t) - n + 1))
+            docs.append(np.full(len(xs[-1]), d, dtype=np.int64))
+        if not xs:
+            return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        return np.concatenate(xs), np.concatenate(docs)
 
     def signatures(self, docs: Iterable[str], progress: bool = False) -> np.ndarray:
         """A ``(len(docs), num_perm)`` uint32 matrix of MinHash signatures."""
         docs = list(docs)
         out = np.full((len(docs), self.num_perm), _MAX_SIG, dtype=np.uint32)
-        self.last_empty = np.zeros(len(docs), dtype=bool)
-        cache: dict[str, int] = {}
-        pending: list[np.ndarray] = []
-        pending_rows: list[int] = []
-        pending_size = 0
-        iterator = range(len(docs))
+        self.last_empty = np.ones(len(docs), dtype=bool)
+        bounds, size = [0], 0
+        for i, d in enumerate(docs):       # chunks of about chunk_bytes of text
+            size += len(d)
+            if size >= self.chunk_bytes:
+                bounds.append(i + 1)
+                size = 0
+        if bounds[-1] != len(docs):
+            bounds.append(len(docs))
+        chunks = list(zip(bounds[:-1], bounds[1:]))
         if progress:
             from tqdm.auto import tqdm
-            iterator = tqdm(iterator, desc="MinHash", unit="doc")
-        for i in iterator:
-            hashes = self.shingle_hashes(docs[i], cache)
-            if len(hashes) == 0:
-                self.last_empty[i] = True
+            chunks = tqdm(chunks, desc="MinHash", unit="chunk")
+        for lo, hi in chunks:
+            x, doc = self._chunk_hashes(docs[lo:hi])
+            if len(x) == 0:
                 continue
-            pending.append(hashes)
-            pending_rows.append(i)
-            pending_size += len(hashes)
-            if pending_size >= self.chunk_shingles:
-                self._flush(pending, pending_rows, out)
-                pending, pending_rows, pending_size = [], [], 0
-        if pending:
-            self._flush(pending, pending_rows, out)
+            rows, starts = np.unique(doc, return_index=True)
+            self.last_empty[lo + rows] = False
+            out[lo + rows] = self._min_matrix(x, starts)
         return out
 
-    def _flush(self, pending: list[np.ndarray], rows: list[int], out: np.ndarray) -> None:
-        x = np.concatenate(pending)
-        starts = np.zeros(len(pending), dtype=np.int64)
-        np.cumsum([len(p) for p in pending[:-1]], out=starts[1:])
-        h = np.multiply.outer(x, self.a)      # (shingles, num_perm), wraps mod 2**64
-        h += self.b
-        h >>= np.uint64(32)
-        out[rows] = np.minimum.reduceat(h, starts, axis=0).astype(np.uint32)
+    def _min_matrix(self, x: np.ndarray, starts: np.ndarray, max_cells: int = 4_000_000) -> np.ndarray:
+        """Column minima of h_k(x) per segment (segments begin at ``starts``): ``(len(starts), num_perm)``."""
+        step = max(1, max_cells // self.num_perm)
+        if len(x) <= step:
+            h = np.multiply.outer(self.a, x)             # (num_perm, shingles), wraps mod 2**64
+            h += self.b[:, None]
+            high = h.view(np.uint32)[:, _HIGH_HALF::2]   # (a*x + b) >> 32 without a shift
+            return np.minimum.reduceat(high, starts, axis=1).T
+        # too many shingles for one matrix: split at segment starts (a long document is cut inside)
+        ends = np.append(starts[1:], len(x))
+        out = np.full((len(starts), self.num_perm), _MAX_SIG, dtype=np.uint32)
+        for lo in range(0, len(x), step):
+            hi = min(lo + step, len(x))
+            segs = np.flatnonzero((starts < hi) & (ends > lo))
+            local = np.maximum(starts[segs], lo) - lo
+            part = self._min_matrix(x[lo:hi], local, max_cells)
+            out[segs] = np.minimum(out[segs], part)
+        return out
 
     def signature(self, text: str) -> np.ndarray:
         """The signature of one document (``num_perm`` uint32 values)."""
@@ -315,11 +385,14 @@ def lsh_candidate_pairs(signatures: np.ndarray, bands: int, rows: int,
 
 def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_perm: int = 128,
                          shingle: str = "word5", bands: int | None = None, rows: int | None = None,
-                         verify: str | None = "exact", seed: int = 0) -> list[tuple[int, int]]:
+                         verify: str | None = "exact", fn_weight: float = 0.95,
+                         seed: int = 0) -> list[tuple[int, int]]:
     """Index pairs ``(i, j)``, ``i < j``, sorted, judged near-duplicates at Jaccard >= ``threshold``.
 
     MinHash signatures (:class:`MinHasher`) -> LSH candidates (:func:`lsh_candidate_pairs`, banding from
-    :func:`choose_bands` with a recall-leaning weight 0.2/0.8 unless ``bands``/``rows`` are given) ->
+    :func:`choose_bands` with false-negative weight ``fn_weight`` and false-positive weight
+    ``1 - fn_weight`` unless ``bands``/``rows`` are given; the default leans to recall because the
+    candidates are verified; 128 permutations at 0.8 give 16 bands x 8 rows) ->
     verification: ``"exact"`` keeps pairs whose exact shingle Jaccard reaches the threshold (precision
     1 against exact Jaccard; recall = the banding's), ``"estimate"`` uses signature agreement, ``None``
     keeps every candidate. Documents without shingles are never reported. Introduced in lesson 02.
@@ -328,7 +401,7 @@ def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_per
         raise ValueError(f"verify must be 'exact', 'estimate' or None, got {verify!r}")
     docs = list(docs)
     if bands is None or rows is None:
-        bands, rows = choose_bands(threshold, num_perm, fp_weight=0.2, fn_weight=0.8)
+        bands, rows = choose_bands(threshold, num_perm, fp_weight=1.0 - fn_weight, fn_weight=fn_weight)
     hasher = MinHasher(num_perm=num_perm, shingle=shingle, seed=seed)
     sig = hasher.signatures(docs)
     cand = lsh_candidate_pairs(sig, bands, rows, skip=hasher.last_empty)
@@ -420,6 +493,38 @@ def precision_recall(found: Iterable[tuple[int, int]], truth: Iterable[tuple[int
             "found": len(found), "truth": len(truth), "true_positives": tp}
 
 
+def plant_near_duplicates(docs: Sequence[str], n_plants: int, seed: int = 0,
+                          max_edit_rate: float = 0.3) -> tuple[list[str], list[tuple[int, int]]]:
+    """``docs`` plus ``n_plants`` edited copies of randomly chosen documents (each line replaced,
+    deleted or followed by a new line with probability up to ``max_edit_rate``, drawn per copy), and
+    the planted ``(source, copy)`` index pairs. The copies' exact Jaccard with their source spreads
+    around typical thresholds, which makes a hard test set. Introduced in lesson 02."""
+    import random
+
+    rng = random.Random(seed)
+    out = list(docs)
+    planted = []
+    candidates = [i for i, d in enumerate(docs) if d.strip()]
+    if n_plants and not candidates:
+        raise ValueError("plant_near_duplicates needs at least one non-empty document")
+    for k in range(n_plants):
+        src = rng.choice(candidates)
+        rate = rng.uniform(0.0, max_edit_rate)
+        lines = []
+        for line in docs[src].splitlines():
+            roll = rng.random()
+            if roll < rate / 3:
+                continue                                          # delete
+            if roll < 2 * rate / 3:
+                line = f"{line.split('=')[0].rstrip()} = edited_{k}_{rng.randrange(10**6)}"  # replace
+            lines.append(line)
+            if rng.random() < rate / 3:
+                lines.append(f"# note {rng.randrange(10**6)}: planted edit {k}")          # insert
+        planted.append((src, len(out)))
+        out.append("\n".join(lines) + "\n")
+    return out, planted
+
+
 # --- 6. clusters and the keep rule ------------------------------------------------------------------
 
 class UnionFind:
@@ -499,7 +604,7 @@ class DedupResult:
 def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str], *,
                 stars: Mapping[str, int] | Sequence[int] | None = None, threshold: float = 0.8,
                 num_perm: int = 128, shingle: str = "word5", verify: str | None = "exact",
-                seed: int = 0) -> DedupResult:
+                fn_weight: float = 0.95, seed: int = 0) -> DedupResult:
     """Exact dedup, then near dedup of the survivors, one keeper per cluster (:func:`choose_keeper`).
 
     Every removed file gets a record: its index, repo, path, ``reason`` (``exact_duplicate`` or
@@ -526,7 +631,7 @@ def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str],
                 gone.add(i)
     survivors = [i for i in range(n) if i not in gone]
     local_pairs = find_near_duplicates([docs[i] for i in survivors], threshold, num_perm=num_perm,
-                                       shingle=shingle, verify=verify, seed=seed)
+                                       shingle=shingle, verify=verify, fn_weight=fn_weight, seed=seed)
     pairs = [(survivors[a], survivors[b]) for a, b in local_pairs]
     clusters = clusters_from_pairs(n, pairs)
     for c in clusters:
@@ -602,7 +707,7 @@ def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
         return datasets.load_from_disk(str(folder / "dataset"))
     result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=_stars_for(corpus),
                          threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
-                         verify=cfg.get("verify", "exact"))
+                         verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
     kept = corpus.select(result.keep)
     report = {"profile": profile, "config": cfg, "input_files": len(corpus), **result.summary(),
               "stars_known": _stars_for(corpus) is not None,
