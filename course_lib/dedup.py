@@ -116,6 +116,29 @@ def jaccard(a: set, b: set) -> float:
 
 # --- 3. MinHash -------------------------------------------------------------------------------------
 
+MERSENNE_61 = (1 << 61) - 1
+
+
+def minhash_params(num_perm: int = 16, seed: int = 0) -> list[tuple[int, int]]:
+    """``num_perm`` pairs ``(a, b)`` with ``1 <= a < 2**61-1`` and ``0 <= b < 2**61-1`` for the textbook
+    permutations ``h(x) = (a*x + b) mod (2**61 - 1)``. Introduced in lesson 02."""
+    import random
+
+    rng = random.Random(seed)
+    return [(rng.randrange(1, MERSENNE_61), rng.randrange(0, MERSENNE_61)) for _ in range(num_perm)]
+
+
+def textbook_minhash(shingle_set: Iterable[str], params: Sequence[tuple[int, int]]) -> list[int]:
+    """The from-scratch MinHash of lesson 02's exercise, in plain Python: each shingle's base hash is
+    ``zlib.crc32(shingle.encode("utf-8"))``; for each ``(a, b)`` the signature value is the minimum of
+    ``(a * x + b) % (2**61 - 1)`` over the shingles (``2**61 - 1`` for an empty set).
+    Introduced in lesson 02."""
+    import zlib
+
+    base = [zlib.crc32(s.encode("utf-8")) for s in shingle_set]
+    return [min(((a * x + b) % MERSENNE_61 for x in base), default=MERSENNE_61) for a, b in params]
+
+
 def _fmix64(x: np.ndarray) -> np.ndarray:
     """murmur3's finaliser on a uint64 array (wrapping arithmetic): spreads every input bit."""
     x = x ^ (x >> np.uint64(33))
@@ -649,10 +672,8 @@ def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str],
 # --- 7. the lesson's artefact -----------------------------------------------------------------------
 
 def _corpus(profile: str, rebuild: bool = False):
-    try:
-        from course_lib.corpus import load_corpus
-    except ImportError:  # lesson 01's module not merged yet: a small stand-in with the same columns
-        from course_lib._devcorpus import load_corpus
+    from course_lib.corpus import load_corpus
+
     return load_corpus(profile=profile, rebuild=rebuild)
 
 
@@ -661,14 +682,14 @@ def _stars_for(corpus) -> Mapping[str, int] | Sequence[int] | None:
     lesson 01 when it offers one, else None (then the shortest path decides)."""
     if "stars" in corpus.column_names:
         return list(corpus["stars"])
-    try:  # lesson 01's repository table, when it exposes stars
-        from course_lib import repos as repos_mod  # noqa: F401
-        table = getattr(repos_mod, "repo_stars", None)
-        if callable(table):
-            return dict(table())
-    except Exception:  # noqa: BLE001 - optional source of stars
-        pass
-    return None
+    try:  # lesson 01's repository metadata table (assets/repo_metadata.csv in ci)
+        from course_lib.repos import load_repo_metadata
+
+        meta = load_repo_metadata()
+    except (ImportError, OSError, ValueError) as exc:
+        print(f"no star counts ({exc}); the keep rule falls back to the shortest path")
+        return None
+    return {name: int(m.get("stars") or 0) for name, m in meta.items()}
 
 
 def corpus_fingerprint(corpus) -> str:
@@ -693,6 +714,19 @@ def _dedup_folder(profile: str, corpus) -> Any:
     return cache_dir("dedup") / f"{profile}-{key}", cfg
 
 
+def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Precision and recall of ``result``'s near-duplicate pairs against the exact Jaccard ground truth
+    (:func:`exact_jaccard_pairs`) among the files that survived exact dedup. Introduced in lesson 02."""
+    import time
+
+    exact_gone = {r["index"] for r in result.removed if r["reason"] == "exact_duplicate"}
+    survivors = [i for i in range(len(docs)) if i not in exact_gone]
+    t0 = time.process_time()
+    truth = [(survivors[a], survivors[b])
+             for a, b in exact_jaccard_pairs([docs[i] for i in survivors], cfg["threshold"], cfg["shingle"])]
+    return {**precision_recall(result.near_pairs, truth), "truth_cpu_seconds": round(time.process_time() - t0, 1)}
+
+
 def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
     """Lesson 01's corpus after exact and near dedup (a ``datasets.Dataset``, same columns), cached in
     ``cache_dir("dedup")`` under a key of the profile's ``dedup`` settings and the corpus fingerprint;
@@ -709,8 +743,9 @@ def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
                          threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
                          verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
     kept = corpus.select(result.keep)
+    quality = near_dedup_quality(corpus["content"], result, cfg)
     report = {"profile": profile, "config": cfg, "input_files": len(corpus), **result.summary(),
-              "stars_known": _stars_for(corpus) is not None,
+              "stars_known": _stars_for(corpus) is not None, "quality": quality,
               "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
               "removed_files": result.removed,
               "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}
