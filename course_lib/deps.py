@@ -224,6 +224,24 @@ def package_of(path: str, index: Mapping[str, str]) -> str | None:
     return name.rpartition(".")[0] or None
 
 
+def relative_to_absolute(importer: str, is_package: bool, level: int, module: str) -> str | None:
+    """The absolute module a relative import names. ``importer`` is the importing module's dotted
+    name, ``is_package`` whether it is a package's ``__init__.py``; ``level`` dots go up from the
+    importer's package (1 = the package itself). ``from . import x`` has ``module == ""`` and gives the
+    package. None when the dots climb above the top-level package.
+
+    ``relative_to_absolute("pkg.sub.mod", False, 1, "util") == "pkg.sub.util"``;
+    ``relative_to_absolute("pkg.sub", True, 2, "") == "pkg"``. Introduced in lesson 03."""
+    if level <= 0:
+        return module or None
+    parts = importer.split(".")
+    package = parts if is_package else parts[:-1]
+    if level - 1 >= len(package):
+        return None
+    base = package[: len(package) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
 def resolve_import(ref: ImportRef, importer: str, index: Mapping[str, str],
                    reverse: Mapping[str, str] | None = None) -> list[str]:
     """Repository files that import ``ref`` (in file ``importer``) refers to: for ``from X import n``
@@ -235,13 +253,9 @@ def resolve_import(ref: ImportRef, importer: str, index: Mapping[str, str],
         own = reverse.get(importer)
         if own is None:
             return []
-        pkg = own if importer.endswith("__init__.py") else own.rpartition(".")[0]
-        parts = pkg.split(".") if pkg else []
-        up = ref.level - 1
-        if up > len(parts):
+        base = relative_to_absolute(own, importer.endswith("__init__.py"), ref.level, ref.module)
+        if base is None:
             return []
-        base_parts = parts[: len(parts) - up] if up else parts
-        base = ".".join(base_parts + ([ref.module] if ref.module else []))
     else:
         base = ref.module
     found: list[str] = []
@@ -257,6 +271,32 @@ def resolve_import(ref: ImportRef, importer: str, index: Mapping[str, str],
                 found.append(index[name])
                 break
     return sorted(set(p for p in found if p != importer))
+
+
+def installed_package_files(distribution: str) -> dict[str, str]:
+    """``{path: source}`` of the ``.py`` files an installed distribution ships (paths relative to
+    site-packages, as in its RECORD): a real repository-sized package to measure orderings on. Files
+    that cannot be read as UTF-8 are left out and their number is printed. Introduced in lesson 03."""
+    import importlib.metadata as md
+
+    try:
+        dist = md.distribution(distribution)
+    except md.PackageNotFoundError:
+        raise ValueError(f"distribution {distribution!r} is not installed here; pick one from "
+                         f"`pip list`") from None
+    files: dict[str, str] = {}
+    skipped = 0
+    for f in dist.files or []:
+        name = str(f).replace("\\", "/")
+        if not name.endswith(".py") or name.startswith("..") or "/__pycache__/" in name:
+            continue
+        try:
+            files[name] = dist.locate_file(f).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            skipped += 1
+    if skipped:
+        print(f"{distribution}: skipped {skipped} unreadable .py files")
+    return files
 
 
 # --- 4. the graph -----------------------------------------------------------------------------------

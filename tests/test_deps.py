@@ -194,3 +194,16 @@ def test_load_ordered_corpus_from_a_tiny_deduped_corpus(tmp_path, monkeypatch):
     assert ds["text"][0].startswith("<|repo_name|>r1\n<|file_sep|>a.py\nX = 1\n")
     assert ds["edges_respected"][0] == 1.0
     assert deps.load_ordered_corpus("ci")["text"] == ds["text"]
+
+
+def test_relative_to_absolute_and_installed_package_files():
+    assert deps.relative_to_absolute("pkg.sub.mod", False, 1, "util") == "pkg.sub.util"
+    assert deps.relative_to_absolute("pkg.sub.mod", False, 2, "") == "pkg"
+    assert deps.relative_to_absolute("pkg.sub", True, 1, "x") == "pkg.sub.x"
+    assert deps.relative_to_absolute("pkg.sub", True, 2, "") == "pkg"
+    assert deps.relative_to_absolute("pkg.mod", False, 3, "x") is None
+    assert deps.relative_to_absolute("top", False, 1, "x") is None
+    files = deps.installed_package_files("networkx")
+    assert "networkx/__init__.py" in files and len(files) > 100
+    with pytest.raises(ValueError, match="not installed"):
+        deps.installed_package_files("surely-not-installed-xyz")
