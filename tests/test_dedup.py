@@ -223,3 +223,12 @@ def test_load_deduped_corpus_builds_caches_and_reports(tmp_path, monkeypatch):
     again = dedup.load_deduped_corpus("ci")          # from the cache
     assert again["path"] == ds["path"]
     assert list((tmp_path / "dedup").iterdir())
+
+
+@pytest.mark.notebooks
+def test_lesson_02_records(notebook_records):
+    rec = notebook_records("02")
+    assert rec["real_precision"] == 1.0 and rec["real_recall"] >= 0.95
+    assert rec["planted_precision"] == 1.0 and rec["planted_recall"] >= 0.95
+    assert rec["dedup_removed"] > 0 and rec["dedup_kept"] > rec["dedup_removed"]
+    assert rec["minhash_max_abs_error"]["course_lib"] < 0.2

@@ -207,3 +207,12 @@ def test_relative_to_absolute_and_installed_package_files():
     assert "networkx/__init__.py" in files and len(files) > 100
     with pytest.raises(ValueError, match="not installed"):
         deps.installed_package_files("surely-not-installed-xyz")
+
+
+@pytest.mark.notebooks
+def test_lesson_03_records(notebook_records):
+    rec = notebook_records("03")
+    share = rec["edge_share"]
+    assert share["scc"] >= share["deepseek"] >= share["kahn_fallback"] >= share["alphabetical"]
+    assert rec["scc_acyclic_min"] == 1.0
+    assert rec["ordered_repos"] > 0
