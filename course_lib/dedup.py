@@ -277,6 +277,9 @@ class MinHasher:
         self.last_empty = np.ones(len(docs), dtype=bool)
         bounds, size = [0], 0
         for i, d in enumerate(docs):       # chunks of about chunk_bytes of text
+            if not isinstance(d, str):
+                raise TypeError(f"document {i} is {type(d).__name__}, not str: decode it first "
+                                f"(e.g. data.decode('utf-8', 'replace')) or drop it with a counted reason")
             size += len(d)
             if size >= self.chunk_bytes:
                 bounds.append(i + 1)

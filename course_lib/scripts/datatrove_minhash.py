@@ -40,7 +40,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("input_dir")
     p.add_argument("work_dir")
-    p.add_argument("--tasks", type=int, default=2)
+    p.add_argument("--tasks", type=int, default=2, help="must equal the number of input files")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--buckets", type=int, default=14)
     p.add_argument("--hashes-per-bucket", type=int, default=8)
@@ -104,11 +104,21 @@ def main():
 
     removed = read_jsonl(work / "removed") if (work / "removed").exists() else []
     kept = read_jsonl(work / "kept")
+    # Cluster membership straight from stage 3's `.clusters` files ((doc index, cluster id) per rank):
+    # stage 4 only labels documents of ranks that also have a `.remove` file, so its metadata misses
+    # the kept member of a cluster whose copies all sit in another shard. One input file per task, so
+    # rank r read the r-th input file (sorted) and doc index i is its i-th line.
+    inputs = sorted(Path(args.input_dir).glob("*.jsonl"))
+    ids_by_rank = [[json.loads(line)["id"] for line in f.open(encoding="utf-8") if line.strip()]
+                   for f in inputs]
     clusters = {}
-    for row in removed + kept:
-        cid = row.get("metadata", {}).get("minhash_cluster_id")
-        if cid is not None and cid != -1:
-            clusters.setdefault(str(cid), []).append(row["id"])
+    for rank, ids in enumerate(ids_by_rank):
+        path = work / "remove_ids" / f"{rank:06d}.clusters"
+        if not path.exists():
+            continue
+        raw = path.read_bytes()
+        for doc, cid in struct.iter_unpack("<2I", raw):
+            clusters.setdefault(str(cid), []).append(ids[doc])
     result = {"removed_ids": sorted(r["id"] for r in removed), "kept": len(kept),
               "clusters": sorted(sorted(v) for v in clusters.values() if len(v) > 1),
               "stage_seconds": timings,
