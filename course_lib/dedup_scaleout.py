@@ -169,11 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(datatrove_status(), indent=1))
         return 0
     from course_lib import dedup
+    from course_lib.profiles import get_profile
 
     corpus = dedup._corpus(args.profile)
     docs = list(corpus["content"])
     result = run_datatrove_minhash(docs)
-    ours = dedup.deduplicate(docs, corpus["repo"], corpus["path"])
+    cfg = get_profile(args.profile).dedup
+    ours = dedup.deduplicate(docs, corpus["repo"], corpus["path"], stars=dedup._stars_for(corpus),
+                             threshold=cfg.threshold, num_perm=cfg.num_perm, shingle=cfg.shingle)
     ours_clusters = ours.clusters + ours.exact_groups
     cmp = compare_removals(ours_clusters, result["clusters"], [r["index"] for r in ours.removed],
                            result["removed"])
