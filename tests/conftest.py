@@ -27,6 +27,6 @@ def repo() -> Path:
 def notebook_records():
     """``notebook_records("04")`` → the values lesson 04's solution recorded with ``course_lib.record``
     (executes the notebook with the ci profile if the regression has not done so in this build)."""
-    from tests.notebook_helpers import records_of
+    from notebook_helpers import records_of
 
     return records_of
