@@ -680,19 +680,31 @@ def _corpus(profile: str, rebuild: bool = False):
     return load_corpus(profile=profile, rebuild=rebuild)
 
 
-def _stars_for(corpus) -> Mapping[str, int] | Sequence[int] | None:
-    """Stars per row when the corpus carries them (a ``stars`` column), else the repository table of
-    lesson 01 when it offers one, else None (then the shortest path decides)."""
+def repo_stars(profile: str = "ci") -> dict[str, int] | None:
+    """Stars per repository, from lesson 01 (``course_lib.corpus.corpus_repo_metadata``: the kept
+    repositories; in ci the stars are the illustrative values of ``assets/repo_metadata.csv``), or None
+    when lesson 01 offers none (the keep rule then falls back to the shortest path).
+    Introduced in lesson 02."""
+    try:
+        from course_lib.corpus import corpus_repo_metadata
+
+        meta = corpus_repo_metadata(profile)
+    except (ImportError, AttributeError, OSError, ValueError, KeyError):
+        try:
+            from course_lib.repos import load_repo_metadata
+
+            meta = load_repo_metadata()
+        except (ImportError, OSError, ValueError) as exc:
+            print(f"no star counts ({exc}); the keep rule falls back to the shortest path")
+            return None
+    return {name: int((m or {}).get("stars") or 0) for name, m in meta.items()}
+
+
+def _stars_for(corpus, profile: str = "ci") -> Mapping[str, int] | Sequence[int] | None:
+    """Stars per row when the corpus carries a ``stars`` column, else :func:`repo_stars`."""
     if "stars" in corpus.column_names:
         return list(corpus["stars"])
-    try:  # lesson 01's repository metadata table (assets/repo_metadata.csv in ci)
-        from course_lib.repos import load_repo_metadata
-
-        meta = load_repo_metadata()
-    except (ImportError, OSError, ValueError) as exc:
-        print(f"no star counts ({exc}); the keep rule falls back to the shortest path")
-        return None
-    return {name: int(m.get("stars") or 0) for name, m in meta.items()}
+    return repo_stars(profile)
 
 
 def corpus_fingerprint(corpus) -> str:
@@ -742,13 +754,14 @@ def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
     folder, cfg = _dedup_folder(profile, corpus)
     if (folder / "dataset").is_dir() and (folder / "report.json").exists() and not rebuild:
         return datasets.load_from_disk(str(folder / "dataset"))
-    result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=_stars_for(corpus),
+    stars = _stars_for(corpus, profile)
+    result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=stars,
                          threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
                          verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
     kept = corpus.select(result.keep)
     quality = near_dedup_quality(corpus["content"], result, cfg)
     report = {"profile": profile, "config": cfg, "input_files": len(corpus), **result.summary(),
-              "stars_known": _stars_for(corpus) is not None, "quality": quality,
+              "stars_known": stars is not None, "quality": quality,
               "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
               "removed_files": result.removed,
               "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}

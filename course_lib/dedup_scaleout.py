@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     docs = list(corpus["content"])
     result = run_datatrove_minhash(docs)
     cfg = get_profile(args.profile).dedup
-    ours = dedup.deduplicate(docs, corpus["repo"], corpus["path"], stars=dedup._stars_for(corpus),
+    ours = dedup.deduplicate(docs, corpus["repo"], corpus["path"], stars=dedup._stars_for(corpus, args.profile),
                              threshold=cfg.threshold, num_perm=cfg.num_perm, shingle=cfg.shingle)
     ours_clusters = ours.clusters + ours.exact_groups
     cmp = compare_removals(ours_clusters, result["clusters"], [r["index"] for r in ours.removed],
