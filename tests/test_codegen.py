@@ -161,3 +161,23 @@ def test_rubric_score():
     assert r("timeout") == 4 and r("failed", has_tests=True) == 5
     assert r("passed") == 7 and r("passed", defines=True, documented=True, has_tests=True) == 10
     assert r("not run", defines=True, documented=True, has_tests=True) == 9   # untested code never gets 10
+
+
+def test_full_profile_talks_to_the_teacher_url(monkeypatch):
+    """The full profile's path (a vLLM-style server named by $COURSE_TEACHER_URL), exercised against a
+    scripted OpenAI-compatible server on 127.0.0.1 standing in for the LLM."""
+    def scripted(messages):
+        role = teacher.OfflineTeacher().role_of(messages[0]["content"])
+        if role == "standardize":
+            return "Write a Python function that adds two numbers.\n```python\ndef add(a, b):\n    ...\n```"
+        if role == "synthesize":
+            return "```python\ndef add(a, b):\n    return a + b\n```"
+        return json.dumps({"score": 9, "feedback": "looks right"})
+
+    with teacher.TeacherServer(scripted, model_name="Qwen/Qwen3-30B-A3B-Instruct-2507") as srv:
+        monkeypatch.setenv("COURSE_TEACHER_URL", srv.url)
+        kept, report = codegen.run_codegen_pipeline([{"idx": 1, "prompt": "add two numbers"}, NO_PROMPT],
+                                                    profile="full", verbose=False)
+    assert "vLLM server at" in report.teacher and srv.requests == 3
+    assert [k["row_id"] for k in kept] == ["1"] and kept[0]["output"] == "def add(a, b):\n    return a + b"
+    assert [d["row_id"] for d in report.dropped] == ["14"]      # no reference needed in full, a prompt is
