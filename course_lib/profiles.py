@@ -207,3 +207,9 @@ def get_profile(name: str | None = None) -> Profile:
     except KeyError:
         raise ValueError(
             f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None
+
+
+def recommend_profile(has_gpu: bool, has_internet: bool) -> str:
+    """The profile a machine can run: ``"full"`` needs both a GPU and internet (hub data, Qwen,
+    vLLM); everything else runs ``"ci"``. Introduced in lesson 00."""
+    return "full" if (has_gpu and has_internet) else "ci"
