@@ -134,7 +134,24 @@ _CI: dict[str, dict[str, Any]] = {
         "humaneval_subset": 20,
     },
     # lessons 08–09 — course_lib.agentic
-    "agentic": {},
+    "agentic": {
+        "tree_branches": 6,             # trajectories in the lesson's example tree
+        "tree_length": 48,              # tokens per trajectory
+        "tree_shared": 0.7,             # share of each trajectory that is a common prefix
+        "bench_length": 128,            # tokens per trajectory in the lesson's small speed table
+        "env_runs": 2,                  # runs per side when building an environment
+        "min_collected": 0.9,           # share of expected tests that must be collected
+        "mcla_ks": [1, 2, 4, 8],
+        "mcla_trials": 10,
+        "critic_fit_episodes": 20000,
+        "actor_iterations": 60,
+        "actor_seeds": 6,
+        "distill_steps": 12,
+        "distill_new_tokens": 12,
+        "distill_noise": 0.5,           # the student = teacher + noise x weight std
+        "distill_lr": 0.01,
+        "distill_topk": 8,
+    },
 }
 
 _FULL: dict[str, dict[str, Any]] = {
@@ -173,7 +190,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "workers": 8,
     },
     "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
-    "agentic": {},
+    "agentic": {
+        "tree_branches": 16, "tree_length": 512, "tree_shared": 0.8, "bench_length": 1024,
+        "env_runs": 3, "min_collected": 0.9, "mcla_ks": [1, 2, 4, 8, 16], "mcla_trials": 30,
+        "critic_fit_episodes": 100000, "actor_iterations": 200, "actor_seeds": 20,
+        "distill_steps": 100, "distill_new_tokens": 64, "distill_noise": 0.5, "distill_lr": 0.001,
+        "distill_topk": 20,
+    },
 }
 
 PROFILES: dict[str, Profile] = {

@@ -1,0 +1,47 @@
+"""Agentic post-training mechanisms of the KAT-Coder reports, each small enough to run on a CPU.
+
+One module per mechanism (lessons 08 and 09):
+
+* :mod:`~course_lib.agentic.tree` — tree training / trie packing (tree attention mask, position ids,
+  branch-count loss weights);
+* :mod:`~course_lib.agentic.emsft` — error-masked SFT;
+* :mod:`~course_lib.agentic.envs` — verifiable environments (AutoBuilder-style F2P/P2P in the sandbox);
+* :mod:`~course_lib.agentic.grpo` — GRPO advantages with difficulty and entropy weighting;
+* :mod:`~course_lib.agentic.turns` — turn-level importance ratios and MCLA;
+* :mod:`~course_lib.agentic.critic` — asymmetric PPO/GAE with a hindsight critic (toy experiment);
+* :mod:`~course_lib.agentic.rewards` — the three-layer rule reward;
+* :mod:`~course_lib.agentic.distill` — on-policy distillation with top-k gating.
+
+Introduced in lesson 08.
+"""
+from __future__ import annotations
+
+
+def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0):
+    """The causal LM the agentic lessons run on, in fp32 and eval mode, and a line saying which it is.
+
+    The course's tiny model from lesson 04 (``course_lib.tinymodel.get_tiny_model``) when that module
+    is available; otherwise a small random-init Qwen2 (every check of lessons 08–09 holds for any
+    weights: the message says so). Introduced in lesson 08.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    try:
+        from course_lib.tinymodel import get_tiny_model
+    except ImportError as exc:
+        reason = f"course_lib.tinymodel is not available ({exc})"
+    else:
+        try:
+            path = get_tiny_model("base", profile=profile)
+            model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn,
+                                                         torch_dtype=torch.float32)
+            return model.eval(), f"the course's tiny model from lesson 04 ({path})"
+        except Exception as exc:  # a broken cache must not stop the lesson: say why
+            reason = f"the tiny model could not be loaded ({type(exc).__name__}: {exc})"
+    cfg = Qwen2Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                      initializer_range=0.1, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attn).float().eval()
+    return model, f"a random-init tiny Qwen2 (vocab 512, 2 layers) because {reason}"

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 from course_lib.paths import assets_dir
 
 COLLECT_MARK = "@@COLLECTED@@"
+INFRA_STATUSES = ("timeout", "sandbox_error", "memory_limit", "output_limit")
 Runner = Callable[..., object]   # run_code(code, tests=[...], timeout_s=...) -> result with .status/.stdout/.tests
 
 
@@ -181,6 +182,8 @@ class TestRun:
     collected: list[str]
     collection_errors: dict[str, str]
     passed: dict[str, bool]
+    attempts: int = 1
+    infra_error: bool = False
 
 
 def default_runner() -> Runner:
@@ -191,19 +194,26 @@ def default_runner() -> Runner:
 
 
 def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner | None = None,
-              timeout_s: float = 10.0) -> TestRun:
+              timeout_s: float = 10.0, retries: int = 2) -> TestRun:
     """Run ``test_ids`` against ``files`` in the sandbox; a test that was not collected counts as not
-    passed. Introduced in lesson 08."""
+    passed. A run that failed for infrastructure reasons (timeout, sandbox error, no collection
+    marker) is retried up to ``retries`` times — a busy machine must not become a wrong reward.
+    Introduced in lesson 08."""
     runner = runner or default_runner()
-    res = runner(bundle_code(files), [f"_run({t!r})" for t in test_ids], timeout_s=timeout_s)
+    code, tests = bundle_code(files), [f"_run({t!r})" for t in test_ids]
+    for attempt in range(1, retries + 2):
+        res = runner(code, tests, timeout_s=timeout_s)
+        marker = [ln for ln in getattr(res, "stdout", "").splitlines() if ln.startswith(COLLECT_MARK)]
+        infra_error = res.status in INFRA_STATUSES or not marker
+        if not infra_error:
+            break
     collected, errors = [], {}
-    for line in getattr(res, "stdout", "").splitlines():
-        if line.startswith(COLLECT_MARK):
-            info = json.loads(line[len(COLLECT_MARK):])
-            collected, errors = info["collected"], info["errors"]
+    if marker:
+        info = json.loads(marker[-1][len(COLLECT_MARK):])
+        collected, errors = info["collected"], info["errors"]
     outcomes = list(getattr(res, "tests", []) or [])
     passed = {t: (i < len(outcomes) and outcomes[i] == "ok" and t in collected) for i, t in enumerate(test_ids)}
-    return TestRun(res.status, collected, errors, passed)
+    return TestRun(res.status, collected, errors, passed, attempts=attempt, infra_error=infra_error)
 
 
 # --- building an environment -------------------------------------------------------------------------
@@ -222,6 +232,14 @@ class EnvReport:
     after: list[TestRun] = field(repr=False, default_factory=list)
 
 
+def split_f2p_p2p(before: Mapping[str, bool], after: Mapping[str, bool]) -> tuple[list[str], list[str]]:
+    """Fail-to-Pass (failed before the gold patch, passes after) and Pass-to-Pass (passes in both),
+    in the order of ``after``. Introduced in lesson 08."""
+    f2p = [t for t, ok in after.items() if ok and not before.get(t, False)]
+    p2p = [t for t, ok in after.items() if ok and before.get(t, False)]
+    return f2p, p2p
+
+
 def build_environment(task: EnvTask, *, runs: int = 2, min_collected: float = 0.9,
                       runner: Runner | None = None, timeout_s: float = 10.0) -> EnvReport:
     """Validate ``task`` and derive Fail-to-Pass / Pass-to-Pass (see the module docstring).
@@ -238,8 +256,9 @@ def build_environment(task: EnvTask, *, runs: int = 2, min_collected: float = 0.
         reasons.append(f"only {ratio:.0%} of the expected tests were collected (need {min_collected:.0%}); "
                        f"collection errors: {errs or 'none reported'}")
     for label, group in (("before", before), ("after", after)):
-        if any(r.status == "sandbox_error" for r in group):
-            reasons.append(f"the sandbox failed while running the tests {label} the gold patch")
+        if any(r.infra_error for r in group):
+            reasons.append(f"the sandbox failed ({[r.status for r in group]}) while running the tests "
+                           f"{label} the gold patch, even after retries")
         unstable = [t for t in expected if len({r.passed[t] for r in group}) > 1]
         if unstable:
             reasons.append(f"unstable {label} the gold patch over {runs} runs: {unstable}")
@@ -248,8 +267,7 @@ def build_environment(task: EnvTask, *, runs: int = 2, min_collected: float = 0.
     broken = [t for t in expected if not after_pass[t]]
     if broken:
         reasons.append(f"tests fail even with the gold patch: {broken}")
-    f2p = [t for t in expected if after_pass[t] and not before_pass[t]]
-    p2p = [t for t in expected if after_pass[t] and before_pass[t]]
+    f2p, p2p = split_f2p_p2p(before_pass, after_pass)
     if not f2p:
         reasons.append("no Fail-to-Pass test: the reward could not tell a fix from a no-op")
     return EnvReport(name=task.name, ok=not reasons, reasons=reasons, collected_ratio=ratio,
