@@ -130,8 +130,9 @@ def check_sandbox() -> dict[str, Any]:
             except Exception as exc:
                 info["backends"]["error"] = f"{probe}() failed: {type(exc).__name__}: {exc}"
                 return info
-            if isinstance(found, dict):
-                info["backends"] = {str(k): v if isinstance(v, (bool, str)) else str(v) for k, v in found.items()}
+            if isinstance(found, dict):  # {name: "ok" | True | reason}
+                info["backends"] = {str(k): True if (v is True or v == "ok") else str(v)
+                                    for k, v in found.items()}
             else:
                 info["backends"] = {str(b): True for b in found}
             return info

@@ -213,15 +213,48 @@ def mutants(problem: dict, count: int = 4, seed: int = 0) -> list[dict[str, str]
     return out
 
 
-def candidate_pool(problems: Iterable[dict], per_problem: int = 5, seed: int = 0) -> list[dict[str, Any]]:
+def candidate_pool(problems: Iterable[dict], per_problem: int = 6, seed: int = 0) -> list[dict[str, Any]]:
     """A pool of candidate programs per problem, like samples from a model: the canonical solution, up
-    to ``per_problem - 1`` mutants, and (for every third problem) a crash. Rows: task_id, candidate,
-    kind, code. Introduced in lesson 06."""
+    to ``per_problem - 1`` mutants, a crash for every third problem and a truncated (syntax error)
+    generation for every fourth. Rows: task_id, candidate, kind, code. Introduced in lesson 06."""
     rows = []
     for i, p in enumerate(problems):
         cands = [{"kind": "canonical", "code": program(p)}] + mutants(p, per_problem - 1, seed)
-        if i % 3 == 0:
+        if i % 3 == 0 and len(cands) > 1:
             cands[-1] = {"kind": "runtime_error", "code": broken_variants(p)["runtime_error"]}
+        if i % 4 == 1 and len(cands) > 2:
+            cands[-2] = {"kind": "syntax_error", "code": broken_variants(p)["syntax_error"]}
         for j, c in enumerate(cands):
             rows.append({"task_id": p["task_id"], "candidate": j, **c})
     return rows
+
+
+POOL_ASSET = "sandbox/humaneval_candidates.jsonl.gz"
+
+
+def write_candidate_pool(path: str | Path, per_problem: int = 6, seed: int = 0) -> Path:
+    """Write the candidate pool of every HumanEval problem that has docstring examples (so rejection
+    sampling has visible tests) to ``path`` (gzipped JSON lines, atomically). Introduced in lesson 06."""
+    problems = [p for p in load_humaneval() if visible_tests(p)]
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as fh:
+        for row in candidate_pool(problems, per_problem, seed):
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_candidate_pool() -> list[dict[str, Any]]:
+    """The shipped pool of candidate programs (``assets/sandbox/humaneval_candidates.jsonl.gz``: the
+    canonical solution plus typical bugs for each HumanEval problem with docstring examples); rebuilt
+    into the course cache when the asset is missing. Introduced in lesson 06."""
+    from course_lib.paths import cache_dir, repo_root
+
+    path = repo_root() / "assets" / POOL_ASSET if repo_root() else None
+    if path is None or not path.exists():
+        path = cache_dir("sandbox") / Path(POOL_ASSET).name
+        if not path.exists():
+            write_candidate_pool(path)
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

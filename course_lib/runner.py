@@ -189,6 +189,13 @@ def _course_engine():
                         self._timed_out(index)
                     self.nb_man.cell_exception(self.nb.cells[index], cell_index=index, exception=ex)
                     break
+                except Exception as ex:  # the kernel died, lost messages ...: blame this cell, then stop
+                    import nbformat
+
+                    self.nb.cells[index].setdefault("outputs", []).append(nbformat.v4.new_output(
+                        "error", ename=type(ex).__name__, evalue=str(ex).strip() or repr(ex), traceback=[]))
+                    self.nb_man.cell_exception(self.nb.cells[index], cell_index=index, exception=ex)
+                    raise
                 finally:
                     self.nb_man.cell_complete(self.nb.cells[index], cell_index=index)
             if self.nb.metadata.get("course", {}).get("timed_out"):
@@ -298,8 +305,11 @@ def execute_notebook(source: str | Path, output: str | Path, *, profile: str = "
 
     nb = nbformat.read(output, as_version=4)
     status, error_cell, error, timings = summarise_executed(nb, name)
-    if crash and status == "ok":
+    if crash and status == "ok":  # e.g. the kernel died: blame the cell that was running
         status, error = "error", crash
+        running = [i for i, c in _source_cells(nb)
+                   if c.get("metadata", {}).get("papermill", {}).get("status") == "running"]
+        error_cell = running[0] if running else None
     records = read_records(nb)
     return NotebookRun(name, str(source), str(output), status, seconds, error_cell, error, timings, records)
 
@@ -330,7 +340,8 @@ def select_lessons(folder: str, only: str | None) -> list[Path]:
 
     paths = lesson_paths(folder)
     if not paths:
-        raise SetupProblem(f"no lesson notebooks (NN_slug.ipynb) in {folder}/")
+        hint = "; run `./course student` to generate them" if folder == "notebooks" else ""
+        raise SetupProblem(f"no lesson notebooks (NN_slug.ipynb) in {folder}/{hint}")
     if not only:
         return paths
     by_id = {p.name[:2]: p for p in paths}

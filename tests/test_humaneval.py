@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from _sandbox_support import ensure_backend
+from tests._sandbox_support import ensure_backend
 from course_lib import humaneval as he
 from course_lib.sandbox import run_many
 

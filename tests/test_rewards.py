@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from _sandbox_support import ensure_backend
+from tests._sandbox_support import ensure_backend
 from course_lib.rewards import calculate_reward, calculate_rewards, reward_from_result
 from course_lib.sandbox import SandboxResult
 

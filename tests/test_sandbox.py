@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from _sandbox_support import ensure_backend
+from tests._sandbox_support import ensure_backend
 from course_lib import sandbox
 from course_lib.sandbox import STATUSES, SandboxResult, resolve_backend, run_code, run_many, summarize
 from course_lib.sandbox import backends

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from _sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
+from tests._sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
 from course_lib.sandbox import run_code
 from course_lib.sandbox.backends import sandbox_uid
 

@@ -14,7 +14,6 @@ Introduced in lesson 06.
 """
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import selectors
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from course_lib.sandbox import backends as _b
+from course_lib.sandbox._harness import decode_report, encode_payload
 from course_lib.sandbox.backends import Limits
 
 STATUSES = ("passed", "failed", "syntax_error", "runtime_error", "timeout", "memory_limit",
@@ -212,7 +212,7 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: in
         argv, rl = _b.unsafe_argv(), limits.rlimits(nproc=False)
     else:
         raise ValueError(f"unknown sandbox backend {backend!r}")
-    payload = json.dumps({"code": code, "tests": tests, "token": token, "limits": rl}).encode()
+    payload = encode_payload(token, rl, code, tests)
     startup_s = 60.0 if backend == "docker" else 20.0  # start-up is not the sample's time
     t0 = time.monotonic()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
@@ -256,10 +256,9 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
     report = None
     marker_at = stdout_text.rfind(token)
     if marker_at >= 0:
-        line = stdout_text[marker_at + len(token):].strip().splitlines()[0] if stdout_text[marker_at + len(token):].strip() else ""
-        try:
-            report = json.loads(line)
-        except ValueError:
+        rest = stdout_text[marker_at + len(token):].strip()
+        report = decode_report(rest.splitlines()[0]) if rest else None
+        if report is not None and report["status"] not in STATUSES:
             report = None
         stdout_text = stdout_text[:marker_at].rstrip("\n")
     stdout = _decode(stdout_text.encode("utf-8"))
