@@ -5,7 +5,7 @@ import torch
 
 from course_lib.agentic.distill import (gate_weights, on_policy_distill, reverse_kl_per_token,
                                         sample_continuations, topk_overlap, weaken)
-from _agentic_helpers import tiny_qwen2
+from tests._agentic_helpers import tiny_qwen2
 
 
 def test_reverse_kl_is_zero_for_equal_and_is_the_reverse_direction():

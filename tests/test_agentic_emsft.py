@@ -5,7 +5,7 @@ import torch
 
 from course_lib.agentic.emsft import byte_tokenize, error_masked_example, failed_call_flags
 from course_lib.agentic.tree import unpacked_loss
-from _agentic_helpers import tiny_qwen2
+from tests._agentic_helpers import tiny_qwen2
 
 TRAJ = [
     {"role": "user", "content": "fix the bug in util.py"},

@@ -6,7 +6,7 @@ import torch
 
 from course_lib.agentic.tree import (ancestor_mask, make_branching_tree, pack_tree, packed_loss,
                                      sharing_stats, unpacked_loss)
-from _agentic_helpers import tiny_qwen2
+from tests._agentic_helpers import tiny_qwen2
 
 SEQS = [
     [5, 6, 7, 8, 9, 10, 11, 12],

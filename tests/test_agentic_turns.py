@@ -6,7 +6,7 @@ import torch
 
 from course_lib.agentic.turns import (mcla_logprobs, ratio_noise_by_k, sequence_ratios, token_logprobs,
                                       turn_level_loss, turn_ratios)
-from _agentic_helpers import tiny_qwen2
+from tests._agentic_helpers import tiny_qwen2
 
 
 def _traj():
