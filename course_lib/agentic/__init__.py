@@ -17,31 +17,37 @@ Introduced in lesson 08.
 from __future__ import annotations
 
 
-def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0):
+def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0, build: bool = False):
     """The causal LM the agentic lessons run on, in fp32 and eval mode, and a line saying which it is.
 
-    The course's tiny model from lesson 04 (``course_lib.tinymodel.get_tiny_model``) when that module
-    is available; otherwise a small random-init Qwen2 (every check of lessons 08–09 holds for any
-    weights: the message says so). Introduced in lesson 08.
+    The course's tiny model from lesson 04 when it is already in the cache (or ``build=True``: build it
+    now, minutes on a CPU); otherwise a small random-init Qwen2 from ``tiny_config`` — every check of
+    lessons 08–09 holds for any weights, and the returned line says which model ran.
+    Introduced in lesson 08.
     """
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
+    small = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                 initializer_range=0.1, tie_word_embeddings=False)
     try:
-        from course_lib.tinymodel import get_tiny_model
+        from course_lib import tinymodel
     except ImportError as exc:
-        reason = f"course_lib.tinymodel is not available ({exc})"
+        reason, config = f"course_lib.tinymodel is not available ({exc})", Qwen2Config(**small)
     else:
+        config = tinymodel.tiny_config(**small)
         try:
-            path = get_tiny_model("base", profile=profile)
-            model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn,
-                                                         torch_dtype=torch.float32)
-            return model.eval(), f"the course's tiny model from lesson 04 ({path})"
+            ready = (tinymodel.tiny_model_dir("base", profile) / "model.safetensors").exists()
+            if ready or build:
+                path = tinymodel.get_tiny_model("base", profile=profile)
+                model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn,
+                                                             torch_dtype=torch.float32)
+                return model.eval(), f"the course's tiny model from lesson 04 ({path.name})"
+            reason = ("lesson 04's tiny model is not built yet (run lesson 04 or `./course model`, "
+                      "or pass build=True)")
         except Exception as exc:  # a broken cache must not stop the lesson: say why
             reason = f"the tiny model could not be loaded ({type(exc).__name__}: {exc})"
-    cfg = Qwen2Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                      initializer_range=0.1, tie_word_embeddings=False)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attn).float().eval()
-    return model, f"a random-init tiny Qwen2 (vocab 512, 2 layers) because {reason}"
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn).float().eval()
+    return model, f"a random-init tiny Qwen2 (vocab {config.vocab_size}, {config.num_hidden_layers} layers) because {reason}"
