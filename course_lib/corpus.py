@@ -46,13 +46,14 @@ class CorpusReport:
     redaction_examples: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     config: dict = field(default_factory=dict)
+    kept_repos: dict[str, dict] = field(default_factory=dict)  # repo -> version, licence, stars, pushed_at
 
     def to_dict(self) -> dict:
         return {"profile": self.profile, "repos_seen": self.repos_seen, "repos_kept": self.repos_kept,
                 "repo_rejections": self.repo_rejections, "files": self.files.to_dict(),
                 "files_capped": self.files_capped, "redactions": dict(self.redactions),
                 "files_redacted": self.files_redacted, "redaction_examples": self.redaction_examples,
-                "seconds": self.seconds, "config": self.config}
+                "seconds": self.seconds, "config": self.config, "kept_repos": self.kept_repos}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CorpusReport":
@@ -60,7 +61,7 @@ class CorpusReport:
                    repo_rejections=d["repo_rejections"], files=FilterReport.from_dict(d["files"]),
                    files_capped=d["files_capped"], redactions=Counter(d["redactions"]),
                    files_redacted=d["files_redacted"], redaction_examples=d["redaction_examples"],
-                   seconds=d["seconds"], config=d["config"])
+                   seconds=d["seconds"], config=d["config"], kept_repos=d.get("kept_repos", {}))
 
     def summary(self) -> str:
         reasons = Counter(r.split(":")[0] for r in self.repo_rejections.values())
@@ -83,6 +84,20 @@ def _kept_reason(repo: Repo, cfg, n_rules: int, redacted: Counter) -> str:
     if redacted:
         parts.append("redacted " + ", ".join(f"{k}×{v}" for k, v in sorted(redacted.items())))
     return "; ".join(parts)
+
+
+def _add_redaction_examples(report: CorpusReport, shown: str, text: str, result, per_kind: int = 5) -> None:
+    """Keep up to ``per_kind`` examples of each finding kind: the file, the line and the line as redacted
+    (never the secret itself)."""
+    have = Counter(e["kind"] for e in report.redaction_examples)
+    redacted_lines = result.text.splitlines()
+    for f in result.findings:
+        if have[f.kind] < per_kind:
+            line = text.count("\n", 0, f.start) + 1
+            report.redaction_examples.append({
+                "file": shown, "line": line, "kind": f.kind,
+                "redacted_line": redacted_lines[line - 1][:160] if line - 1 < len(redacted_lines) else ""})
+            have[f.kind] += 1
 
 
 def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
@@ -122,13 +137,7 @@ def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
                     redacted = result.counts()
                     report.redactions.update(redacted)
                     report.files_redacted += 1
-                    if len(report.redaction_examples) < 20:
-                        f0 = result.findings[0]
-                        line = text.count("\n", 0, f0.start) + 1
-                        report.redaction_examples.append({
-                            "file": shown, "line": line, "kind": f0.kind,
-                            "redacted_line": result.text.splitlines()[line - 1][:160]
-                            if line - 1 < len(result.text.splitlines()) else ""})
+                    _add_redaction_examples(report, shown, text, result)
                     text = result.text
             cols["repo"].append(repo.name)
             cols["path"].append(rel)
@@ -174,24 +183,33 @@ def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
     return repos, sel
 
 
+def _code_fingerprint() -> str:
+    """Hash of the modules that decide what enters the corpus: editing a rule rebuilds the cache."""
+    h = hashlib.sha256()
+    for mod in ("filters", "redaction", "repos", "corpus"):
+        h.update((Path(__file__).parent / f"{mod}.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
 def _config_key(profile: str, cfg, repos: list[Repo]) -> str:
     payload = {
-        "format": CORPUS_FORMAT, "profile": profile, "config": dict(cfg), "python": platform.python_version(),
+        "format": CORPUS_FORMAT, "code": _code_fingerprint(), "profile": profile, "config": dict(cfg), "python": platform.python_version(),
         "repos": [(r.name, r.version, r.license, r.stars, str(r.pushed_at), len(r.files)) for r in repos],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def corpus_path(profile: str = "ci") -> Path:
+def corpus_path(profile: str = "ci", *, selected=None) -> Path:
     """The cache folder of the corpus for ``profile`` as it would be built now (its name holds the
     configuration key). Introduced in lesson 01."""
     cfg = get_profile(profile).corpus
-    repos, _ = select_corpus_repos(profile)
+    repos, _ = selected if selected is not None else select_corpus_repos(profile)
     return cache_dir("corpus") / f"{profile}-{_config_key(profile, cfg, repos)}"
 
 
-def build_corpus(profile: str = "ci", *, progress: bool = True):
+def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
     """Build the corpus of ``profile`` without the cache: ``(datasets.Dataset, CorpusReport)``.
+    ``selected`` reuses a ``select_corpus_repos(profile)`` result.
 
     Introduced in lesson 01.
     """
@@ -199,14 +217,18 @@ def build_corpus(profile: str = "ci", *, progress: bool = True):
 
     start = time.perf_counter()
     cfg = get_profile(profile).corpus
-    repos, sel = select_corpus_repos(profile)
+    repos, sel = selected if selected is not None else select_corpus_repos(profile)
     if cfg["source"] == "github":
         from course_lib.github import GitHubClient, download_repos
 
         sel.kept = download_repos(GitHubClient.from_env(), sel.kept, cache_dir("corpus", "github"))
     report = CorpusReport(profile=profile, repos_seen=len(repos), repos_kept=len(sel.kept),
                           repo_rejections={r.name: why for r, why in sel.rejected},
-                          config={k: cfg[k] for k in cfg})
+                          config={k: cfg[k] for k in cfg},
+                          kept_repos={r.name: {"version": r.version, "license": r.license, "stars": r.stars,
+                                               "pushed_at": r.pushed_at.isoformat() if r.pushed_at else None,
+                                               "source": r.source, "metadata_note": r.metadata_note}
+                                      for r in sel.kept})
     cols = build_corpus_rows(sel.kept, cfg, report, progress=progress)
     features = datasets.Features({c: datasets.Value("int64" if c == "size" else "string") for c in COLUMNS})
     ds = datasets.Dataset.from_dict(cols, features=features)
@@ -222,8 +244,17 @@ def _write_atomically(ds, report: CorpusReport, target: Path) -> None:
     old = None
     if target.exists():
         old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-    os.replace(tmp, target)
+        try:
+            os.replace(target, old)
+        except OSError:
+            old = None
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        # another process finished the same build first: keep its copy, drop ours
+        if not (target / "report.json").exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -238,13 +269,20 @@ def load_corpus(profile: str = "ci", rebuild: bool = False):
     """
     import datasets
 
-    target = corpus_path(profile)
+    selected = select_corpus_repos(profile)
+    target = corpus_path(profile, selected=selected)
     if rebuild or not (target / "report.json").exists():
-        ds, report = build_corpus(profile)
+        ds, report = build_corpus(profile, selected=selected)
         _write_atomically(ds, report, target)
         print(report.summary())
         print(f"saved to {target}")
     return datasets.load_from_disk(str(target))
+
+
+def corpus_repo_metadata(profile: str = "ci") -> dict[str, dict]:
+    """Per kept repository: version, licence, stars, pushed_at, source (e.g. for lesson 02's "keep the
+    copy from the repository with most stars"). In ci the stars are illustrative. Introduced in lesson 01."""
+    return load_corpus_report(profile).kept_repos
 
 
 def load_corpus_report(profile: str = "ci") -> CorpusReport:

@@ -84,6 +84,7 @@ _CI: dict[str, dict[str, Any]] = {
         "active_within_months": 36,
         "metadata_as_of": "2026-12-01",   # date of assets/repo_metadata.csv (illustrative values)
         "redact": True,
+        "github_query": "language:python",  # used by the full profile's GitHub search only
     },
     # lesson 02 — course_lib.dedup
     "dedup": {

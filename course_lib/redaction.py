@@ -17,6 +17,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Iterable
 
 PLACEHOLDERS = {
     "aws_access_key": "<KEY>", "aws_secret_key": "<KEY>", "github_token": "<KEY>",
@@ -324,16 +325,23 @@ def find_secrets(text: str) -> list[Finding]:
     return kept
 
 
-def redact_secrets(text: str) -> RedactionResult:
+def redact_secrets(text: str, *, kinds: Iterable[str] | None = None) -> RedactionResult:
     """Replace secrets and PII in ``text`` with placeholders (``<KEY>``, ``<PASSWORD>``, ``<EMAIL>``,
     ``<IP_ADDRESS>``). Returns an object with ``.text`` (redacted) and ``.findings`` (each with
-    ``.kind``, ``.start``, ``.end`` in the ORIGINAL text).
+    ``.kind``, ``.start``, ``.end`` in the ORIGINAL text). ``kinds`` limits redaction to some kinds
+    (e.g. ``{"email"}``; see :data:`KINDS`).
 
     Introduced in lesson 01.
     """
     if not isinstance(text, str):
         raise TypeError(f"redact_secrets needs a str, got {type(text).__name__}")
     findings = find_secrets(text)
+    if kinds is not None:
+        kinds = set(kinds)
+        unknown = kinds - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+        findings = [f for f in findings if f.kind in kinds]
     pieces, pos = [], 0
     for f in findings:
         pieces.append(text[pos:f.start])

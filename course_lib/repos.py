@@ -12,6 +12,7 @@ Introduced in lesson 01.
 from __future__ import annotations
 
 import csv
+import functools
 import datetime as dt
 import importlib.metadata as md
 import os
@@ -25,6 +26,8 @@ from course_lib.filters import language_of, license_verdict, normalize_license
 from course_lib.paths import assets_dir
 
 STDLIB_REPO = "python/cpython"
+# The course's own package is not third-party code: it never enters its own corpus.
+EXCLUDED_DISTRIBUTIONS = frozenset({"course-lib"})
 METADATA_FILE = "repo_metadata.csv"
 
 
@@ -120,7 +123,7 @@ def installed_repos() -> list[Repo]:
     for dist in md.distributions():
         try:
             name = dist.metadata.get("Name")
-            if not name or canonical_name(name) in seen:
+            if not name or canonical_name(name) in seen or canonical_name(name) in EXCLUDED_DISTRIBUTIONS:
                 continue
             raw, spdx, source = _license_of_distribution(dist)
             files = code_files(str(f).replace(os.sep, "/") for f in (dist.files or []))
@@ -175,7 +178,27 @@ def with_metadata(repos: Iterable[Repo], metadata: dict[str, dict]) -> list[Repo
 def local_repos(metadata_path: str | os.PathLike | None = None) -> list[Repo]:
     """The ci repository table: the standard library + installed distributions, with the illustrative
     stars/activity metadata attached. Introduced in lesson 01."""
-    return with_metadata([stdlib_repo(), *installed_repos()], load_repo_metadata(metadata_path))
+    return with_metadata(list(_scanned_repos(_environment_stamp())), load_repo_metadata(metadata_path))
+
+
+def _environment_stamp() -> tuple:
+    """Changes when distributions are installed or removed (the mtimes of the site folders)."""
+    import site
+    import sys
+
+    stamp = []
+    for folder in {*sys.path, *site.getsitepackages()}:
+        try:
+            stamp.append((folder, os.stat(folder).st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(sorted(stamp))
+
+
+@functools.lru_cache(maxsize=2)
+def _scanned_repos(stamp: tuple) -> tuple[Repo, ...]:
+    """Scanning every distribution's RECORD takes seconds: done once per environment state."""
+    return (stdlib_repo(), *installed_repos())
 
 
 def months_between(earlier: dt.date, later: dt.date) -> float:

@@ -67,6 +67,11 @@ class _GitHubShaped(BaseHTTPRequestHandler):
             if "limit-forever" in q:
                 return self._send(403, {"message": "API rate limit exceeded"},
                                   {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(time.time()) + 3600)})
+            if "flaky" in q and q not in self.rate_limited_once:
+                self.rate_limited_once.add(q)
+                return self._send(502, {"message": "Bad Gateway"})
+            if "badtoken" in q:
+                return self._send(401, {"message": "Bad credentials"})
             if "forbidden" in q:
                 return self._send(403, {"message": "Resource not accessible"})
             spdx = "Apache-2.0" if "license:apache-2.0" in q else "MIT"

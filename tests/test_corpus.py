@@ -109,3 +109,43 @@ def test_full_profile_runs_against_a_github_shaped_server(github_server, tmp_pat
     assert any(path == "/search/repositories" for path, _, _ in _GitHubShaped.calls)
     for row in ds:
         assert file_filter_reason(row["path"], row["content"]) is None
+
+
+@pytest.mark.notebooks
+def test_lesson_01_records(notebook_records):
+    rec = notebook_records("01")
+    assert rec["repos_kept"] < rec["repos_candidates"]
+    assert rec["files_kept"] == rec["corpus_rows"] and rec["files_kept"] < rec["files_seen"]
+    assert {"too_short", "empty"} <= set(rec["files_removed"])
+    assert rec["course_precision_dev"] >= 0.95 and rec["course_recall_dev"] >= 0.95
+    assert 0.5 <= rec["course_recall_heldout"] <= 1.0
+    assert rec["redactions"].get("email", 0) > 0
+
+
+def test_repo_metadata_of_the_kept_repositories(ci_corpus):
+    ds, _ = ci_corpus
+    meta = corpus.corpus_repo_metadata("ci")
+    assert set(ds["repo"]) <= set(meta)
+    assert all(m["stars"] > 5 for m in meta.values())
+    assert meta["python/cpython"]["license"] == "PSF-2.0"
+
+
+def test_concurrent_writer_keeps_the_first_copy(tmp_path, monkeypatch):
+    import datasets
+
+    ds = datasets.Dataset.from_dict({c: ["x"] if c != "size" else [1] for c in COLUMNS})
+    target = tmp_path / "ci-abc"
+    corpus._write_atomically(ds, CorpusReport(profile="ci"), target)
+    real_replace = os.replace
+    calls = []
+
+    def racing_replace(src, dst):  # the old copy cannot be moved away (another writer holds it)
+        calls.append((src, dst))
+        if len(calls) == 1:
+            raise OSError("busy")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(corpus.os, "replace", racing_replace)
+    corpus._write_atomically(ds.select([]), CorpusReport(profile="ci"), target)
+    assert len(datasets.load_from_disk(str(target))) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ci-abc"]

@@ -106,6 +106,14 @@ def test_is_permissive_license(name, ok):
     assert is_permissive_license(name) is ok
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=200)))
+def test_licence_normalisation_is_total(s):
+    spdx = normalize_license(s)
+    assert spdx is None or isinstance(spdx, str)
+    assert isinstance(is_permissive_license(s), bool)
+
+
 def test_license_verdict_reasons():
     assert license_verdict("GPL-3.0")[1] == "copyleft: GPL-3.0"
     assert license_verdict(None) == (False, "no licence metadata")

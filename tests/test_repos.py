@@ -140,3 +140,14 @@ def test_missing_token_message(monkeypatch, capsys):
     assert client.token is None and "GITHUB_TOKEN is not set" in capsys.readouterr().out
     monkeypatch.setenv("GITHUB_TOKEN", "abc")
     assert github.GitHubClient.from_env().token == "abc"
+
+
+def test_server_errors_are_retried_and_bad_credentials_explained(server):
+    client, waits = _client(server)
+    assert len(list(client.paginate("/search/repositories", {"q": "flaky"}))) == 6
+    assert waits == [1]                                   # one backoff after the 502
+    with pytest.raises(github.GitHubError, match="401 bad credentials; check GITHUB_TOKEN"):
+        client.request_json("/search/repositories", {"q": "badtoken"})
+    dead = github.GitHubClient(token=None, base_url="http://127.0.0.1:9", max_retries=1, sleep=lambda s: None)
+    with pytest.raises(github.GitHubError, match="cannot connect"):
+        dead.request_json("/search/repositories")
