@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import itertools
 
 import pytest
 
@@ -82,11 +81,12 @@ def test_broken_environment_is_rejected_and_naive_builder_rewards_a_noop(runner)
 
 
 def test_flaky_tests_are_caught_by_running_twice(runner):
-    counter = itertools.count()
+    calls: dict[str, int] = {}
 
-    def flaky_runner(code, tests, **kw):          # the environment answers differently every other run
+    def flaky_runner(code, tests, **kw):          # the same environment answers differently the second time
         res = runner(code, tests, **kw)
-        if next(counter) % 2 and res.tests:
+        calls[code] = calls.get(code, 0) + 1
+        if calls[code] % 2 == 0 and res.tests:
             res.tests = ["assert"] + list(res.tests[1:])
         return res
 

@@ -216,6 +216,37 @@ def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner |
     return TestRun(res.status, collected, errors, passed, attempts=attempt, infra_error=infra_error)
 
 
+def run_tests_batch(jobs: list[tuple[Mapping[str, str], list[str]]], *, runner: Runner | None = None,
+                    timeout_s: float = 10.0, retries: int = 2, workers: int = 4) -> list[TestRun]:
+    """:func:`run_tests` for many ``(files, test_ids)`` jobs on ``workers`` threads (each sandbox run
+    waits mostly on process/container start-up); results in input order. With the default runner each
+    worker gets its own sandbox slot (its own uid under bubblewrap). Introduced in lesson 08."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not jobs:
+        return []
+    workers = max(1, min(workers, len(jobs)))
+    slots: "queue.Queue[int]" = queue.Queue()
+    for i in range(workers):
+        slots.put(i)
+
+    def one(job):
+        files, test_ids = job
+        if runner is not None:
+            return run_tests(files, test_ids, runner=runner, timeout_s=timeout_s, retries=retries)
+        slot = slots.get()
+        try:
+            base = default_runner()
+            slotted = (lambda code, tests, **kw: base(code, tests, _slot=slot, **kw))
+            return run_tests(files, test_ids, runner=slotted, timeout_s=timeout_s, retries=retries)
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, jobs))
+
+
 # --- building an environment -------------------------------------------------------------------------
 
 @dataclass
@@ -241,14 +272,15 @@ def split_f2p_p2p(before: Mapping[str, bool], after: Mapping[str, bool]) -> tupl
 
 
 def build_environment(task: EnvTask, *, runs: int = 2, min_collected: float = 0.9,
-                      runner: Runner | None = None, timeout_s: float = 10.0) -> EnvReport:
+                      runner: Runner | None = None, timeout_s: float = 10.0, workers: int = 4) -> EnvReport:
     """Validate ``task`` and derive Fail-to-Pass / Pass-to-Pass (see the module docstring).
     Introduced in lesson 08."""
     with_tests = apply_patch(task.files, task.test_patch)
     with_gold = apply_patch(with_tests, task.gold_patch)
     expected = task.expected_tests
-    before = [run_tests(with_tests, expected, runner=runner, timeout_s=timeout_s) for _ in range(runs)]
-    after = [run_tests(with_gold, expected, runner=runner, timeout_s=timeout_s) for _ in range(runs)]
+    results = run_tests_batch([(with_tests, expected)] * runs + [(with_gold, expected)] * runs,
+                              runner=runner, timeout_s=timeout_s, workers=workers)
+    before, after = results[:runs], results[runs:]
     reasons = []
     ratio = min(len(set(r.collected) & set(expected)) / len(expected) for r in before + after)
     if ratio < min_collected:
