@@ -22,7 +22,8 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
 
     The course's tiny model from lesson 04 when it is already in the cache (or ``build=True``: build it
     now, minutes on a CPU); otherwise a small random-init Qwen2 from ``tiny_config`` — every check of
-    lessons 08–09 holds for any weights, and the returned line says which model ran.
+    lessons 08–09 holds for any weights, and the returned line says which model ran
+    (``model.lesson_model_kind`` is ``"tiny"`` or ``"random"``).
     Introduced in lesson 08.
     """
     import torch
@@ -43,6 +44,7 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
                 path = tinymodel.get_tiny_model("base", profile=profile)
                 model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn,
                                                              torch_dtype=torch.float32)
+                model.lesson_model_kind = "tiny"
                 return model.eval(), f"the course's tiny model from lesson 04 ({path.name})"
             reason = ("lesson 04's tiny model is not built yet (run lesson 04 or `./course model`, "
                       "or pass build=True)")
@@ -50,4 +52,5 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
             reason = f"the tiny model could not be loaded ({type(exc).__name__}: {exc})"
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn).float().eval()
+    model.lesson_model_kind = "random"
     return model, f"a random-init tiny Qwen2 (vocab {config.vocab_size}, {config.num_hidden_layers} layers) because {reason}"
