@@ -95,3 +95,27 @@ def test_flaky_tests_are_caught_by_running_twice(runner):
     assert not report.ok and any("unstable" in r for r in report.reasons)
     once = build_environment(task, runner=flaky_runner, runs=1)   # one run cannot see it
     assert not any("unstable" in r for r in once.reasons)
+
+
+def test_infrastructure_failures_are_retried_not_scored(runner):
+    from types import SimpleNamespace
+
+    from course_lib.agentic.envs import run_tests_batch
+
+    failures = {"left": 1}
+
+    def shaky_runner(code, tests, **kw):           # the first run dies in the sandbox, not in the tests
+        if failures["left"]:
+            failures["left"] -= 1
+            return SimpleNamespace(status="sandbox_error", stdout="", tests=[])
+        return runner(code, tests, **kw)
+
+    task = load_task("store_inventory")
+    files = apply_patch(apply_patch(task.files, task.test_patch), task.gold_patch)
+    run = run_tests(files, task.expected_tests, runner=shaky_runner)
+    assert run.attempts == 2 and not run.infra_error and all(run.passed.values())
+    failures["left"] = 5
+    dead = run_tests(files, task.expected_tests, runner=shaky_runner, retries=1)
+    assert dead.infra_error and dead.attempts == 2 and not any(dead.passed.values())
+    batch = run_tests_batch([(files, task.expected_tests)] * 3, runner=runner)
+    assert [all(r.passed.values()) for r in batch] == [True, True, True]
