@@ -90,7 +90,10 @@ _CI: dict[str, dict[str, Any]] = {
     "dedup": {
         "num_perm": 128,
         "threshold": 0.8,
-        "shingle": "word5",
+        "shingle": "word5",          # bigcode: word 5-grams on [^A-Za-z_0-9] tokens
+        "verify": "exact",           # candidates checked with exact Jaccard
+        "fn_weight": 0.95,           # banding weight of false negatives (16 bands x 8 rows at 128/0.8)
+        "bench_docs": 400,           # planted/synthetic set size the lesson measures P/R on
     },
     # lesson 03 — course_lib.deps
     "deps": {
@@ -200,7 +203,8 @@ _FULL: dict[str, dict[str, Any]] = {
         "redact": True,
         "github_query": "language:python",
     },
-    "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5"},
+    "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5", "verify": "exact",
+              "fn_weight": 0.95, "bench_docs": 5000},
     "deps": {"max_repos": 1000},
     "fim": {"fim_rate": 0.5, "spm_rate": 0.5, "sentinels": "qwen2.5-coder", "demo_docs": 10000,
             "infill_examples": 8},

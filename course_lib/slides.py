@@ -58,6 +58,9 @@ _REQUIRED = ["reveal.js/dist/reveal.js", "reveal.js/dist/reveal.css", "reveal.js
              "require.js", "jquery.min.js", "mathjax/MathJax.js"]
 
 
+_vendor_failed = False
+
+
 class SlidesError(RuntimeError):
     """Slides could not be exported (one sentence saying why and what to do)."""
 
@@ -74,9 +77,13 @@ def vendor_cache() -> Path:
 def ensure_vendor(*, quiet: bool = False) -> Path | None:
     """Return the vendor folder, fetching it with npm on first use; None when npm is missing or
     fails (the caller then falls back to CDN URLs). Introduced in lesson 00."""
+    global _vendor_failed
     target = vendor_cache()
     if all((target / f).exists() for f in _REQUIRED):
         return target
+    if _vendor_failed:  # tried once in this process already: do not wait on npm for every notebook
+        return None
+    _vendor_failed = True
     npm = shutil.which("npm")
     if npm is None:
         if not quiet:
@@ -88,8 +95,14 @@ def ensure_vendor(*, quiet: bool = False) -> Path | None:
         specs = [f"{k}@{v}" for k, v in VENDOR_PACKAGES.items()]
         if not quiet:
             print(f"slides: vendoring {' '.join(specs)} with npm into {target} (once)", file=sys.stderr)
-        proc = subprocess.run([npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
-                               "--loglevel=error", *specs], capture_output=True, text=True, timeout=600)
+        try:
+            proc = subprocess.run([npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
+                                   "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=60000", *specs],
+                                  capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            if not quiet:
+                print("slides: npm install timed out, the slides will need internet", file=sys.stderr)
+            return None
         if proc.returncode != 0:
             if not quiet:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -107,6 +120,7 @@ def ensure_vendor(*, quiet: bool = False) -> Path | None:
                 shutil.copy2(src, dst)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staging, target)  # atomic: a half-copied vendor folder is never used
+    _vendor_failed = False
     return target
 
 

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${COURSE_VENV:-$ROOT/.venv}"
 VENV="$(mkdir -p "$(dirname "$VENV")" && cd "$(dirname "$VENV")" && pwd)/$(basename "$VENV")"  # absolute: the kernelspec records it
 T0=$SECONDS
-say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+say() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$((SECONDS - T0))" "$*"; }
 
 # 1. System packages: bubblewrap (sandbox), docker.io (Docker sandbox), rsync (LLaMA-Factory full
 #    fine-tuning copies with it). Installed when we are root with apt; otherwise we say what is missing.

@@ -12,7 +12,7 @@ def test_lesson_06_records(notebook_records):
     assert rec["attack_escapes_unsafe"] >= 3          # the same attacks do get through without isolation
     assert rec["demo_statuses"]["early os._exit(0)"] == "failed"
     assert rec["reward_exec_vs_sandbox_agree"] is True
-    assert rec["hacks_accepted_naive"] == 3 and rec["hacks_accepted_hidden_and_marker"] == 0
+    assert rec["hacks_accepted_naive"] == 4 and rec["hacks_accepted_hidden_and_marker"] == 0
     assert rec["pass_at_k_max_abs_error_vs_exact"] < 1e-12
     assert rec["humaneval_canonical_passed"] == rec["humaneval_canonical_total"] == 164
     assert rec["broken_passed"] == 0

@@ -37,6 +37,10 @@ def test_student_notebook_runs_to_the_end(path):
 
 def test_lesson_00_records():
     rec = records_of("00")
+    from tests.notebook_helpers import regression_dir
+
+    durations = regression_dir("solutions") / "00_setup_and_tour.durations.json"
+    assert durations.exists(), "the regression writes per-cell durations beside each executed notebook"
     assert rec["python_ok"] is True
     assert rec["base_packages_missing_or_wrong"] == []
     assert rec["course_stages"] == 9

@@ -141,3 +141,22 @@ def test_result_repr_and_properties():
     r = SandboxResult("failed", tests=["ok", "assert"])
     assert not r.passed and (r.tests_passed, r.tests_total) == (1, 2)
     assert "1/2" in repr(r)
+
+
+def test_a_process_lingering_after_the_marker_is_killed_but_keeps_its_result(bwrap):
+    # a non-daemon thread keeps the interpreter alive after the harness reported: the result stands
+    code = "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,)).start()\n" + ADD
+    r = run_code(code, "assert add(1, 2) == 3", timeout_s=1.0, backend=bwrap)
+    assert r.status == "passed" and "after the end-of-run marker" in r.detail, r
+
+
+def test_usr_local_is_hidden(bwrap):
+    r = run_code("import os\nprint(os.listdir('/usr/local'))\n", backend=bwrap)
+    assert r.status == "passed" and r.stdout == "[]", r
+
+
+def test_a_sandbox_that_cannot_start_is_a_sandbox_error(monkeypatch, tmp_path):
+    # Docker pointed at a socket where no daemon listens: not the sample's fault, and never a pass
+    monkeypatch.setenv("SANDBOX_DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    r = run_code(ADD, "assert add(1, 2) == 3", backend="docker", timeout_s=5)
+    assert r.status == "sandbox_error" and r.detail, r

@@ -72,14 +72,18 @@ class SandboxResult:
 
 # --- choosing a backend ----------------------------------------------------------------------------
 
-_probe_cache: dict[str, tuple[bool, str]] = {}
+_probe_cache: dict[str, tuple[bool, str, float]] = {}
 _unsafe_warned = False
+DOCKER_PROBE_TTL_S = 30.0   # a daemon can come and go; bwrap's answer does not change within a process
 
 
 def _probe(name: str) -> tuple[bool, str]:
-    """(works, reason) for a backend, by really running a tiny sample (cached per process)."""
+    """(works, reason) for a backend, by really running a tiny sample (cached per process; Docker's
+    answer for :data:`DOCKER_PROBE_TTL_S`)."""
     if name in _probe_cache:
-        return _probe_cache[name]
+        ok, reason, when = _probe_cache[name]
+        if name != "docker" or time.monotonic() - when < DOCKER_PROBE_TTL_S:
+            return ok, reason
     ok, reason = False, ""
     if name == "docker":
         from course_lib.sandbox import docker as d
@@ -96,7 +100,7 @@ def _probe(name: str) -> tuple[bool, str]:
             ok, reason = r.status == "passed", (r.detail or r.stderr.strip()[-300:])
         except FileNotFoundError as exc:
             reason = str(exc)
-    _probe_cache[name] = (ok, reason)
+    _probe_cache[name] = (ok, reason, time.monotonic())
     return ok, reason
 
 
@@ -127,11 +131,17 @@ def resolve_backend(backend: str | None = None) -> str:
 
 # --- one run -----------------------------------------------------------------------------------------
 
-def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: int, startup_s: float):
+MARKER_EXIT_GRACE_S = 10.0   # after the end-of-run marker, time allowed for the process (container) to exit
+
+
+def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: int, startup_s: float,
+                 token: bytes = b""):
     """Feed stdin, read stdout/stderr with a cap and a deadline. Returns (out, err, why_stopped).
 
     The sample's clock starts when the harness writes its "started" byte (so container start-up is not
-    charged to the sample); until then the deadline is ``startup_s``."""
+    charged to the sample); until then the deadline is ``startup_s``. Once the end-of-run marker line
+    has arrived, the process gets :data:`MARKER_EXIT_GRACE_S` to exit (a container's teardown is slow
+    on a busy machine); the sample's result is already known."""
     sel = selectors.DefaultSelector()
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -143,7 +153,7 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
     else:
         proc.stdin.close()
     deadline = time.monotonic() + startup_s
-    started = False
+    started = marker_seen = False
     why = None
     while sel.get_map():
         left = deadline - time.monotonic()
@@ -171,12 +181,19 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
                 if chunk.startswith(b"\x1e"):
                     chunk = chunk[1:]
             bufs[f] += chunk
+            if token and f is proc.stdout and not marker_seen:
+                at = bufs[f].rfind(token, max(0, len(bufs[f]) - len(chunk) - len(token) - 4096))
+                if at >= 0 and b"\n" in bufs[f][at:]:
+                    marker_seen = True
+                    deadline = max(deadline, time.monotonic() + MARKER_EXIT_GRACE_S)
             if len(bufs[f]) > cap + 4096:  # slack for the end-of-run marker line
                 why = "output_limit"
                 break
         if why:
             break
     sel.close()
+    if why is None and not started:
+        why = "never_started"  # the harness never ran: the sandbox itself failed
     return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr]), why
 
 
@@ -226,12 +243,12 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: in
         return SandboxResult("sandbox_error", backend=backend, detail=f"could not start {argv[0]}: {exc}")
     why = "sandbox_error"
     try:
-        out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s)
+        out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s, token.encode())
     finally:
-        if why is not None:  # timeout, output limit or an error here: kill the whole tree (and container)
+        if why not in (None, "never_started"):  # timeout, output limit or an error: kill the tree (and container)
             _kill_tree(proc, container, host)
         try:
-            proc.wait(timeout=5 if why is None else 30)
+            proc.wait(timeout=5 if why in (None, "never_started") else 30)
         except subprocess.TimeoutExpired:
             _kill_tree(proc, container, host)
             proc.wait(timeout=30)
@@ -267,10 +284,16 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
         res.status, res.detail = "output_limit", f"more than {OUTPUT_CAP // 1024} KiB of output"
     elif why == "startup":
         res.status, res.detail = "sandbox_error", "the sandbox did not start in time"
+    elif why == "never_started":
+        res.status = "sandbox_error"
+        res.detail = (f"the sandbox exited (code {rc}) before the harness started: "
+                      + (stderr.strip()[-500:] or "no message"))
+    elif report is not None:  # the harness finished in time (a slow exit afterwards does not matter)
+        res.status, res.tests, res.detail = report["status"], report.get("tests", []), report.get("error") or ""
+        if why == "timeout":
+            res.detail = (res.detail + "; " if res.detail else "") + "killed while exiting after the end-of-run marker"
     elif why == "timeout":
         res.status, res.detail = "timeout", "killed after the time limit"
-    elif report is not None:
-        res.status, res.tests, res.detail = report["status"], report.get("tests", []), report.get("error") or ""
     elif backend == "bwrap" and (stderr.startswith("bwrap:") or stderr.startswith("setpriv:")):
         res.status, res.detail = "sandbox_error", stderr.strip()[:500]
     elif backend == "docker" and rc in (125, 126, 127) and "Traceback" not in stderr:

@@ -41,13 +41,14 @@ class Limits:
 
 def sandbox_uid(slot: int) -> int:
     """The unprivileged uid for worker ``slot`` of this process (distinct per process and per worker,
-    so one sample's fork bomb never eats another worker's process budget)."""
+    so one sample's fork bomb never eats another worker's process budget). Introduced in lesson 06."""
     return UID_BASE + (os.getpid() % 512) * 64 + (slot % 64)
 
 
 def sandbox_python() -> Path:
     """The interpreter that runs sampled code: ``$SANDBOX_PYTHON``, else the system ``/usr/bin/python3``,
-    else the base (non-venv) interpreter of this Python. Never the course's virtual environment."""
+    else the base (non-venv) interpreter of this Python. Never the course's virtual environment.
+    Introduced in lesson 06."""
     env = os.environ.get("SANDBOX_PYTHON")
     candidates = [env] if env else ["/usr/bin/python3", "/usr/local/bin/python3",
                                     os.path.join(sys.base_prefix, "bin", "python3")]
@@ -63,7 +64,8 @@ def _python_prefix(python: Path) -> Path:
 
 
 def harness_argv(python: str = "python3") -> list[str]:
-    """The command that starts the harness inside the sandbox (``-I -S``: no environment, no site)."""
+    """The command that starts the harness inside the sandbox (``-I -S``: no environment, no site).
+    Introduced in lesson 06."""
     return [python, "-I", "-S", "-c", HARNESS_SOURCE]
 
 
@@ -72,7 +74,8 @@ def harness_argv(python: str = "python3") -> list[str]:
 def bwrap_argv(slot: int) -> list[str]:
     """bubblewrap command line for worker ``slot``: what the sample sees is only the system's /usr (and
     the interpreter's prefix at its real path), /etc/ld.so.cache, a private /proc, /dev and a 16 MiB
-    /tmp. Capabilities are dropped by ``setpriv`` together with the switch to an unprivileged uid."""
+    /tmp. Capabilities are dropped by ``setpriv`` together with the switch to an unprivileged uid.
+    Introduced in lesson 06."""
     bwrap = shutil.which("bwrap")
     setpriv = shutil.which("setpriv")
     if not bwrap:
@@ -87,8 +90,11 @@ def bwrap_argv(slot: int) -> list[str]:
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
     prefix = _python_prefix(python)
-    if not str(prefix).startswith("/usr"):
+    if not str(prefix).startswith("/usr/"):
         argv += ["--ro-bind", str(prefix), str(prefix)]
+    if os.path.isdir("/usr/local") and not str(prefix).startswith("/usr/local"):
+        # /usr/local holds site tools (and here the course machines' own); the sandbox needs none of them
+        argv += ["--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
     for etc_file in ("/etc/ld.so.cache", "/etc/localtime"):
         if os.path.exists(etc_file):
             argv += ["--ro-bind", etc_file, etc_file]
@@ -109,7 +115,8 @@ def bwrap_argv(slot: int) -> list[str]:
 # --- docker ----------------------------------------------------------------------------------------
 
 def docker_argv(slot: int, limits: Limits, name: str, host: str | None) -> list[str]:
-    """``docker run`` command line of one sample (container ``name``, killed by name on timeout)."""
+    """``docker run`` command line of one sample (container ``name``, killed by name on timeout).
+    Introduced in lesson 06."""
     docker = shutil.which("docker")
     if not docker:
         raise FileNotFoundError("the docker client is not installed: `apt-get install docker.io` (as root)")
@@ -128,5 +135,5 @@ def docker_argv(slot: int, limits: Limits, name: str, host: str | None) -> list[
 # --- unsafe ----------------------------------------------------------------------------------------
 
 def unsafe_argv() -> list[str]:
-    """A plain subprocess: same harness, same rlimits, no isolation at all."""
+    """A plain subprocess: same harness, same rlimits, no isolation at all. Introduced in lesson 06."""
     return harness_argv(str(sandbox_python()))

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import tarfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.sandbox.backends import IMAGE, sandbox_python
@@ -34,7 +34,8 @@ COURSE_SOCKET = RUN_DIR / "docker.sock"
 
 def docker_host() -> str | None:
     """The daemon address the sandbox talks to: ``$SANDBOX_DOCKER_HOST``, ``$DOCKER_HOST``, the course's
-    own socket when it exists, else None (the docker client's default, ``/var/run/docker.sock``)."""
+    own socket when it exists, else None (the docker client's default, ``/var/run/docker.sock``).
+    Introduced in lesson 06."""
     for var in ("SANDBOX_DOCKER_HOST", "DOCKER_HOST"):
         if os.environ.get(var):
             return os.environ[var]
@@ -52,7 +53,7 @@ def _docker(*args: str, host: str | None = None, timeout: float = 30, **kw) -> s
 
 
 def daemon_answers(host: str | None = None) -> bool:
-    """True when a Docker daemon answers at ``host`` (default :func:`docker_host`)."""
+    """True when a Docker daemon answers at ``host`` (default :func:`docker_host`). Introduced in lesson 06."""
     if not shutil.which("docker"):
         return False
     try:
@@ -63,7 +64,7 @@ def daemon_answers(host: str | None = None) -> bool:
 
 
 def image_exists(host: str | None = None, image: str = IMAGE) -> bool:
-    """True when the daemon at ``host`` has the sandbox image."""
+    """True when the daemon at ``host`` has the sandbox image. Introduced in lesson 06."""
     try:
         return _docker("image", "inspect", image, host=host or docker_host(), timeout=20).returncode == 0
     except (subprocess.TimeoutExpired, OSError, FileNotFoundError):
@@ -77,6 +78,7 @@ class Daemon:
     host: str | None
     started: bool
     pid: int | None = None
+    proc: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Stop the daemon if this process started it (SIGTERM, then SIGKILL)."""
@@ -85,6 +87,14 @@ class Daemon:
         try:
             os.kill(self.pid, signal.SIGTERM)
         except ProcessLookupError:
+            return
+        if self.proc is not None:  # our child: wait for it (no zombie left behind)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.started = False
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -154,7 +164,7 @@ def _spawn_dockerd(wait_s: float) -> Daemon:
         if proc.poll() is not None:
             raise RuntimeError(f"dockerd exited with code {proc.returncode}; see {STATE_DIR / 'dockerd.log'}")
         if COURSE_SOCKET.exists() and daemon_answers(host):
-            return Daemon(host=host, started=True, pid=proc.pid)
+            return Daemon(host=host, started=True, pid=proc.pid, proc=proc)
         time.sleep(0.3)
     proc.terminate()
     raise RuntimeError(f"dockerd did not answer within {wait_s:.0f} s; see {STATE_DIR / 'dockerd.log'}")
@@ -193,7 +203,8 @@ _SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", 
 
 def rootfs_tar(python: Path | None = None) -> bytes:
     """A tar archive of a minimal root file system that runs ``python3``: the interpreter, its shared
-    libraries, its standard library (without tests and GUI modules), /etc/passwd and an empty /tmp."""
+    libraries, its standard library (without tests and GUI modules), /etc/passwd and an empty /tmp.
+    Introduced in lesson 06."""
     python = Path(python or sandbox_python())
     info = _python_paths(python)
     exe = Path(info["exe"]).resolve()
