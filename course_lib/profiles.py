@@ -166,9 +166,6 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
-        "tree_branches": 6,             # trajectories in the lesson's example tree
-        "tree_length": 48,              # tokens per trajectory
-        "tree_shared": 0.7,             # share of each trajectory that is a common prefix
         "bench_length": 128,            # tokens per trajectory in the lesson's small speed table
         "env_runs": 2,                  # runs per side when building an environment
         "min_collected": 0.9,           # share of expected tests that must be collected
@@ -243,7 +240,7 @@ _FULL: dict[str, dict[str, Any]] = {
     },
     "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
     "agentic": {
-        "tree_branches": 16, "tree_length": 512, "tree_shared": 0.8, "bench_length": 1024,
+        "bench_length": 1024,
         "env_runs": 3, "min_collected": 0.9, "env_timeout_s": 60.0, "mcla_ks": [1, 2, 4, 8, 16], "mcla_trials": 30,
         "critic_fit_episodes": 100000, "actor_iterations": 200, "actor_seeds": 20,
         "distill_steps": 100, "distill_new_tokens": 64, "distill_noise": 1.5, "distill_lr": 0.0003,
