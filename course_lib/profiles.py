@@ -172,7 +172,26 @@ _CI: dict[str, dict[str, Any]] = {
         "humaneval_subset": 20,
     },
     # lessons 08–09 — course_lib.agentic
-    "agentic": {},
+    "agentic": {
+        "bench_length": 128,            # tokens per trajectory in the lesson's small speed table
+        "env_runs": 2,                  # runs per side when building an environment
+        "min_collected": 0.9,           # share of expected tests that must be collected
+        "env_timeout_s": 30.0,          # per sandbox run; generous so a busy machine is not a failing test
+        "mcla_ks": [1, 2, 4, 8],
+        "mcla_trials": 10,
+        "critic_fit_episodes": 20000,
+        "actor_iterations": 60,
+        "actor_seeds": 6,
+        "distill_steps": 12,
+        "distill_new_tokens": 12,
+        "distill_noise": 1.5,           # the student = teacher + noise x weight std (lesson 04's tiny model)
+        "distill_lr": 0.001,
+        # with the random-init fallback teacher the top-k sets are noise: a smaller perturbation keeps
+        # the student inside the teacher's top-k so the gate lets the signal through
+        "distill_fallback_noise": 0.5,
+        "distill_fallback_lr": 0.01,
+        "distill_topk": 8,
+    },
 }
 
 _FULL: dict[str, dict[str, Any]] = {
@@ -232,7 +251,14 @@ _FULL: dict[str, dict[str, Any]] = {
         "sampling_rounds": 1000,
     },
     "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
-    "agentic": {},
+    "agentic": {
+        "bench_length": 1024,
+        "env_runs": 3, "min_collected": 0.9, "env_timeout_s": 60.0, "mcla_ks": [1, 2, 4, 8, 16], "mcla_trials": 30,
+        "critic_fit_episodes": 100000, "actor_iterations": 200, "actor_seeds": 20,
+        "distill_steps": 100, "distill_new_tokens": 64, "distill_noise": 1.5, "distill_lr": 0.0003,
+        "distill_fallback_noise": 0.5, "distill_fallback_lr": 0.01,
+        "distill_topk": 20,
+    },
 }
 
 PROFILES: dict[str, Profile] = {
