@@ -125,7 +125,9 @@ def generate_student_notebooks(check: bool = False) -> list[Path]:
             drifted.append(target)
             if not check:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
+                tmp = target.with_suffix(".ipynb.tmp")
+                tmp.write_text(text, encoding="utf-8")
+                tmp.replace(target)  # atomic: never a half-written notebook
     for stray in lesson_paths("notebooks"):
         if stray.name not in expected_names:
             drifted.append(stray)

@@ -77,16 +77,23 @@ _CI: dict[str, dict[str, Any]] = {
     "corpus": {
         "source": "site-packages",        # stdlib + installed distributions on this machine
         "max_repos": 400,
-        "max_files_per_repo": 200,
+        "max_files_per_repo": 30,         # shallow files first: a package's top-level modules
+        "stdlib_max_files": 300,
         "max_file_bytes": 200_000,
-        "min_stars": 5,
+        "min_stars": 5,                   # keep repos with stars > min_stars
         "active_within_months": 36,
+        "metadata_as_of": "2026-12-01",   # date of assets/repo_metadata.csv (illustrative values)
+        "redact": True,
+        "github_query": "language:python",  # used by the full profile's GitHub search only
     },
     # lesson 02 — course_lib.dedup
     "dedup": {
         "num_perm": 128,
         "threshold": 0.8,
-        "shingle": "word5",
+        "shingle": "word5",          # bigcode: word 5-grams on [^A-Za-z_0-9] tokens
+        "verify": "exact",           # candidates checked with exact Jaccard
+        "fn_weight": 0.95,           # banding weight of false negatives (16 bands x 8 rows at 128/0.8)
+        "bench_docs": 400,           # planted/synthetic set size the lesson measures P/R on
     },
     # lesson 03 — course_lib.deps
     "deps": {
@@ -122,25 +129,41 @@ _CI: dict[str, dict[str, Any]] = {
         "eval_fim_examples": 24,
     },
     # lesson 05 — course_lib.instructions / course_lib.codegen / course_lib.sft
+    "instructions": {
+        "max_functions": 400,             # documented stdlib functions harvested for the four kinds
+    },
     "pipeline": {
         "teacher": "offline-rules",       # documented offline teacher served on loopback
         "min_score": 7,
         "max_score": 10,
+        "max_rows": 200,
+        "timeout_s": 60,
     },
     "sft": {
         "base_model": "course-tiny",      # the model lesson 04 trains
         "finetune_type": "full",
         "learning_rate": 1e-3,
-        "cutoff_len": 512,
+        "cutoff_len": 256,
         "max_samples": 2000,
         "epochs": 1,
+        "batch_size": 4,
+        "max_steps": 40,                  # a fixed CPU budget (~1 minute with LLaMA-Factory's start-up)
     },
     # lesson 06 — course_lib.sandbox / course_lib.metrics
     "sandbox": {
-        "backend": os.environ.get("SANDBOX_BACKEND", "auto"),
+        # bubblewrap in ci (~30-40 samples/s on 2 cores); "auto" prefers Docker (~2-3 samples/s) when a
+        # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
+        "backend": os.environ.get("SANDBOX_BACKEND", "bwrap"),
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
+        "loop_timeout_s": 2.0,          # lesson 06 demos that loop forever on purpose
+        "humaneval_problems": 164,      # canonical solutions run through the sandbox
+        "broken_problems": 6,           # problems whose deliberately broken variants run
+        "pool_problems": 40,            # best-of-n feedback loop: problems x candidates
+        "pool_candidates": 6,
+        "best_of_n": (1, 2, 4, 8),
+        "sampling_rounds": 200,         # simulated draws per n in the best-of-n curve
     },
     # lesson 07 — course_lib.drill
     "drill": {
@@ -149,7 +172,26 @@ _CI: dict[str, dict[str, Any]] = {
         "humaneval_subset": 20,
     },
     # lessons 08–09 — course_lib.agentic
-    "agentic": {},
+    "agentic": {
+        "bench_length": 128,            # tokens per trajectory in the lesson's small speed table
+        "env_runs": 2,                  # runs per side when building an environment
+        "min_collected": 0.9,           # share of expected tests that must be collected
+        "env_timeout_s": 30.0,          # per sandbox run; generous so a busy machine is not a failing test
+        "mcla_ks": [1, 2, 4, 8],
+        "mcla_trials": 10,
+        "critic_fit_episodes": 20000,
+        "actor_iterations": 60,
+        "actor_seeds": 6,
+        "distill_steps": 12,
+        "distill_new_tokens": 12,
+        "distill_noise": 1.5,           # the student = teacher + noise x weight std (lesson 04's tiny model)
+        "distill_lr": 0.001,
+        # with the random-init fallback teacher the top-k sets are noise: a smaller perturbation keeps
+        # the student inside the teacher's top-k so the gate lets the signal through
+        "distill_fallback_noise": 0.5,
+        "distill_fallback_lr": 0.01,
+        "distill_topk": 8,
+    },
 }
 
 _FULL: dict[str, dict[str, Any]] = {
@@ -157,11 +199,16 @@ _FULL: dict[str, dict[str, Any]] = {
         "source": "github",
         "max_repos": 5000,
         "max_files_per_repo": 2000,
+        "stdlib_max_files": 0,
         "max_file_bytes": 1_000_000,
         "min_stars": 10,
         "active_within_months": 24,
+        "metadata_as_of": None,           # today
+        "redact": True,
+        "github_query": "language:python",
     },
-    "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5"},
+    "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5", "verify": "exact",
+              "fn_weight": 0.95, "bench_docs": 5000},
     "deps": {"max_repos": 1000},
     "fim": {"fim_rate": 0.5, "spm_rate": 0.5, "sentinels": "qwen2.5-coder", "demo_docs": 10000,
             "infill_examples": 8},
@@ -172,10 +219,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "learning_rate": 3e-3, "warmup_steps": 30, "spm_rate": 0.5, "eval_every": 50,
         "eval_windows": 64, "eval_fim_examples": 128,
     },
+    "instructions": {"max_functions": 5000},
     "pipeline": {
         "teacher": "Qwen3-30B-A3B-Instruct",
         "min_score": 7,
         "max_score": 10,
+        "max_rows": 5000,
+        "timeout_s": 180,
     },
     "sft": {
         "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
@@ -184,15 +234,31 @@ _FULL: dict[str, dict[str, Any]] = {
         "cutoff_len": 4096,
         "max_samples": 5000,
         "epochs": 2,
+        "batch_size": 8,
+        "max_steps": -1,
     },
     "sandbox": {
         "backend": os.environ.get("SANDBOX_BACKEND", "docker"),
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
+        "loop_timeout_s": 10.0,
+        "humaneval_problems": 164,
+        "broken_problems": 164,
+        "pool_problems": 164,
+        "pool_candidates": 8,
+        "best_of_n": (1, 2, 4, 8, 16),
+        "sampling_rounds": 1000,
     },
     "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
-    "agentic": {},
+    "agentic": {
+        "bench_length": 1024,
+        "env_runs": 3, "min_collected": 0.9, "env_timeout_s": 60.0, "mcla_ks": [1, 2, 4, 8, 16], "mcla_trials": 30,
+        "critic_fit_episodes": 100000, "actor_iterations": 200, "actor_seeds": 20,
+        "distill_steps": 100, "distill_new_tokens": 64, "distill_noise": 1.5, "distill_lr": 0.0003,
+        "distill_fallback_noise": 0.5, "distill_fallback_lr": 0.01,
+        "distill_topk": 20,
+    },
 }
 
 PROFILES: dict[str, Profile] = {
@@ -226,3 +292,9 @@ def get_profile(name: str | None = None) -> Profile:
     except KeyError:
         raise ValueError(
             f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None
+
+
+def recommend_profile(has_gpu: bool, has_internet: bool) -> str:
+    """The profile a machine can run: ``"full"`` needs both a GPU and internet (hub data, Qwen,
+    vLLM); everything else runs ``"ci"``. Introduced in lesson 00."""
+    return "full" if (has_gpu and has_internet) else "ci"

@@ -1,0 +1,209 @@
+"""Asymmetric PPO with a hindsight critic (KAT-Coder-V2.5), on a toy "locate, then edit" task.
+
+The actor may only see what the agent saw (the history). The critic is used only during training,
+so it may also read *hindsight*: information the environment knows but the agent does not — where
+the gold patch is, which tests the task has and how hard they are. As long as that information does
+not depend on the agent's own later actions, using it in the baseline keeps the policy gradient
+unbiased, removes the noise that comes from the environment, and places the advantage on the step
+that decided the outcome. (Feeding the critic the *outcome itself* is the pitfall: the advantages
+then collapse to zero — the experiment shows that too.)
+
+GAE: ``delta_t = r_t + gamma V(s_{t+1}) - V(s_t)``, ``A_t = delta_t + gamma lambda A_{t+1}``.
+
+Toy task: the agent first *locates* a file (follow the issue's hint, which is right with probability
+``hint_accuracy``, or pick a file at random), then makes ``edit_steps`` edits (good or sloppy).
+Reward 1 at the end when the file was right, every edit good, and the (hidden) tests pass: easy bugs
+pass with ``p_easy``, hard ones with ``p_hard``.
+
+Introduced in lesson 09.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CRITICS = ("history", "hindsight", "outcome")
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, gamma: float = 1.0, lam: float = 0.95,
+        last_value: float | np.ndarray = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimation over the last axis (time). ``values[..., t] = V(s_t)``;
+    ``last_value`` is V of the state after the last step (0 when the episode ended). Returns
+    (advantages, returns = advantages + values). Introduced in lesson 09."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    if rewards.shape != values.shape:
+        raise ValueError(f"rewards {rewards.shape} and values {values.shape} must have the same shape")
+    adv = np.zeros_like(rewards)
+    next_value = np.broadcast_to(np.asarray(last_value, dtype=np.float64), rewards.shape[:-1])
+    running = np.zeros(rewards.shape[:-1])
+    for t in range(rewards.shape[-1] - 1, -1, -1):
+        delta = rewards[..., t] + gamma * next_value - values[..., t]
+        running = delta + gamma * lam * running
+        adv[..., t] = running
+        next_value = values[..., t]
+    return adv, adv + values
+
+
+@dataclass
+class ToyTask:
+    """The "locate, then edit" task. Introduced in lesson 09."""
+
+    num_files: int = 5
+    hint_accuracy: float = 0.6
+    edit_steps: int = 3
+    p_easy: float = 0.95
+    p_hard: float = 0.35
+    p_hard_bug: float = 0.5
+
+    @property
+    def steps(self) -> int:
+        return 1 + self.edit_steps
+
+
+@dataclass
+class Episodes:
+    """A batch of episodes: actions, hidden facts, and the reward at the last step."""
+
+    follow_hint: np.ndarray      # (N,) bool — the locate action
+    good_edit: np.ndarray        # (N, E) bool — the edit actions
+    hint_correct: np.ndarray     # (N,) bool — hidden
+    located_correct: np.ndarray  # (N,) bool — hidden from the actor
+    hard_bug: np.ndarray         # (N,) bool — hidden
+    tests_pass: np.ndarray       # (N,) bool — hidden: would the tests pass after a correct fix?
+    success: np.ndarray          # (N,) bool
+    rewards: np.ndarray = field(repr=False, default=None)  # (N, T)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def initial_theta(task: ToyTask, edit_logit: float = 1.0) -> np.ndarray:
+    """The starting policy: a coin flip at the locate step, edits good with p = sigmoid(edit_logit)."""
+    return np.r_[0.0, np.full(task.edit_steps, edit_logit)]
+
+
+def sample_episodes(task: ToyTask, theta: np.ndarray, n: int, rng: np.random.Generator) -> Episodes:
+    """Roll out ``n`` episodes of the policy with logits ``theta`` (theta[0]: follow the hint,
+    theta[1+e]: good edit at step e). Introduced in lesson 09."""
+    p = sigmoid(theta)
+    follow = rng.random(n) < p[0]
+    good = rng.random((n, task.edit_steps)) < p[1:]
+    hint_ok = rng.random(n) < task.hint_accuracy
+    random_ok = rng.random(n) < 1.0 / task.num_files
+    located = np.where(follow, hint_ok, random_ok)
+    hard = rng.random(n) < task.p_hard_bug
+    tests_pass = rng.random(n) < np.where(hard, task.p_hard, task.p_easy)
+    success = located & good.all(1) & tests_pass
+    rewards = np.zeros((n, task.steps))
+    rewards[:, -1] = success
+    return Episodes(follow, good, hint_ok, located, hard, tests_pass, success, rewards)
+
+
+def critic_keys(ep: Episodes, kind: str) -> np.ndarray:
+    """Integer feature keys (N, T) of the states s_0..s_{T-1} as the critic ``kind`` sees them:
+    ``history`` (step, followed hint, good edits so far), ``hindsight`` (+ whether the hint / the
+    located file is right and whether the task's tests pass after a correct fix — facts of the
+    environment, not of the agent's later actions), ``outcome`` (+ the final success: the leak).
+    Introduced in lesson 09."""
+    if kind not in CRITICS:
+        raise ValueError(f"unknown critic {kind!r}; choose from {CRITICS}")
+    n, e = ep.good_edit.shape
+    t = np.arange(1 + e)[None].repeat(n, 0)
+    goods = np.concatenate([np.zeros((n, 2)), np.cumsum(ep.good_edit, 1)[:, :-1]], 1).astype(int)
+    followed = np.where(t == 0, 2, ep.follow_hint[:, None].astype(int))
+    key = t * 1000 + followed * 100 + goods
+    if kind == "hindsight":
+        file_ok = np.where(t == 0, ep.hint_correct[:, None], ep.located_correct[:, None]).astype(int)
+        key = key + 10_000 * file_ok + 20_000 * ep.tests_pass[:, None].astype(int)
+    elif kind == "outcome":
+        key = key + 10_000 * ep.success[:, None].astype(int)
+    return key.astype(np.int64)
+
+
+class TabularCritic:
+    """V(key) as a running average of observed returns (lr=None: exact mean). Introduced in lesson 09."""
+
+    def __init__(self, kind: str, lr: float | None = None, init: float = 0.0):
+        self.kind, self.lr, self.init = kind, lr, init
+        self.value: dict[int, float] = {}
+        self.count: dict[int, int] = {}
+
+    def __call__(self, ep: Episodes) -> np.ndarray:
+        keys = critic_keys(ep, self.kind)
+        return np.vectorize(lambda k: self.value.get(int(k), self.init), otypes=[float])(keys)
+
+    def fit(self, ep: Episodes, returns: np.ndarray) -> None:
+        keys = critic_keys(ep, self.kind)
+        for k, g in zip(keys.ravel().tolist(), returns.ravel().tolist()):
+            c = self.count.get(k, 0) + 1
+            self.count[k] = c
+            v = self.value.get(k, self.init)
+            step = (1.0 / c) if self.lr is None else self.lr
+            self.value[k] = v + step * (g - v)
+
+
+def advantages_for(task: ToyTask, critic: TabularCritic, ep: Episodes, gamma: float = 1.0,
+                   lam: float = 0.95) -> np.ndarray:
+    """GAE advantages (N, T) of a batch under ``critic``. Introduced in lesson 09."""
+    adv, _ = gae(ep.rewards, critic(ep), gamma, lam)
+    return adv
+
+
+def score_grads(task: ToyTask, theta: np.ndarray, ep: Episodes) -> np.ndarray:
+    """d log pi(a_t) / d theta_t for each step: (N, T). Introduced in lesson 09."""
+    p = sigmoid(theta)
+    actions = np.concatenate([ep.follow_hint[:, None], ep.good_edit], 1).astype(float)
+    return actions - p[None]
+
+
+def advantage_quality(task: ToyTask | None = None, *, n_fit: int = 20_000, n_eval: int = 4_000,
+                      lam: float = 0.95, seed: int = 0) -> dict[str, dict[str, list[float]]]:
+    """Experiment 1: fit each critic on ``n_fit`` episodes of the initial policy (p = 0.5 everywhere),
+    then on fresh episodes report per step: the std of A_t, the mean and std of the per-episode
+    policy-gradient term ``A_t * dlogpi/dtheta_t``, and the mean A_0 when the located file was right vs
+    wrong. Introduced in lesson 09."""
+    task = task or ToyTask()
+    rng = np.random.default_rng(seed)
+    theta = initial_theta(task)
+    fit_ep = sample_episodes(task, theta, n_fit, rng)
+    eval_ep = sample_episodes(task, theta, n_eval, rng)
+    sg = score_grads(task, theta, eval_ep)
+    out = {}
+    for kind in CRITICS:
+        critic = TabularCritic(kind)
+        critic.fit(fit_ep, np.cumsum(fit_ep.rewards[:, ::-1], 1)[:, ::-1])
+        adv = advantages_for(task, critic, eval_ep, lam=lam)
+        grad = adv * sg
+        out[kind] = {
+            "adv_std": adv.std(0).tolist(),
+            "grad_mean": grad.mean(0).tolist(),
+            "grad_std": grad.std(0).tolist(),
+            "a0_right_file": float(adv[eval_ep.located_correct, 0].mean()),
+            "a0_wrong_file": float(adv[~eval_ep.located_correct, 0].mean()),
+            # credit placement: how much the edit steps are blamed when the *file* was wrong
+            "edit_adv_wrong_file": float(adv[~eval_ep.located_correct, 1:].mean()),
+        }
+    return out
+
+
+def train_actor(task: ToyTask | None = None, kind: str = "hindsight", *, iterations: int = 60,
+                batch: int = 32, lr: float = 1.0, critic_lr: float = 0.1, lam: float = 0.95,
+                seed: int = 0) -> np.ndarray:
+    """Experiment 2: policy-gradient training of the tabular actor with advantages from the critic
+    ``kind`` (updated online). Returns the success rate of each iteration's batch.
+    Introduced in lesson 09."""
+    task = task or ToyTask()
+    rng = np.random.default_rng(seed)
+    theta = initial_theta(task)
+    critic = TabularCritic(kind, lr=critic_lr, init=0.0)
+    curve = []
+    for _ in range(iterations):
+        ep = sample_episodes(task, theta, batch, rng)
+        adv = advantages_for(task, critic, ep, lam=lam)
+        theta = theta + lr * (adv * score_grads(task, theta, ep)).mean(0)
+        critic.fit(ep, np.cumsum(ep.rewards[:, ::-1], 1)[:, ::-1])
+        curve.append(float(ep.success.mean()))
+    return np.array(curve)

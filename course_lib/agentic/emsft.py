@@ -1,0 +1,88 @@
+"""Error-masked SFT (KAT-Coder V1 "EM-SFT"): keep failed tool calls in context, give them no loss.
+
+Real agent trajectories contain tool calls that failed (wrong path, malformed arguments) followed
+by a recovery. Dropping the failed call would teach a history that never happened (the recovery
+then refers to an error the model never saw); training on it teaches the mistake. EM-SFT keeps the
+failed call's tokens in the input and sets their loss mask to 0; the recovery keeps its loss.
+
+Messages are dicts ``{"role": "system"|"user"|"assistant"|"tool", "content": str}``; a tool
+message may carry ``"error": True`` (else its content is checked for error markers).
+
+Introduced in lesson 08.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+ERROR_MARKERS = ("Error", "Traceback (most recent call last)", "error:", "No such file",
+                 "command not found", "Invalid arguments")
+
+
+def tool_result_failed(message: dict) -> bool:
+    """True when a tool message reports a failure (``"error": True`` or an error marker in its first
+    line). Introduced in lesson 08."""
+    if message.get("role") != "tool":
+        return False
+    if "error" in message:
+        return bool(message["error"])
+    first = message.get("content", "").strip().splitlines()[:1]
+    return bool(first) and any(m in first[0] for m in ERROR_MARKERS)
+
+
+def failed_call_flags(messages: Sequence[dict]) -> list[bool]:
+    """For each message: True when it is an assistant turn whose tool call failed (the next tool
+    message reports an error). Introduced in lesson 08."""
+    flags = [False] * len(messages)
+    for i, msg in enumerate(messages):
+        if msg.get("role") != "assistant":
+            continue
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        if nxt is not None and tool_result_failed(nxt):
+            flags[i] = True
+    return flags
+
+
+@dataclass
+class MaskedExample:
+    """Token ids, the loss mask and which message each token came from."""
+
+    input_ids: list[int]
+    loss_mask: list[int]
+    message_index: list[int]
+
+
+def render_chatml(role: str, content: str) -> tuple[str, str, str]:
+    """The three pieces of one ChatML turn: header, content, footer. Introduced in lesson 08."""
+    return f"<|im_start|>{role}\n", content, "<|im_end|>\n"
+
+
+def error_masked_example(messages: Sequence[dict], tokenize: Callable[[str], list[int]], *,
+                         mask_failed_calls: bool = True) -> MaskedExample:
+    """Tokenise a trajectory in ChatML and build its loss mask.
+
+    Loss on assistant content and its ``<|im_end|>``; no loss on system/user/tool turns, headers,
+    and (with ``mask_failed_calls``) on assistant turns whose tool call failed. The failed turns
+    stay in ``input_ids``. Introduced in lesson 08.
+    """
+    for i, m in enumerate(messages):
+        if m.get("role") not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"message {i}: unknown role {m.get('role')!r}; use system/user/assistant/tool")
+    failed = failed_call_flags(messages) if mask_failed_calls else [False] * len(messages)
+    ids: list[int] = []
+    mask: list[int] = []
+    where: list[int] = []
+    for i, m in enumerate(messages):
+        head, body, foot = render_chatml(m["role"], m.get("content", ""))
+        trained = m["role"] == "assistant" and not failed[i]
+        for piece, train_piece in ((head, False), (body, trained), (foot.rstrip("\n"), trained), ("\n", False)):
+            toks = tokenize(piece) if piece else []
+            ids += toks
+            mask += [int(train_piece)] * len(toks)
+            where += [i] * len(toks)
+    return MaskedExample(ids, mask, where)
+
+
+def byte_tokenize(text: str) -> list[int]:
+    """A tokenizer that needs no files: one id per UTF-8 byte (ids 0–255). Introduced in lesson 08."""
+    return list(text.encode("utf-8"))

@@ -1,0 +1,101 @@
+"""GRPO advantages and the KAT-Coder V1 style weighting of groups and samples.
+
+GRPO samples a *group* of G rollouts per task and uses the group itself as the baseline:
+``A_i = (r_i - mean(r)) / (std(r) + eps)``. Two re-weightings follow the V1 report's idea:
+
+* **task difficulty** ``D = 1 - mean success`` of a group; groups harder than the batch average get
+  their advantages scaled up (``D / mean D``), easy ones down;
+* **entropy** inside a group: samples whose tokens had higher policy entropy (more exploration)
+  are scaled up relative to the group mean entropy (weights clipped to a range).
+
+Every weight multiplies an advantage, so a group whose rewards are all equal (all pass or all
+fail: zero advantages) stays exactly zero — no learning signal is invented.
+
+Introduced in lesson 09.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
+    """Group-normalised advantages ``(r - mean) / (std + eps)`` (population std, ddof=0).
+    Introduced in lesson 09."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError(f"rewards must be a non-empty 1-D list of one group, got shape {r.shape}")
+    return (r - r.mean()) / (r.std() + eps)
+
+
+def task_difficulty(successes: Sequence[float]) -> float:
+    """``D = 1 - mean success`` of a group (successes in [0, 1]). Introduced in lesson 09."""
+    s = np.asarray(successes, dtype=np.float64)
+    if np.any((s < 0) | (s > 1)):
+        raise ValueError("successes must lie in [0, 1] (pass = 1, fail = 0)")
+    return float(1.0 - s.mean())
+
+
+def difficulty_weights(groups_successes: Sequence[Sequence[float]]) -> np.ndarray:
+    """One weight per group: ``D_i / mean_j D_j`` over the groups that carry a signal (not all-equal
+    rewards); 1.0 when no group does. Harder than average → weight > 1. Introduced in lesson 09."""
+    d = np.array([task_difficulty(g) for g in groups_successes])
+    informative = np.array([np.ptp(np.asarray(g, dtype=float)) > 0 for g in groups_successes])
+    if not informative.any() or d[informative].mean() == 0:
+        return np.ones_like(d)
+    return d / d[informative].mean()
+
+
+def entropy_weights(entropies: Sequence[float], clip: tuple[float, float] = (0.5, 2.0)) -> np.ndarray:
+    """Within one group: ``H_j / mean(H)`` clipped to ``clip`` (1.0 everywhere when all entropies are
+    zero). Higher-entropy samples are scaled up. Introduced in lesson 09."""
+    h = np.asarray(entropies, dtype=np.float64)
+    if np.any(h < 0):
+        raise ValueError("entropies are non-negative")
+    if h.mean() == 0:
+        return np.ones_like(h)
+    return np.clip(h / h.mean(), *clip)
+
+
+def weighted_advantages(groups_rewards: Sequence[Sequence[float]],
+                        groups_entropies: Sequence[Sequence[float]] | None = None, *,
+                        use_difficulty: bool = True, use_entropy: bool = True,
+                        eps: float = 1e-6) -> list[np.ndarray]:
+    """Group advantages × difficulty weight of the group × entropy weight of each sample.
+    Rewards are read as success (1 = pass) for the difficulty. Introduced in lesson 09."""
+    if groups_entropies is not None and len(groups_entropies) != len(groups_rewards):
+        raise ValueError("one list of entropies per group is needed")
+    dw = difficulty_weights(groups_rewards) if use_difficulty else np.ones(len(groups_rewards))
+    out = []
+    for i, rewards in enumerate(groups_rewards):
+        adv = group_advantages(rewards, eps) * dw[i]
+        if use_entropy and groups_entropies is not None:
+            if len(groups_entropies[i]) != len(rewards):
+                raise ValueError(f"group {i}: {len(rewards)} rewards but {len(groups_entropies[i])} entropies")
+            adv = adv * entropy_weights(groups_entropies[i])
+        out.append(adv)
+    return out
+
+
+def mean_token_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean policy entropy over the (masked) tokens of each sequence: logits (B, T, V) → (B,).
+    Introduced in lesson 09."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    if mask is None:
+        return ent.mean(-1)
+    mask = mask.float()
+    return (ent * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+
+
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                      clip_eps: float = 0.2) -> torch.Tensor:
+    """The PPO/GRPO clipped objective as a loss (to minimise), averaged over masked tokens:
+    ``-min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)``. Introduced in lesson 09."""
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * advantages
+    per_token = -torch.minimum(unclipped, clipped)
+    mask = mask.float()
+    return (per_token * mask).sum() / mask.sum().clamp(min=1)

@@ -1,0 +1,129 @@
+"""The three-layer rule reward of KAT-Coder-V2.5 for coding-agent trajectories.
+
+1. **Task success** (highest weight): every Fail-to-Pass test now passes and no Pass-to-Pass test
+   broke.
+2. **Behaviour penalties**: repeated text, malformed tool arguments, repeated identical tool calls.
+3. **Progress** (failed trajectories only): file localisation scored with F2 (recall counts more
+   than precision: missing the file to edit is worse than opening one too many) and the share of
+   Fail-to-Pass tests that pass — capped so that no failure ever outscores a success.
+
+Introduced in lesson 09.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+
+def f_beta(predicted: Iterable[str], gold: Iterable[str], beta: float = 2.0) -> float:
+    """F-beta of a set of predicted files against the gold files (F2 by default; 0 when either is
+    empty, 1 when both are). Introduced in lesson 09."""
+    pred, gold = set(predicted), set(gold)
+    if not pred and not gold:
+        return 1.0
+    tp = len(pred & gold)
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / len(pred), tp / len(gold)
+    b2 = beta * beta
+    return (1 + b2) * precision * recall / (b2 * precision + recall)
+
+
+def repeated_text_ratio(text: str, n: int = 8) -> float:
+    """Share of word n-grams that repeat an earlier n-gram (0 = no repetition). Introduced in lesson 09."""
+    words = text.split()
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+@dataclass
+class ToolCall:
+    """One tool call of a trajectory: the tool name and its raw (JSON) argument string."""
+
+    name: str
+    arguments: str
+
+
+def malformed_calls(calls: Sequence[ToolCall], schemas: Mapping[str, Sequence[str]]) -> int:
+    """Tool calls whose arguments are not a JSON object, name an unknown tool, or miss a required key
+    (``schemas[name]`` lists the required keys). Introduced in lesson 09."""
+    bad = 0
+    for call in calls:
+        try:
+            args = json.loads(call.arguments)
+        except (json.JSONDecodeError, TypeError):
+            bad += 1
+            continue
+        if not isinstance(args, dict) or call.name not in schemas or any(k not in args for k in schemas[call.name]):
+            bad += 1
+    return bad
+
+
+def repeated_calls(calls: Sequence[ToolCall]) -> int:
+    """Identical calls (same tool, same normalised arguments) beyond their first occurrence.
+    Introduced in lesson 09."""
+    seen, repeats = set(), 0
+    for call in calls:
+        try:
+            key = (call.name, json.dumps(json.loads(call.arguments), sort_keys=True))
+        except (json.JSONDecodeError, TypeError):
+            key = (call.name, call.arguments)
+        repeats += key in seen
+        seen.add(key)
+    return repeats
+
+
+@dataclass
+class RewardConfig:
+    """Weights of the three layers. ``progress_cap`` < ``success`` keeps every failure below every
+    success; penalties are capped at ``max_penalty``."""
+
+    success: float = 1.0
+    repeated_text: float = 0.2          # × repeated-text ratio
+    repeated_text_min: float = 0.3      # ratios below this are normal prose
+    malformed_call: float = 0.1         # per malformed call
+    repeated_call: float = 0.05         # per repeated identical call
+    max_penalty: float = 0.5
+    localisation: float = 0.2           # × F2 of the files touched
+    partial_tests: float = 0.2          # × share of Fail-to-Pass tests passing
+    progress_cap: float = 0.4
+
+
+@dataclass
+class Trajectory:
+    """What the reward reads from one rollout: its text, tool calls, files it edited, and the test
+    results of the environment after its patch (test id → passed)."""
+
+    text: str
+    calls: list[ToolCall] = field(default_factory=list)
+    edited_files: list[str] = field(default_factory=list)
+    test_results: dict[str, bool] = field(default_factory=dict)
+
+
+def rule_reward(traj: Trajectory, fail_to_pass: Sequence[str], pass_to_pass: Sequence[str],
+                gold_files: Sequence[str], schemas: Mapping[str, Sequence[str]],
+                cfg: RewardConfig | None = None) -> dict[str, float]:
+    """The three-layer reward and its parts. A test missing from ``test_results`` counts as failed.
+    Introduced in lesson 09."""
+    cfg = cfg or RewardConfig()
+    if not fail_to_pass:
+        raise ValueError("an environment without Fail-to-Pass tests cannot tell a fix from a no-op; "
+                         "reject it when building the environment")
+    res = traj.test_results
+    f2p_passed = sum(bool(res.get(t, False)) for t in fail_to_pass)
+    p2p_ok = all(res.get(t, False) for t in pass_to_pass)
+    success = f2p_passed == len(fail_to_pass) and p2p_ok
+    rep = repeated_text_ratio(traj.text)
+    penalty = min(cfg.max_penalty,
+                  (cfg.repeated_text * rep if rep >= cfg.repeated_text_min else 0.0)
+                  + cfg.malformed_call * malformed_calls(traj.calls, schemas)
+                  + cfg.repeated_call * repeated_calls(traj.calls))
+    loc = f_beta(traj.edited_files, gold_files)
+    partial = f2p_passed / len(fail_to_pass) if p2p_ok else 0.0
+    progress = 0.0 if success else min(cfg.progress_cap, cfg.localisation * loc + cfg.partial_tests * partial)
+    total = (cfg.success if success else 0.0) + progress - penalty
+    return {"reward": total, "success": float(success), "progress": progress, "penalty": penalty,
+            "localisation_f2": loc, "f2p_share": f2p_passed / len(fail_to_pass), "p2p_ok": float(p2p_ok)}

@@ -1,0 +1,1 @@
+"""Scripts that course_lib starts as subprocesses in other environments."""

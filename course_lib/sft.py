@@ -1,0 +1,391 @@
+"""Supervised fine-tuning through LazyLLM → LLaMA-Factory: one code path in both profiles.
+
+The lesson trains with::
+
+    lazyllm.TrainableModule(base, target).mode('finetune').trainset(data)
+        .finetune_method((lazyllm.finetune.llamafactory, {...}))
+
+:func:`finetune` runs exactly that, on CPU in ``ci`` (the course's tiny model, full fine-tuning, a
+few hundred steps) and on a GPU in ``full`` (Qwen2.5-0.5B-Instruct with the lesson's
+hyperparameters). :func:`llamafactory_config` gives the settings of each profile so tests can check
+the YAML that LazyLLM writes (:func:`render_train_yaml`) without training.
+
+LazyLLM/LLaMA-Factory traps handled here (checked on this machine):
+
+* ``update()`` needs a deploy method → ``deploy.dummy`` (its relay server is stopped afterwards);
+* CPU needs ``fp16=False, bf16=False, use_cpu=True``; ``report_to='none'`` (tensorboard is absent);
+  ``preprocessing_num_workers=1``; ``val_size=0`` also needs ``eval_strategy='no'``;
+* the launcher must be ``launchers.empty(sync=True)`` (the default wants GPUs);
+* ``llamafactory-cli`` must be on ``PATH`` (the virtual environment's ``bin``);
+* the chat template is guessed from the model *folder name*: the model is linked under a name that
+  maps to ``qwen``; unknown keys are dropped silently, so the template is also passed explicitly;
+* LoRA merges with ``export_legacy_format: true`` by default (``pytorch_model.bin``) → an export
+  config with ``false``; full fine-tuning copies with ``rsync`` and a missing ``rsync`` leaves the
+  merge folder empty silently → the files are copied here when that happens (and noted);
+* failures are swallowed → after every run: merged weights exist, the log has ``train_runtime``,
+  the loss fell; otherwise :class:`FinetuneError` with the log's last lines.
+
+Introduced in lesson 05.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from course_lib.profiles import get_profile
+
+TEMPLATE = "qwen"
+LESSON_HYPERPARAMETERS = {
+    "stage": "sft", "template": TEMPLATE, "learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000,
+    "val_size": 0.02, "bf16": True, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
+    "num_train_epochs": 2.0,
+}
+"""The lesson's SFT settings (the full profile uses them as they are)."""
+
+
+class FinetuneError(RuntimeError):
+    """LLaMA-Factory did not produce a trained, merged model (LazyLLM swallowed the failure)."""
+
+
+@dataclass
+class SFTResult:
+    """What a fine-tuning run produced."""
+
+    merged_model: Path                 # a Hugging Face folder (config, weights, tokenizer)
+    adapter_dir: Path                  # LLaMA-Factory's output_dir (LoRA adapter or full weights)
+    log_path: Path                     # the trainer's console log
+    loss_curve: list[tuple[int, float]]  # (step, loss) from trainer_log.jsonl
+    train_runtime: float
+    config: dict                       # the settings given to finetune.llamafactory
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def plot_loss(self, ax=None, label: str | None = None):
+        """The training loss per step."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(6, 3))[1]
+        steps, losses = zip(*self.loss_curve) if self.loss_curve else ((), ())
+        ax.plot(steps, losses, marker=".", label=label or "LLaMA-Factory (via LazyLLM)")
+        ax.set_xlabel("step")
+        ax.set_ylabel("training loss (answer tokens)")
+        ax.set_title("SFT loss")
+        ax.legend()
+        return ax
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+def llamafactory_config(profile: str = "ci", *, finetuning_type: str | None = None, **overrides: Any) -> dict:
+    """The keyword arguments given to ``finetune.llamafactory`` in ``profile`` (they become the keys of
+    the train YAML). ``full``: the lesson's hyperparameters; ``ci``: the same call sized for a
+    CPU and a tiny model. ``overrides`` win. Introduced in lesson 05.
+    """
+    P = get_profile(profile).sft
+    cfg: dict[str, Any] = {
+        "stage": "sft",
+        "template": TEMPLATE,
+        "finetuning_type": finetuning_type or P.finetune_type,
+        "learning_rate": P.learning_rate,
+        "cutoff_len": P.cutoff_len,
+        "max_samples": P.max_samples,
+        "num_train_epochs": float(P.epochs),
+        "lr_scheduler_type": "cosine",
+        "warmup_ratio": 0.1,
+        "logging_steps": 1 if profile == "ci" else 10,
+        "save_steps": 100000 if profile == "ci" else 500,
+        "overwrite_cache": True,
+        "plot_loss": True,
+        "train_on_prompt": False,          # answer-only loss
+        "report_to": "none",
+        "preprocessing_num_workers": 1 if profile == "ci" else 16,
+        "seed": get_profile(profile).seed,
+    }
+    if profile == "ci":
+        cfg.update({"per_device_train_batch_size": P.get("batch_size", 8), "max_steps": P.get("max_steps", -1),
+                    "gradient_accumulation_steps": 1, "val_size": 0, "eval_strategy": "no",
+                    "fp16": False, "bf16": False, "use_cpu": True})
+    else:
+        cfg.update({k: v for k, v in LESSON_HYPERPARAMETERS.items() if k != "learning_rate"})
+        cfg.update({"learning_rate": P.learning_rate, "fp16": False, "use_cpu": False,
+                    "eval_strategy": "steps", "eval_steps": 100, "per_device_eval_batch_size": 8})
+    if cfg["finetuning_type"] == "lora":
+        cfg.update({"lora_rank": 8, "lora_target": "all"})
+    cfg.update(overrides)
+    return cfg
+
+
+_EXPORT_YAML = "export_size: 1\nexport_device: cpu\nexport_legacy_format: false\n"
+
+
+def _export_config(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lora_export.yaml"
+    if not path.exists() or path.read_text() != _EXPORT_YAML:
+        path.write_text(_EXPORT_YAML)
+    return path
+
+
+def template_safe_path(model_path: str | os.PathLike, folder: Path) -> Path:
+    """A path to ``model_path`` whose folder name LazyLLM maps to the ``qwen`` template (a symlink
+    named ``qwen2-<name>`` when the real name does not match). Introduced in lesson 05."""
+    model_path = Path(model_path).resolve()
+    from lazyllm.components.finetune.llama_factory.model_mapping import match_longest_prefix
+
+    if match_longest_prefix(model_path.name.lower()) == TEMPLATE:
+        return model_path
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / f"qwen2-{model_path.name}"
+    if link.is_symlink() and link.resolve() != model_path:
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(model_path, target_is_directory=True)
+    return link
+
+
+def template_default_system(model_path: str | os.PathLike) -> str | None:
+    """The system message the model's own chat template inserts when none is given (Qwen-style
+    templates have one), so training (LLaMA-Factory's ``default_system``) and generation agree.
+    Introduced in lesson 05."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(model_path))
+        text = tok.apply_chat_template([{"role": "user", "content": "@@"}], tokenize=False)
+    except Exception:
+        return None
+    head = "<|im_start|>system\n"
+    if text.startswith(head) and "<|im_end|>" in text:
+        return text[len(head): text.index("<|im_end|>")]
+    return None
+
+
+def resolve_base_model(base: str | os.PathLike, profile: str = "ci") -> Path:
+    """A local folder for the base model: a path as is; ``course-tiny`` → the course's tiny model
+    (lesson 04); a hub id (full profile) → ``huggingface_hub.snapshot_download``.
+    Introduced in lesson 05."""
+    text = str(base)
+    if text == "course-tiny":
+        from course_lib.tinymodel import get_tiny_model
+
+        return Path(get_tiny_model(name="base", profile=profile))
+    if Path(text).exists():
+        return Path(text)
+    if profile == "ci":
+        raise FileNotFoundError(f"base model {text!r} is not a local folder, and the ci profile never "
+                                f"downloads from the hub; pass a folder or 'course-tiny'")
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(text))
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+def write_alpaca_json(rows: Iterable[Mapping[str, Any]], path: Path) -> tuple[Path, int]:
+    """Write instruction / input / output rows as the Alpaca JSON list LLaMA-Factory reads
+    (atomically). Rows without an instruction or output raise with the row number.
+    Introduced in lesson 05."""
+    data = []
+    for i, row in enumerate(rows):
+        if not row.get("instruction") or not row.get("output"):
+            raise ValueError(f"training row {i} ({row.get('row_id', row.get('id', '?'))}) needs non-empty "
+                             f"'instruction' and 'output'; it has {sorted(row)}")
+        data.append({"instruction": row["instruction"], "input": row.get("input") or "",
+                     "output": row["output"]})
+    if not data:
+        raise ValueError("no training rows: the pipeline kept nothing; look at its report")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=0))
+    tmp.replace(path)
+    return path, len(data)
+
+
+# --- running --------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _lazyllm_env(work: Path):
+    """PATH with the venv's bin (llamafactory-cli), LazyLLM temp/target folders inside ``work``."""
+    import lazyllm
+
+    old_path = os.environ.get("PATH", "")
+    bin_dir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = bin_dir + os.pathsep + old_path
+    os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
+    try:
+        with lazyllm.config.temp("temp_dir", str(work / "lazyllm_temp")), \
+                lazyllm.config.temp("train_target_root", str(work / "lazyllm_target")):
+            yield lazyllm
+    finally:
+        os.environ["PATH"] = old_path
+
+
+def _finetune_kwargs(cfg: dict, work: Path) -> dict:
+    import lazyllm
+
+    kw = dict(cfg)
+    kw["launcher"] = lazyllm.launchers.empty(sync=True)
+    if kw.get("finetuning_type") == "lora":
+        kw["export_config_path"] = str(_export_config(work))
+    return kw
+
+
+def render_train_yaml(base_model_path: str | os.PathLike, train_file: str | os.PathLike, out_dir: str | os.PathLike,
+                      *, profile: str = "ci", **overrides: Any) -> tuple[dict, str]:
+    """Let LazyLLM write the train YAML it would run (no training): returns (the YAML as a dict, the
+    shell command LazyLLM would launch). Introduced in lesson 05."""
+    import yaml
+
+    out_dir = Path(out_dir)
+    cfg = llamafactory_config(profile, **overrides)
+    with _lazyllm_env(out_dir) as lazyllm:
+        base = template_safe_path(base_model_path, out_dir / "models")
+        ft = lazyllm.finetune.llamafactory(str(base), str(out_dir / "target"), **_finetune_kwargs(cfg, out_dir))
+        cmd = ft.cmd(str(Path(train_file).resolve()))
+        return yaml.safe_load(Path(ft.temp_yaml_file).read_text()), cmd
+
+
+def _latest_run(target: Path, since: float) -> Path | None:
+    runs = [p for p in target.rglob("lazyllm_lora") if p.is_dir() and p.stat().st_mtime >= since - 1]
+    return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
+
+
+def read_loss_curve(run_dir: Path) -> list[tuple[int, float]]:
+    """(step, loss) pairs from LLaMA-Factory's ``trainer_log.jsonl``. Introduced in lesson 05."""
+    path = run_dir / "trainer_log.jsonl"
+    curve = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "loss" in rec and "current_steps" in rec:
+                curve.append((int(rec["current_steps"]), float(rec["loss"])))
+    return curve
+
+
+def _tail(path: Path | None, n: int = 25) -> str:
+    if path is None or not path.exists():
+        return "(no log was written)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+_COPY_SKIP = ("checkpoint-", "train_log_", "trainer_state.json", "trainer_log.jsonl", "train_results.json",
+              "all_results.json", "eval_results.json", "training_loss.png", "runs", "training_args.bin")
+
+
+def verify_run(run_dir: Path | None, merge_dir: Path | None, finetuning_type: str) -> tuple[Path, list, float, list[str]]:
+    """The checks LazyLLM does not do: merged weights exist, the log has the trainer's summary
+    (``train_runtime``), the loss fell. Copies full-fine-tuning weights when ``rsync`` was missing.
+    Returns (merged folder, loss curve, train_runtime, notes); raises :class:`FinetuneError`.
+    Introduced in lesson 05."""
+    notes: list[str] = []
+    if run_dir is None:
+        raise FinetuneError("LazyLLM produced no output folder: the trainer never started")
+    logs = sorted(run_dir.glob("train_log_*.log"), key=lambda p: p.stat().st_mtime)
+    log = logs[-1] if logs else None
+    text = log.read_text(errors="replace") if log else ""
+    if "train_runtime" not in text:
+        raise FinetuneError(f"the trainer's log has no train_runtime (training failed). Last lines of "
+                            f"{log}:\n{_tail(log)}")
+    merge_dir = merge_dir or run_dir.parent / "lazyllm_merge"
+    weights = list(merge_dir.glob("*.safetensors")) if merge_dir.exists() else []
+    if not weights and finetuning_type == "full" and list(run_dir.glob("*.safetensors")):
+        merge_dir.mkdir(parents=True, exist_ok=True)
+        for item in run_dir.iterdir():
+            if item.is_file() and not item.name.startswith(_COPY_SKIP):
+                shutil.copy2(item, merge_dir / item.name)
+        notes.append("LazyLLM's rsync copy of the fully fine-tuned weights did nothing (rsync is missing "
+                     "or failed, and LazyLLM ignores that): the course copied them into lazyllm_merge")
+        weights = list(merge_dir.glob("*.safetensors"))
+    if not weights:
+        raise FinetuneError(f"no merged *.safetensors in {merge_dir} (the export/merge step failed silently). "
+                            f"Last lines of {log}:\n{_tail(log)}")
+    curve = read_loss_curve(run_dir)
+    if len(curve) >= 2:
+        k = max(1, len(curve) // 5)
+        first = sum(l for _, l in curve[:k]) / k
+        last = sum(l for _, l in curve[-k:]) / k
+        if not last < first:
+            raise FinetuneError(f"the loss did not fall ({first:.3f} → {last:.3f}). Last lines of {log}:\n{_tail(log)}")
+    else:
+        notes.append("fewer than two logged steps: the loss trend could not be checked")
+    runtime = 0.0
+    results = run_dir / "train_results.json"
+    if results.exists():
+        runtime = float(json.loads(results.read_text()).get("train_runtime", 0.0))
+    return merge_dir, curve, runtime, notes
+
+
+def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike,
+             *, profile: str = "ci", **overrides: Any) -> SFTResult:
+    """Fine-tune ``base_model_path`` on instruction / input / output rows through LazyLLM →
+    LLaMA-Factory, the lesson's code path, and check that it really trained.
+
+    ``overrides`` go to :func:`llamafactory_config` (e.g. ``max_steps=30``, ``finetuning_type='lora'``).
+    Returns an :class:`SFTResult`; raises :class:`FinetuneError` (with the log's last lines) when
+    LazyLLM reports success but no trained, merged model exists. Introduced in lesson 05.
+    """
+    t0 = time.time()
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = llamafactory_config(profile, **overrides)
+    train_file, n = write_alpaca_json(train_rows, out_dir / "data" / "sft_train.json")
+    base_path = resolve_base_model(base_model_path, profile)
+    if "default_system" not in overrides:
+        cfg["default_system"] = template_default_system(base_path)
+    target = out_dir / "target"
+    os.environ.setdefault("OMP_NUM_THREADS", "2" if profile == "ci" else os.environ.get("OMP_NUM_THREADS", "8"))
+    with _lazyllm_env(out_dir) as lazyllm:
+        base = template_safe_path(base_path, out_dir / "models")
+        module = (lazyllm.TrainableModule(str(base), str(target))
+                  .mode("finetune")
+                  .trainset(str(train_file))
+                  .finetune_method((lazyllm.finetune.llamafactory, _finetune_kwargs(cfg, out_dir)))
+                  .deploy_method(lazyllm.deploy.dummy))
+        started = time.time()
+        try:
+            module.update()
+        finally:
+            with contextlib.suppress(Exception):
+                module.stop()
+    run_dir = _latest_run(target, started)
+    merge = run_dir.parent / "lazyllm_merge" if run_dir else None
+    merged, curve, runtime, notes = verify_run(run_dir, merge, cfg["finetuning_type"])
+    log = sorted(run_dir.glob("train_log_*.log"), key=lambda p: p.stat().st_mtime)[-1]
+    notes.insert(0, f"{n} training rows; finetuning_type={cfg['finetuning_type']}")
+    return SFTResult(merged, run_dir, log, curve, runtime, cfg, notes, time.time() - t0)
+
+
+# --- before / after ------------------------------------------------------------------------------
+
+def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_new_tokens: int = 64,
+             system: str | None = None) -> list[str]:
+    """Greedy answers of a chat model (transformers ``generate`` on the chat template), for
+    before/after comparisons. Introduced in lesson 05."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_path))
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    model.eval()
+    stop = [t for t in (tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>"),
+                        tok.eos_token_id) if isinstance(t, int) and t >= 0]
+    outs = []
+    for text in instructions:
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
+        with torch.no_grad():
+            gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
+                                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else stop[0])
+        outs.append(tok.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=True))
+    return outs

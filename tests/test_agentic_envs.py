@@ -1,0 +1,121 @@
+"""Verifiable environments: patches, collection check, stability check, F2P/P2P, and rewards."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from course_lib.agentic.envs import (PatchError, apply_patch, build_environment, evaluate_patch, load_task,
+                                     naive_fail_to_pass, naive_reward, run_tests, task_names)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    """The course sandbox; on a machine with neither Docker nor bubblewrap, its plain-subprocess backend
+    (these are our own asset repositories, not model output)."""
+    from course_lib.sandbox import resolve_backend, run_code
+
+    try:
+        backend = resolve_backend(None)
+    except RuntimeError as exc:
+        print(f"no isolating sandbox here ({exc}); using the subprocess backend for our own assets")
+        backend = "unsafe"
+    return functools.partial(run_code, backend=backend)
+
+
+def test_apply_patch_creates_modifies_and_checks_context():
+    files = {"a.py": "x = 1\ny = 2\nz = 3\n"}
+    patch = ("--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n x = 1\n-y = 2\n+y = 20\n z = 3\n"
+             "--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,1 @@\n+print('hi')\n")
+    out = apply_patch(files, patch)
+    assert out["a.py"] == "x = 1\ny = 20\nz = 3\n" and out["new.py"] == "print('hi')\n"
+    assert files["a.py"] == "x = 1\ny = 2\nz = 3\n"          # input untouched
+    with pytest.raises(PatchError, match="a.py: line 2"):
+        apply_patch({"a.py": "x = 1\ny = 5\nz = 3\n"}, patch)
+
+
+def test_assets_load_and_gold_patches_apply():
+    assert {"money_rounding", "blog_slugify", "store_inventory", "units_broken_env"} <= set(task_names())
+    for name in task_names():
+        task = load_task(name)
+        patched = apply_patch(apply_patch(task.files, task.test_patch), task.gold_patch)
+        assert set(task.gold_files) <= set(patched)
+
+
+EXPECTED_F2P = {
+    "money_rounding": ["tests/test_money.py::test_round_price_half_up",
+                       "tests/test_money.py::test_round_price_half_up_large"],
+    "blog_slugify": ["tests/test_text.py::test_slugify_collapses_separators",
+                     "tests/test_text.py::test_slugify_many_spaces"],
+    "store_inventory": ["tests/test_inventory.py::test_remove_too_many_raises"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_F2P))
+def test_good_environments_build_with_exact_f2p_and_p2p(name, runner):
+    task = load_task(name)
+    report = build_environment(task, runner=runner)
+    assert report.ok, report.reasons
+    assert report.collected_ratio == 1.0
+    assert report.fail_to_pass == EXPECTED_F2P[name]
+    assert sorted(report.pass_to_pass) == sorted(set(task.expected_tests) - set(EXPECTED_F2P[name]))
+    assert len(report.before) == len(report.after) == 2
+    gold = evaluate_patch(task, report, task.gold_patch, runner=runner)
+    noop = evaluate_patch(task, report, "", runner=runner)
+    assert all(gold.values())
+    assert not any(noop[t] for t in report.fail_to_pass) and all(noop[t] for t in report.pass_to_pass)
+
+
+def test_broken_environment_is_rejected_and_naive_builder_rewards_a_noop(runner):
+    task = load_task("units_broken_env")
+    report = build_environment(task, runner=runner)
+    assert not report.ok
+    assert report.collected_ratio < 0.9
+    assert any("collected" in r for r in report.reasons)
+    # without the checks: no Fail-to-Pass test survives, so "all known tests pass" rewards a no-op
+    naive_f2p = naive_fail_to_pass(task, runner=runner)
+    assert naive_f2p == []
+    collected = run_tests(apply_patch(task.files, task.test_patch), [], runner=runner).collected
+    noop = run_tests(apply_patch(task.files, task.test_patch), collected, runner=runner).passed
+    assert naive_reward(noop) == 1.0
+
+
+def test_flaky_tests_are_caught_by_running_twice(runner):
+    calls: dict[str, int] = {}
+
+    def flaky_runner(code, tests, **kw):          # the same environment answers differently the second time
+        res = runner(code, tests, **kw)
+        calls[code] = calls.get(code, 0) + 1
+        if calls[code] % 2 == 0 and res.tests:
+            res.tests = ["assert"] + list(res.tests[1:])
+        return res
+
+    task = load_task("store_inventory")
+    report = build_environment(task, runner=flaky_runner)
+    assert not report.ok and any("unstable" in r for r in report.reasons)
+    once = build_environment(task, runner=flaky_runner, runs=1)   # one run cannot see it
+    assert not any("unstable" in r for r in once.reasons)
+
+
+def test_infrastructure_failures_are_retried_not_scored(runner):
+    from types import SimpleNamespace
+
+    from course_lib.agentic.envs import run_tests_batch
+
+    failures = {"left": 1}
+
+    def shaky_runner(code, tests, **kw):           # the first run dies in the sandbox, not in the tests
+        if failures["left"]:
+            failures["left"] -= 1
+            return SimpleNamespace(status="sandbox_error", stdout="", tests=[])
+        return runner(code, tests, **kw)
+
+    task = load_task("store_inventory")
+    files = apply_patch(apply_patch(task.files, task.test_patch), task.gold_patch)
+    run = run_tests(files, task.expected_tests, runner=shaky_runner)
+    assert run.attempts == 2 and not run.infra_error and all(run.passed.values())
+    failures["left"] = 5
+    dead = run_tests(files, task.expected_tests, runner=shaky_runner, retries=1)
+    assert dead.infra_error and dead.attempts == 2 and not any(dead.passed.values())
+    batch = run_tests_batch([(files, task.expected_tests)] * 3, runner=runner)
+    assert [all(r.passed.values()) for r in batch] == [True, True, True]

@@ -1,0 +1,72 @@
+"""The three-layer rule reward: success dominates, penalties bite, progress only for failures."""
+from __future__ import annotations
+
+import pytest
+
+from course_lib.agentic.rewards import (RewardConfig, ToolCall, Trajectory, f_beta, malformed_calls,
+                                        repeated_calls, repeated_text_ratio, rule_reward)
+
+F2P, P2P, GOLD = ["t_new_1", "t_new_2"], ["t_old_1", "t_old_2"], ["src/calc.py"]
+SCHEMAS = {"read_file": ["path"], "edit_file": ["path", "patch"]}
+
+
+def _traj(results, files=("src/calc.py",), calls=(), text="I fixed the rounding bug in calc."):
+    return Trajectory(text=text, calls=list(calls), edited_files=list(files), test_results=results)
+
+
+ALL_PASS = {"t_new_1": True, "t_new_2": True, "t_old_1": True, "t_old_2": True}
+
+
+def test_f2_weights_recall_over_precision():
+    assert f_beta(["a"], ["a"]) == 1.0
+    assert f_beta([], ["a"]) == 0.0
+    more = f_beta(["a", "b", "c"], ["a"])          # precision 1/3, recall 1
+    fewer = f_beta(["a"], ["a", "b", "c"])         # precision 1, recall 1/3
+    assert more == pytest.approx(5 * (1 / 3) / (4 * (1 / 3) + 1))
+    assert more > fewer                            # F1 would call these equal
+    assert f_beta(["a", "b", "c"], ["a"], beta=1) == pytest.approx(f_beta(["a"], ["a", "b", "c"], beta=1))
+
+
+def test_success_needs_every_f2p_and_every_p2p():
+    assert rule_reward(_traj(ALL_PASS), F2P, P2P, GOLD, SCHEMAS)["success"] == 1.0
+    broke_old = dict(ALL_PASS, t_old_2=False)
+    r = rule_reward(_traj(broke_old), F2P, P2P, GOLD, SCHEMAS)
+    assert r["success"] == 0.0 and r["p2p_ok"] == 0.0
+    missing = {k: v for k, v in ALL_PASS.items() if k != "t_new_2"}   # a test that did not run = failed
+    assert rule_reward(_traj(missing), F2P, P2P, GOLD, SCHEMAS)["success"] == 0.0
+
+
+def test_no_failure_outscores_a_success():
+    success = rule_reward(_traj(ALL_PASS, calls=[ToolCall("read_file", "{bad json")] * 3), F2P, P2P, GOLD,
+                          SCHEMAS)["reward"]
+    best_failure = rule_reward(_traj(dict(ALL_PASS, t_new_2=False)), F2P, P2P, GOLD, SCHEMAS)["reward"]
+    assert best_failure < 1.0 - RewardConfig().max_penalty <= success
+
+
+def test_progress_for_failures_rewards_localisation_and_partial_tests():
+    fail = dict(ALL_PASS, t_new_1=False, t_new_2=False)
+    wrong_file = rule_reward(_traj(fail, files=["src/other.py"]), F2P, P2P, GOLD, SCHEMAS)
+    right_file = rule_reward(_traj(fail), F2P, P2P, GOLD, SCHEMAS)
+    half = rule_reward(_traj(dict(fail, t_new_1=True)), F2P, P2P, GOLD, SCHEMAS)
+    assert wrong_file["reward"] == 0.0 < right_file["reward"] < half["reward"]
+    # partial credit does not count when a Pass-to-Pass test broke
+    broke = rule_reward(_traj(dict(fail, t_new_1=True, t_old_1=False)), F2P, P2P, GOLD, SCHEMAS)
+    assert broke["reward"] == right_file["reward"]
+
+
+def test_behaviour_penalties():
+    calls = [ToolCall("read_file", '{"path": "a.py"}'), ToolCall("read_file", '{"path":  "a.py"}'),
+             ToolCall("edit_file", '{"path": "a.py"}'), ToolCall("run", '{"cmd": "ls"}'),
+             ToolCall("read_file", "not json")]
+    assert repeated_calls(calls) == 1            # same call with different whitespace
+    assert malformed_calls(calls, SCHEMAS) == 3  # missing key, unknown tool, bad JSON
+    assert repeated_text_ratio("a b c d e f g h i j") == 0.0
+    assert repeated_text_ratio("retry the edit now " * 20) > 0.7
+    clean = rule_reward(_traj(ALL_PASS), F2P, P2P, GOLD, SCHEMAS)
+    loopy = rule_reward(_traj(ALL_PASS, calls=calls, text="retry the edit now " * 20), F2P, P2P, GOLD, SCHEMAS)
+    assert loopy["penalty"] > 0 and loopy["reward"] < clean["reward"]
+
+
+def test_empty_fail_to_pass_is_refused():
+    with pytest.raises(ValueError, match="Fail-to-Pass"):
+        rule_reward(_traj(ALL_PASS), [], P2P, GOLD, SCHEMAS)

@@ -1,0 +1,101 @@
+"""Tests of course_lib.sft (lesson 05): the LLaMA-Factory settings and YAML of both profiles, the
+post-run checks, and one real tiny fine-tune on CPU through LazyLLM → LLaMA-Factory."""
+import json
+
+import pytest
+
+from course_lib import sft
+from tests.chat_model_for_tests import make_chat_model
+
+ROWS = [{"instruction": f"Write a function that returns {i} plus one.", "input": "",
+         "output": f"def f():\n    return {i} + 1"} for i in range(32)]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return make_chat_model(tmp_path_factory.mktemp("models") / "tinychat")
+
+
+def test_full_profile_has_the_lessons_hyperparameters():
+    cfg = sft.llamafactory_config("full")
+    for key, value in {"learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000, "val_size": 0.02,
+                       "bf16": True, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
+                       "num_train_epochs": 2.0, "template": "qwen", "stage": "sft"}.items():
+        assert cfg[key] == value, key
+    assert cfg["finetuning_type"] in ("lora", "full")
+
+
+def test_ci_profile_is_cpu_safe():
+    cfg = sft.llamafactory_config("ci")
+    assert cfg["fp16"] is False and cfg["bf16"] is False and cfg["use_cpu"] is True
+    assert cfg["report_to"] == "none" and cfg["preprocessing_num_workers"] == 1
+    assert cfg["val_size"] == 0 and cfg["eval_strategy"] == "no"
+    assert cfg["template"] == "qwen" and cfg["stage"] == "sft" and cfg["train_on_prompt"] is False
+    assert sft.llamafactory_config("ci", learning_rate=0.5)["learning_rate"] == 0.5
+
+
+@pytest.mark.parametrize("profile", ["ci", "full"])
+def test_yaml_lazyllm_writes(profile, tiny_model, tmp_path):
+    data, n = sft.write_alpaca_json(ROWS, tmp_path / "train.json")
+    assert n == 32
+    y, cmd = sft.render_train_yaml(tiny_model, data, tmp_path / "run", profile=profile)
+    cfg = sft.llamafactory_config(profile)
+    for key in ("learning_rate", "cutoff_len", "max_samples", "val_size", "bf16", "fp16", "template", "stage",
+                "finetuning_type", "per_device_train_batch_size", "gradient_accumulation_steps", "report_to"):
+        assert y[key] == cfg[key], key
+    assert y["model_name_or_path"].endswith("qwen2-tinychat")       # linked so LazyLLM guesses `qwen`
+    assert "llamafactory-cli train" in cmd
+    info = json.loads((tmp_path / "run" / "lazyllm_temp").rglob("dataset_info.json").__next__().read_text())
+    assert list(info.values())[0]["columns"] == {"prompt": "instruction", "query": "input", "response": "output"}
+    if profile == "full":
+        assert "llamafactory-cli export" in cmd                       # LoRA: merge after training
+        assert y["eval_strategy"] == "steps"
+
+
+def test_bad_training_rows_name_the_row(tmp_path):
+    with pytest.raises(ValueError, match="training row 1"):
+        sft.write_alpaca_json([ROWS[0], {"instruction": "x", "output": ""}], tmp_path / "t.json")
+    with pytest.raises(ValueError, match="kept nothing"):
+        sft.write_alpaca_json([], tmp_path / "t.json")
+
+
+def _fake_run(tmp_path, log_text, losses, weights=True):
+    run = tmp_path / "target" / "lazyllm_lora"
+    run.mkdir(parents=True)
+    (run / "train_log_1.log").write_text(log_text)
+    (run / "trainer_log.jsonl").write_text("\n".join(
+        json.dumps({"current_steps": i + 1, "loss": v}) for i, v in enumerate(losses)))
+    if weights:
+        (run / "model.safetensors").write_bytes(b"x")
+        (run / "config.json").write_text("{}")
+    (run / "trainer_state.json").write_text("{}")
+    return run
+
+
+def test_verify_run_catches_silent_failures(tmp_path):
+    run = _fake_run(tmp_path / "a", "Traceback...\nValueError: Please specify dataset for evaluation.", [])
+    with pytest.raises(sft.FinetuneError, match="Please specify dataset"):
+        sft.verify_run(run, None, "full")
+    run = _fake_run(tmp_path / "b", "{'train_runtime': 1.0}", [3.0, 3.1, 3.2, 3.3, 3.4])
+    with pytest.raises(sft.FinetuneError, match="did not fall"):
+        sft.verify_run(run, None, "full")
+    run = _fake_run(tmp_path / "c", "{'train_runtime': 1.0}", [3.0, 2.0], weights=False)
+    with pytest.raises(sft.FinetuneError, match="no merged"):
+        sft.verify_run(run, None, "lora")
+
+
+def test_verify_run_copies_full_weights_when_rsync_did_nothing(tmp_path):
+    run = _fake_run(tmp_path, "{'train_runtime': 1.0}", [3.0, 2.5, 2.0])
+    merged, curve, _, notes = sft.verify_run(run, None, "full")
+    assert (merged / "model.safetensors").exists() and not (merged / "trainer_state.json").exists()
+    assert curve == [(1, 3.0), (2, 2.5), (3, 2.0)] and "rsync" in notes[0]
+
+
+@pytest.mark.slow
+def test_real_tiny_finetune_on_cpu(tiny_model, tmp_path):
+    res = sft.finetune(tiny_model, ROWS, tmp_path / "sft", max_steps=12, learning_rate=3e-3)
+    assert (res.merged_model / "model.safetensors").exists()
+    assert "train_runtime" in res.log_path.read_text()
+    assert res.loss_curve[-1][1] < res.loss_curve[0][1]
+    (answer,) = sft.generate(res.merged_model, [ROWS[0]["instruction"]], max_new_tokens=8)
+    assert isinstance(answer, str)
