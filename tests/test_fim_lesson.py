@@ -1,0 +1,20 @@
+"""Lesson 04's recorded numbers (read back from the executed solution notebook)."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.notebooks
+
+
+def test_lesson_04_records(notebook_records):
+    rec = notebook_records("04")
+    assert 0.4 < rec["char_cuts_inside_token"] < 0.95       # why FIM splits on characters
+    assert abs(rec["fim_share"] - 0.5) < 0.05 and abs(rec["spm_share_within_fim"] - 0.5) < 0.06
+    assert 0.1 < rec["doc_level_split_share"] < 0.9          # document-level FIM splits PRE from MID
+    # both models learned (untrained: ~8.3 nats/token) ...
+    for key in ("l2r_loss_nofim", "l2r_loss_fim", "middle_loss_nofim", "middle_loss_fim"):
+        assert rec[key] < 7.0, key
+    # ... and FIM costs little left-to-right loss at toy scale ("FIM for free")
+    assert rec["l2r_loss_fim"] < rec["l2r_loss_nofim"] + 0.3
+    for name in ("base", "nofim"):
+        assert 0 <= rec[f"line_infill_exact_{name}"] <= 1 and 0 <= rec[f"line_infill_similarity_{name}"] <= 1
