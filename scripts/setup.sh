@@ -52,8 +52,8 @@ say "installing course_lib and its dependencies"
 #    cache (not committed). Without npm the slides still export, but load them from CDNs.
 if command -v npm >/dev/null; then
   "$VENV/bin/python" -m course_lib slides --vendor-only >/dev/null 2>&1 \
-    || say "WARNING: could not vendor reveal.js with npm; slides will need internet (see docs/course.md)"
+    || say "WARNING: could not vendor reveal.js with npm; slides will need internet (see README, Troubleshooting)"
 else
-  say "note: npm not found; install Node.js so the slides can open offline (see docs/course.md)"
+  say "note: npm not found; install Node.js so the slides can open offline (see README, Troubleshooting)"
 fi
 say "done in $((SECONDS - T0)) s"

@@ -30,3 +30,18 @@ def notebook_records():
     from tests.notebook_helpers import records_of
 
     return records_of
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run unit tests first, then the notebook regression (solutions 00→09, then student notebooks),
+    then the tests that read recorded values — so those reuse the regression's executed copies and the
+    caches that earlier lessons built (a lesson never runs twice just for its records)."""
+    def rank(item) -> int:
+        if item.get_closest_marker("notebooks") is None:
+            return 0
+        if item.module.__name__.endswith("test_notebooks") and item.name.startswith(
+                ("test_solution_notebook", "test_student_notebook")):
+            return 1
+        return 2
+
+    items.sort(key=rank)  # stable: keeps file order and parametrize order inside each group
