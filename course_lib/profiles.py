@@ -132,6 +132,17 @@ _CI: dict[str, dict[str, Any]] = {
         "train_size": 1000,
         "eval_size": 200,
         "humaneval_subset": 20,
+        "source": "assets",               # assets/tiny_codes/ (the course's tiny-codes-shaped sample)
+        "dataset": "nampdn-ai/tiny-codes",
+        "compare_raw": True,              # also train raw SFT for Table 2
+        "inference_backend": "transformers",
+        "max_new_tokens": 160,
+        "batch_size": 25,
+        "inference_workers": 2,           # CPU threads of generation
+        "eval_workers": 8,
+        "sandbox_backend": None,          # None: the sandbox section's backend
+        "ppl_samples": None,              # None: every eval reference
+        "sft_overrides": {},              # extra keyword arguments of course_lib.sft.finetune
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {},
@@ -172,7 +183,15 @@ _FULL: dict[str, dict[str, Any]] = {
         "memory_mb": 128,
         "workers": 8,
     },
-    "drill": {"train_size": 5000, "eval_size": 1000, "humaneval_subset": 164},
+    "drill": {
+        "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
+        "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
+        "inference_backend": "vllm",
+        "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
+        "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
+        "max_new_tokens": 1536, "batch_size": 16, "inference_workers": 16, "eval_workers": 8,
+        "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
+    },
     "agentic": {},
 }
 
