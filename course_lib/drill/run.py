@@ -188,6 +188,7 @@ def step_download(cfg: DrillConfig) -> dict:
     train, evals = data.split_python_rows(stream, cfg.train_size, cfg.eval_size, seed=cfg.seed,
                                           is_eval=is_eval, stats=stats)
     n_tests = data.attach_hidden_tests(evals, cfg.hidden_tests)
+    data.attach_hidden_tests(train, cfg.hidden_tests)   # the pipeline's offline auditor can run them
     if not train or not evals:
         raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval Python rows from "
                               f"{cfg.source}; check the data files / dataset name")
@@ -223,9 +224,12 @@ def step_pipeline(cfg: DrillConfig) -> dict:
 
     rows = read_json_output(p.train_json, "download")
     kept, report = _call_with_supported(codegen.run_codegen_pipeline, rows, profile=cfg.profile,
-                                        model=cfg.pipeline_model)
+                                        model_name=cfg.pipeline_model)
     kept = list(kept)
-    report = report if isinstance(report, (dict, list)) else getattr(report, "__dict__", str(report))
+    if hasattr(report, "summary"):
+        log().info("pipeline funnel:\n%s", report.summary())
+    report = report.to_dict() if hasattr(report, "to_dict") else report
+    report = report if isinstance(report, (dict, list)) else str(report)
     atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report},
                                               indent=1, default=str, ensure_ascii=False))
     write_json_output(p.codegen_json, kept, conf)
@@ -233,17 +237,31 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     return {"input": len(rows), "kept": len(kept)}
 
 
+def fence_if_bare(answer: str) -> str:
+    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence.
+
+    LazyLLM's ``CodeFeedbackFormatter`` outputs bare code; the drill's answer format (and FCR) is code
+    in a fence, so both SFT variants learn the same format. Introduced in lesson 07.
+    """
+    from course_lib.drill.extract import find_code_blocks
+
+    if find_code_blocks(answer):
+        return answer
+    return "```python\n" + answer.strip("\n") + "\n```"
+
+
 def to_sft_rows(records: list[dict]) -> list[dict]:
     """Training rows ``{"instruction", "input", "output"}`` from tiny-codes rows or pipeline records.
 
     Accepts ``prompt``/``response`` (tiny-codes), ``instruction``/``output`` (alpaca), or ``messages``
-    (chat). A record with neither raises, naming it. Introduced in lesson 07.
+    (chat). Pipeline outputs (bare code) are wrapped in a python fence (:func:`fence_if_bare`). A
+    record with neither raises, naming it. Introduced in lesson 07.
     """
     out = []
     for i, r in enumerate(records):
         if "instruction" in r and "output" in r:
             out.append({"instruction": r["instruction"], "input": r.get("input", "") or "",
-                        "output": r["output"]})
+                        "output": fence_if_bare(r["output"])})
         elif "prompt" in r and "response" in r:
             out.append({"instruction": r["prompt"], "input": "", "output": r["response"]})
         elif "messages" in r:
@@ -313,10 +331,10 @@ def _model_path_from(result: Any, out_dir: Path) -> Path:
     if isinstance(result, (str, Path)):
         return Path(result)
     if isinstance(result, dict):
-        for k in ("model_path", "merged_dir", "merge_dir", "path", "output_dir"):
+        for k in ("merged_model", "model_path", "merged_dir", "merge_dir", "path", "output_dir"):
             if result.get(k):
                 return Path(result[k])
-    for k in ("model_path", "merged_dir", "merge_dir", "path", "output_dir"):
+    for k in ("merged_model", "model_path", "merged_dir", "merge_dir", "path", "output_dir"):
         if getattr(result, k, None):
             return Path(getattr(result, k))
     merge = next(iter(sorted(out_dir.rglob("lazyllm_merge"))), None)
@@ -326,7 +344,10 @@ def _model_path_from(result: Any, out_dir: Path) -> Path:
 
 
 def _loss_from(result: Any) -> list[dict]:
-    hist = result.get("loss_history") if isinstance(result, dict) else getattr(result, "loss_history", None)
+    if isinstance(result, dict):
+        hist = result.get("loss_history") or result.get("loss_curve")
+    else:
+        hist = getattr(result, "loss_history", None) or getattr(result, "loss_curve", None)
     if not hist:
         return []
     out = []
