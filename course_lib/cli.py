@@ -24,14 +24,57 @@ def _cmd_student(argv: list[str]) -> int:
     return 1 if (args.check and drifted) else 0
 
 
+LAB_FLAGS = [
+    "--no-browser", "--ip=127.0.0.1",
+    # offline: no news feed, no update check, no PyPI look-ups by the extension manager
+    "--LabApp.news_url=None",
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    "--LabApp.extension_manager=readonly",
+]
+
+
+def lab_command(folder: str = "notebooks", extra: list[str] | None = None) -> list[str]:
+    """The JupyterLab command line the course uses (works offline, and as root). Introduced in lesson 00."""
+    import os
+
+    cmd = [sys.executable, "-m", "jupyter", "lab", folder, *LAB_FLAGS]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd + list(extra or [])
+
+
+def _cmd_lab(argv: list[str]) -> int:
+    import os
+
+    from course_lib.paths import repo_root
+
+    folder = "notebooks"
+    if argv and not argv[0].startswith("-"):
+        folder, argv = argv[0], argv[1:]
+    cmd = lab_command(folder, argv)
+    print("$ " + " ".join(cmd), flush=True)
+    os.chdir(repo_root() or ".")
+    os.execv(cmd[0], cmd)
+    return 0  # pragma: no cover
+
+
 COMMANDS = {
     "student": ("generate student notebooks from solutions/", "course_lib.cli:_cmd_student"),
+    "lab": ("open JupyterLab on notebooks/ (offline-friendly flags)", "course_lib.cli:_cmd_lab"),
     "run": ("run every lesson notebook with papermill, export slides, print a table", "course_lib.runner:main"),
     "slides": ("export reveal.js slides that open offline", "course_lib.slides:main"),
     "env": ("report the environment (packages, GPU, sandbox backends, caches)", "course_lib.envcheck:main"),
     "model": ("build the course's tiny code model (lesson 04) into the cache", "course_lib.tinymodel:main"),
     "drill": ("the tiny-codes drill of lesson 07", "course_lib.drill:main"),
 }
+
+
+def _skip_rfc3987_grammar() -> None:
+    """``import nbformat`` pulls in jsonschema, which imports ``rfc3987_syntax`` (installed through
+    jupyterlab's dependencies) only to validate the "iri" string format; building its grammar costs
+    ~3 s on 2 cores, more than the rest of papermill's import. Notebook schemas never use that format,
+    so the course command tells jsonschema the package is absent (this process only)."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"unknown command {name!r}; commands: setup, test, {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
+    if name in ("run", "slides"):
+        _skip_rfc3987_grammar()
     module, func = COMMANDS[name][1].split(":")
     import importlib
 

@@ -77,10 +77,13 @@ _CI: dict[str, dict[str, Any]] = {
     "corpus": {
         "source": "site-packages",        # stdlib + installed distributions on this machine
         "max_repos": 400,
-        "max_files_per_repo": 200,
+        "max_files_per_repo": 30,         # shallow files first: a package's top-level modules
+        "stdlib_max_files": 300,
         "max_file_bytes": 200_000,
-        "min_stars": 5,
+        "min_stars": 5,                   # keep repos with stars > min_stars
         "active_within_months": 36,
+        "metadata_as_of": "2026-12-01",   # date of assets/repo_metadata.csv (illustrative values)
+        "redact": True,
     },
     # lesson 02 — course_lib.dedup
     "dedup": {
@@ -96,15 +99,30 @@ _CI: dict[str, dict[str, Any]] = {
     "fim": {
         "fim_rate": 0.5,
         "spm_rate": 0.5,
-        "sentinels": "starcoder",
+        "sentinels": "qwen2.5-coder",     # what the tiny model is trained with; the lesson shows both
+        "demo_docs": 2000,                # documents in the rate statistics demo
+        "infill_examples": 4,             # infills shown per model
     },
+    # the tiny model's shape and fixed step budget (≈ 60-75 s a run on an idle 2-core machine)
     "tiny_model": {
         "vocab_size": 4096,
-        "hidden_size": 256,
+        "tokenizer_chars": 2_000_000,
+        "snippet_chars": 1200,
+        "hidden_size": 192,
+        "intermediate_size": 512,
         "num_layers": 4,
         "num_heads": 4,
+        "num_kv_heads": 2,
+        "max_position_embeddings": 2048,
         "seq_len": 256,
-        "train_seconds": 150,
+        "batch_size": 8,
+        "train_steps": 160,
+        "learning_rate": 3e-3,
+        "warmup_steps": 10,
+        "spm_rate": 0.5,
+        "eval_every": 20,
+        "eval_windows": 16,
+        "eval_fim_examples": 24,
     },
     # lesson 05 — course_lib.instructions / course_lib.codegen / course_lib.sft
     "pipeline": {
@@ -122,10 +140,19 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.sandbox / course_lib.metrics
     "sandbox": {
-        "backend": os.environ.get("SANDBOX_BACKEND", "auto"),
+        # bubblewrap in ci (~30-40 samples/s on 2 cores); "auto" prefers Docker (~2-3 samples/s) when a
+        # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
+        "backend": os.environ.get("SANDBOX_BACKEND", "bwrap"),
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
+        "loop_timeout_s": 2.0,          # lesson 06 demos that loop forever on purpose
+        "humaneval_problems": 164,      # canonical solutions run through the sandbox
+        "broken_problems": 6,           # problems whose deliberately broken variants run
+        "pool_problems": 40,            # best-of-n feedback loop: problems x candidates
+        "pool_candidates": 6,
+        "best_of_n": (1, 2, 4, 8),
+        "sampling_rounds": 200,         # simulated draws per n in the best-of-n curve
     },
     # lesson 07 — course_lib.drill
     "drill": {
@@ -153,16 +180,24 @@ _FULL: dict[str, dict[str, Any]] = {
         "source": "github",
         "max_repos": 5000,
         "max_files_per_repo": 2000,
+        "stdlib_max_files": 0,
         "max_file_bytes": 1_000_000,
         "min_stars": 10,
         "active_within_months": 24,
+        "metadata_as_of": None,           # today
+        "redact": True,
+        "github_query": "language:python",
     },
     "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5"},
     "deps": {"max_repos": 1000},
-    "fim": {"fim_rate": 0.5, "spm_rate": 0.5, "sentinels": "qwen2.5-coder"},
+    "fim": {"fim_rate": 0.5, "spm_rate": 0.5, "sentinels": "qwen2.5-coder", "demo_docs": 10000,
+            "infill_examples": 8},
     "tiny_model": {
-        "vocab_size": 4096, "hidden_size": 256, "num_layers": 4, "num_heads": 4,
-        "seq_len": 512, "train_seconds": 600,
+        "vocab_size": 4096, "tokenizer_chars": 4_000_000, "snippet_chars": 1200,
+        "hidden_size": 192, "intermediate_size": 512, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
+        "max_position_embeddings": 2048, "seq_len": 256, "batch_size": 32, "train_steps": 1000,
+        "learning_rate": 3e-3, "warmup_steps": 30, "spm_rate": 0.5, "eval_every": 50,
+        "eval_windows": 64, "eval_fim_examples": 128,
     },
     "pipeline": {
         "teacher": "Qwen3-30B-A3B-Instruct",
@@ -182,6 +217,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
+        "loop_timeout_s": 10.0,
+        "humaneval_problems": 164,
+        "broken_problems": 164,
+        "pool_problems": 164,
+        "pool_candidates": 8,
+        "best_of_n": (1, 2, 4, 8, 16),
+        "sampling_rounds": 1000,
     },
     "drill": {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
@@ -226,3 +268,9 @@ def get_profile(name: str | None = None) -> Profile:
     except KeyError:
         raise ValueError(
             f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None
+
+
+def recommend_profile(has_gpu: bool, has_internet: bool) -> str:
+    """The profile a machine can run: ``"full"`` needs both a GPU and internet (hub data, Qwen,
+    vLLM); everything else runs ``"ci"``. Introduced in lesson 00."""
+    return "full" if (has_gpu and has_internet) else "ci"

@@ -4,6 +4,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${COURSE_VENV:-$ROOT/.venv}"
+VENV="$(mkdir -p "$(dirname "$VENV")" && cd "$(dirname "$VENV")" && pwd)/$(basename "$VENV")"  # absolute: the kernelspec records it
 T0=$SECONDS
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
@@ -47,4 +48,12 @@ say "installing course_lib and its dependencies"
 # 5. The Jupyter kernel the lesson notebooks name.
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name code-llm-course \
   --display-name "Python 3 (code-llm-course)" >/dev/null
+# 6. reveal.js, MathJax, require.js, jQuery for offline slides: fetched once with npm into the course
+#    cache (not committed). Without npm the slides still export, but load them from CDNs.
+if command -v npm >/dev/null; then
+  "$VENV/bin/python" -m course_lib slides --vendor-only >/dev/null 2>&1 \
+    || say "WARNING: could not vendor reveal.js with npm; slides will need internet (see docs/course.md)"
+else
+  say "note: npm not found; install Node.js so the slides can open offline (see docs/course.md)"
+fi
 say "done in $((SECONDS - T0)) s"

@@ -1,0 +1,256 @@
+"""The lesson-01 code corpus: repository selection → file filters → secret redaction → a Dataset.
+
+``load_corpus("ci")`` builds it from the Python standard library and the installed distributions
+(a few thousand files, well under a minute) and caches it in ``cache_dir("corpus")`` keyed by the
+configuration; later lessons call it (or ``load_corpus_report``) instead of reading notebook files.
+
+Introduced in lesson 01.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from course_lib.filters import (FilterReport, file_filter_reason, language_of, read_source_file)
+from course_lib.paths import cache_dir
+from course_lib.profiles import get_profile
+from course_lib.redaction import redact_secrets
+from course_lib.repos import STDLIB_REPO, Repo, Selection, select_repos
+
+CORPUS_FORMAT = 1  # bump when the rules or columns change: the cache key changes with it
+COLUMNS = ("repo", "path", "license", "language", "content", "size", "kept_reason")
+
+
+@dataclass
+class CorpusReport:
+    """What happened while building the corpus: repositories kept/rejected, files removed per rule,
+    secrets redacted per kind. Introduced in lesson 01."""
+
+    profile: str
+    repos_seen: int = 0
+    repos_kept: int = 0
+    repo_rejections: dict[str, str] = field(default_factory=dict)   # repo -> reason
+    files: FilterReport = field(default_factory=FilterReport)
+    files_capped: int = 0           # candidate files beyond max_files_per_repo (not read)
+    redactions: Counter = field(default_factory=Counter)
+    files_redacted: int = 0
+    redaction_examples: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile, "repos_seen": self.repos_seen, "repos_kept": self.repos_kept,
+                "repo_rejections": self.repo_rejections, "files": self.files.to_dict(),
+                "files_capped": self.files_capped, "redactions": dict(self.redactions),
+                "files_redacted": self.files_redacted, "redaction_examples": self.redaction_examples,
+                "seconds": self.seconds, "config": self.config}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CorpusReport":
+        return cls(profile=d["profile"], repos_seen=d["repos_seen"], repos_kept=d["repos_kept"],
+                   repo_rejections=d["repo_rejections"], files=FilterReport.from_dict(d["files"]),
+                   files_capped=d["files_capped"], redactions=Counter(d["redactions"]),
+                   files_redacted=d["files_redacted"], redaction_examples=d["redaction_examples"],
+                   seconds=d["seconds"], config=d["config"])
+
+    def summary(self) -> str:
+        reasons = Counter(r.split(":")[0] for r in self.repo_rejections.values())
+        lines = [f"corpus ({self.profile}): {self.repos_kept}/{self.repos_seen} repositories kept "
+                 f"(rejected: {dict(reasons)}), {self.files_capped:,} files over the per-repo cap not read",
+                 self.files.summary(),
+                 f"redacted {sum(self.redactions.values()):,} secrets/PII in {self.files_redacted:,} files: "
+                 f"{dict(self.redactions)}",
+                 f"built in {self.seconds:.1f} s"]
+        return "\n".join(lines)
+
+
+def _kept_reason(repo: Repo, cfg, n_rules: int, redacted: Counter) -> str:
+    parts = [f"licence {repo.license}"]
+    if repo.stars is not None:
+        parts.append(f"{repo.stars} stars > {cfg['min_stars']}")
+    if repo.pushed_at is not None:
+        parts.append(f"pushed {repo.pushed_at.isoformat()}")
+    parts.append(f"passed {n_rules} file filters")
+    if redacted:
+        parts.append("redacted " + ", ".join(f"{k}×{v}" for k, v in sorted(redacted.items())))
+    return "; ".join(parts)
+
+
+def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
+                      progress: bool = True) -> dict[str, list]:
+    """Read, filter and redact the files of already-selected ``repos``; count everything in ``report``.
+    Returns the dataset columns. Never raises on a bad file: it is counted under a named reason.
+
+    Introduced in lesson 01.
+    """
+    from tqdm.auto import tqdm
+
+    from course_lib.filters import CONTENT_RULES
+
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    repos = list(repos)
+    max_bytes = int(cfg["max_file_bytes"])
+    bar = tqdm(repos, desc="repos", unit="repo", disable=not progress, mininterval=1.0)
+    for repo in bar:
+        cap = int(cfg["stdlib_max_files"] if repo.name == STDLIB_REPO and cfg.get("stdlib_max_files")
+                  else cfg["max_files_per_repo"])
+        report.files_capped += max(0, len(repo.files) - cap)
+        for rel in repo.files[:cap]:
+            shown = f"{repo.name}:{rel}"
+            text, reason = read_source_file(Path(repo.root) / rel, max_bytes=max_bytes)
+            if reason is None:
+                try:
+                    reason = file_filter_reason(rel, text, max_bytes=max_bytes)
+                except Exception as exc:  # a rule must never stop the build
+                    reason = f"filter_error:{type(exc).__name__}"
+            report.files.add(shown, reason)
+            if reason is not None:
+                continue
+            redacted = Counter()
+            if cfg.get("redact", True):
+                result = redact_secrets(text)
+                if result.findings:
+                    redacted = result.counts()
+                    report.redactions.update(redacted)
+                    report.files_redacted += 1
+                    if len(report.redaction_examples) < 20:
+                        f0 = result.findings[0]
+                        line = text.count("\n", 0, f0.start) + 1
+                        report.redaction_examples.append({
+                            "file": shown, "line": line, "kind": f0.kind,
+                            "redacted_line": result.text.splitlines()[line - 1][:160]
+                            if line - 1 < len(result.text.splitlines()) else ""})
+                    text = result.text
+            cols["repo"].append(repo.name)
+            cols["path"].append(rel)
+            cols["license"].append(repo.license or "")
+            cols["language"].append(language_of(rel) or "unknown")
+            cols["content"].append(text)
+            cols["size"].append(len(text.encode("utf-8")))
+            cols["kept_reason"].append(_kept_reason(repo, cfg, len(CONTENT_RULES), redacted))
+        bar.set_postfix(kept=report.files.kept, dropped=report.files.seen - report.files.kept)
+    return cols
+
+
+def _as_of(cfg) -> dt.date:
+    value = cfg.get("metadata_as_of")
+    return dt.date.fromisoformat(value) if value else dt.date.today()
+
+
+def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
+    """All candidate repositories of ``profile`` and the selection made from them.
+
+    ci: the standard library + installed distributions with the illustrative metadata table;
+    full: GitHub search results (needs the network and ``GITHUB_TOKEN``). Introduced in lesson 01.
+    """
+    cfg = get_profile(profile).corpus
+    if cfg["source"] == "site-packages":
+        from course_lib.repos import local_repos
+
+        repos = local_repos()
+        if not cfg.get("stdlib_max_files", 1):
+            repos = [r for r in repos if r.name != STDLIB_REPO]
+    elif cfg["source"] == "github":
+        from course_lib.github import GitHubClient, search_repos
+
+        client = GitHubClient.from_env()
+        repos = search_repos(client, cfg.get("github_query", "language:python"),
+                             min_stars=cfg["min_stars"], pushed_within_months=cfg["active_within_months"],
+                             max_repos=cfg["max_repos"])
+    else:
+        raise ValueError(f"profile {profile!r}: unknown corpus source {cfg['source']!r} "
+                         f"(expected 'site-packages' or 'github')")
+    sel = select_repos(repos, min_stars=cfg["min_stars"], active_within_months=cfg["active_within_months"],
+                       as_of=_as_of(cfg), max_repos=cfg["max_repos"])
+    return repos, sel
+
+
+def _config_key(profile: str, cfg, repos: list[Repo]) -> str:
+    payload = {
+        "format": CORPUS_FORMAT, "profile": profile, "config": dict(cfg), "python": platform.python_version(),
+        "repos": [(r.name, r.version, r.license, r.stars, str(r.pushed_at), len(r.files)) for r in repos],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def corpus_path(profile: str = "ci") -> Path:
+    """The cache folder of the corpus for ``profile`` as it would be built now (its name holds the
+    configuration key). Introduced in lesson 01."""
+    cfg = get_profile(profile).corpus
+    repos, _ = select_corpus_repos(profile)
+    return cache_dir("corpus") / f"{profile}-{_config_key(profile, cfg, repos)}"
+
+
+def build_corpus(profile: str = "ci", *, progress: bool = True):
+    """Build the corpus of ``profile`` without the cache: ``(datasets.Dataset, CorpusReport)``.
+
+    Introduced in lesson 01.
+    """
+    import datasets
+
+    start = time.perf_counter()
+    cfg = get_profile(profile).corpus
+    repos, sel = select_corpus_repos(profile)
+    if cfg["source"] == "github":
+        from course_lib.github import GitHubClient, download_repos
+
+        sel.kept = download_repos(GitHubClient.from_env(), sel.kept, cache_dir("corpus", "github"))
+    report = CorpusReport(profile=profile, repos_seen=len(repos), repos_kept=len(sel.kept),
+                          repo_rejections={r.name: why for r, why in sel.rejected},
+                          config={k: cfg[k] for k in cfg})
+    cols = build_corpus_rows(sel.kept, cfg, report, progress=progress)
+    features = datasets.Features({c: datasets.Value("int64" if c == "size" else "string") for c in COLUMNS})
+    ds = datasets.Dataset.from_dict(cols, features=features)
+    report.seconds = time.perf_counter() - start
+    return ds, report
+
+
+def _write_atomically(ds, report: CorpusReport, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    ds.save_to_disk(str(tmp))
+    (tmp / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+    os.replace(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load_corpus(profile: str = "ci", rebuild: bool = False):
+    """The lesson-01 corpus as a ``datasets.Dataset`` with columns repo, path, license, language,
+    content, size, kept_reason — built by repository selection, file filters and secret redaction,
+    cached in ``cache_dir("corpus")`` (atomic write, keyed by the configuration). ``rebuild=True``
+    builds it again. The build report is in ``load_corpus_report(profile)``.
+
+    Introduced in lesson 01.
+    """
+    import datasets
+
+    target = corpus_path(profile)
+    if rebuild or not (target / "report.json").exists():
+        ds, report = build_corpus(profile)
+        _write_atomically(ds, report, target)
+        print(report.summary())
+        print(f"saved to {target}")
+    return datasets.load_from_disk(str(target))
+
+
+def load_corpus_report(profile: str = "ci") -> CorpusReport:
+    """The build report of the cached corpus (builds the corpus first when missing). Introduced in
+    lesson 01."""
+    target = corpus_path(profile)
+    if not (target / "report.json").exists():
+        load_corpus(profile)
+    return CorpusReport.from_dict(json.loads((target / "report.json").read_text(encoding="utf-8")))

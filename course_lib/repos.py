@@ -1,0 +1,295 @@
+"""Repository selection: which repositories may enter the corpus (stars, permissive licence, activity).
+
+In the ``ci`` profile the "repositories" are the Python standard library and the distributions
+installed in the course's own environment: real code with real licence metadata (``License-Expression``,
+trove classifiers, ``License`` fields, licence files). Stars and last-push dates cannot be measured
+offline, so they come from ``assets/repo_metadata.csv`` — ILLUSTRATIVE course data generated for the
+lesson, not GitHub facts. In the ``full`` profile the same selection runs on GitHub search results
+(:mod:`course_lib.github`).
+
+Introduced in lesson 01.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import importlib.metadata as md
+import os
+import re
+import sysconfig
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable
+
+from course_lib.filters import language_of, license_verdict, normalize_license
+from course_lib.paths import assets_dir
+
+STDLIB_REPO = "python/cpython"
+METADATA_FILE = "repo_metadata.csv"
+
+
+@dataclass(frozen=True)
+class Repo:
+    """One repository: where its files are, its licence and (illustrative or real) popularity."""
+
+    name: str
+    version: str
+    license_raw: str | None       # what the metadata said
+    license: str | None           # SPDX id, None when unknown
+    license_source: str | None    # License-Expression / classifier / License field / licence file
+    root: str                     # folder the file paths are relative to
+    files: tuple[str, ...] = ()   # candidate code files, relative to root
+    stars: int | None = None
+    pushed_at: dt.date | None = None
+    source: str = "site-packages"  # stdlib / site-packages / github
+    metadata_note: str = ""        # e.g. "illustrative" for the ci metadata table
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalised distribution name (``Foo_Bar`` → ``foo-bar``). Introduced in lesson 01."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _license_of_distribution(dist: md.Distribution) -> tuple[str | None, str | None, str | None]:
+    """``(raw, spdx, source)`` from License-Expression, classifiers, the License field, licence files."""
+    meta = dist.metadata
+    expr = meta.get("License-Expression")
+    if expr:
+        return expr, normalize_license(expr), "License-Expression"
+    classifiers = [c for c in (meta.get_all("Classifier") or []) if c.startswith("License ::")]
+    spdx_ids = [normalize_license(c) for c in classifiers]
+    spdx_ids = [s for s in spdx_ids if s]
+    if spdx_ids:
+        permissive = [s for s in spdx_ids if license_verdict(s)[0]]
+        return "; ".join(classifiers), (permissive or spdx_ids)[0], "classifier"
+    field_text = meta.get("License")
+    if field_text and field_text.strip() and field_text.strip().upper() not in ("UNKNOWN", "NONE"):
+        spdx = normalize_license(field_text)
+        if spdx:
+            return field_text.strip()[:200], spdx, "License field"
+    for f in dist.files or []:
+        name = f.name.upper()
+        if ".dist-info" in str(f) and name.startswith(("LICENSE", "LICENCE", "COPYING")):
+            try:
+                text = Path(f.locate()).read_bytes().decode("utf-8", "replace")
+            except OSError:
+                continue
+            spdx = normalize_license(text[:3000])
+            if spdx:
+                return f"{f.name} (text)", spdx, "licence file"
+    if classifiers or field_text:
+        return "; ".join(classifiers) or (field_text or "")[:200], None, "unrecognised"
+    return None, None, None
+
+
+def code_files(paths: Iterable[str]) -> tuple[str, ...]:
+    """The code files among ``paths`` (known language extension, no metadata or bytecode folders),
+    shallow files first. Introduced in lesson 01."""
+    keep = []
+    for p in paths:
+        if p.startswith("..") or ".dist-info/" in p or ".egg-info/" in p or "__pycache__" in p:
+            continue
+        if language_of(p):
+            keep.append(p)
+    # shallow files first (a package's top-level modules, which import each other), then by path
+    return tuple(sorted(set(keep), key=lambda p: (p.count("/"), p)))
+
+
+def stdlib_repo() -> Repo:
+    """The Python standard library as one repository (``python/cpython``, PSF-2.0)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames
+                             if d not in ("site-packages", "__pycache__", "dist-packages", "config-3.11-x86_64-linux-gnu")
+                             and not d.startswith("config-"))
+        rel = os.path.relpath(dirpath, root)
+        for fn in filenames:
+            files.append(fn if rel == "." else f"{rel}/{fn}")
+    import platform
+    return Repo(STDLIB_REPO, platform.python_version(), "PSF-2.0", "PSF-2.0", "CPython LICENSE",
+                str(root), code_files(files), source="stdlib")
+
+
+def installed_repos() -> list[Repo]:
+    """One :class:`Repo` per installed distribution (name, version, licence, code files), sorted by name.
+
+    Introduced in lesson 01.
+    """
+    seen: dict[str, Repo] = {}
+    for dist in md.distributions():
+        try:
+            name = dist.metadata.get("Name")
+            if not name or canonical_name(name) in seen:
+                continue
+            raw, spdx, source = _license_of_distribution(dist)
+            files = code_files(str(f).replace(os.sep, "/") for f in (dist.files or []))
+            root = str(dist.locate_file(""))
+            seen[canonical_name(name)] = Repo(canonical_name(name), dist.version or "", raw, spdx, source,
+                                              root, files, source="site-packages")
+        except Exception as exc:  # a broken METADATA must not stop the lesson
+            print(f"skipping an unreadable distribution ({dist!r}): {exc}")
+    return [seen[k] for k in sorted(seen)]
+
+
+def load_repo_metadata(path: str | os.PathLike | None = None) -> dict[str, dict]:
+    """Stars and last-push dates per repository from a CSV (default ``assets/repo_metadata.csv``,
+    illustrative course data). Lines starting with ``#`` are comments. Introduced in lesson 01."""
+    path = Path(path) if path else assets_dir(METADATA_FILE)
+    rows = {}
+    with open(path, encoding="utf-8") as fh:
+        reader = csv.DictReader(line for line in fh if not line.startswith("#"))
+        for i, row in enumerate(reader, 2):
+            try:
+                rows[row["repo"]] = {
+                    "stars": int(row["stars"]),
+                    "pushed_at": dt.date.fromisoformat(row["pushed_at"]),
+                    "note": row.get("note", ""),
+                }
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"{path}: row {i} is malformed ({exc}); expected columns "
+                                 f"repo,stars,pushed_at,note") from None
+    return rows
+
+
+def metadata_as_of(path: str | os.PathLike | None = None) -> dt.date:
+    """The snapshot date written in the metadata file's ``# as_of: YYYY-MM-DD`` comment."""
+    path = Path(path) if path else assets_dir(METADATA_FILE)
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            m = re.match(r"#\s*as_of:\s*(\d{4}-\d\d-\d\d)", line)
+            if m:
+                return dt.date.fromisoformat(m.group(1))
+    return dt.date.today()
+
+
+def with_metadata(repos: Iterable[Repo], metadata: dict[str, dict]) -> list[Repo]:
+    """Attach stars/pushed_at from ``metadata`` (repos without an entry keep None)."""
+    out = []
+    for r in repos:
+        m = metadata.get(r.name)
+        out.append(replace(r, stars=m["stars"], pushed_at=m["pushed_at"], metadata_note=m["note"]) if m else r)
+    return out
+
+
+def local_repos(metadata_path: str | os.PathLike | None = None) -> list[Repo]:
+    """The ci repository table: the standard library + installed distributions, with the illustrative
+    stars/activity metadata attached. Introduced in lesson 01."""
+    return with_metadata([stdlib_repo(), *installed_repos()], load_repo_metadata(metadata_path))
+
+
+def months_between(earlier: dt.date, later: dt.date) -> float:
+    return (later - earlier).days / 30.44
+
+
+@dataclass
+class Selection:
+    """The outcome of :func:`select_repos`: kept repositories and, for each rejected one, why."""
+
+    kept: list[Repo] = field(default_factory=list)
+    rejected: list[tuple[Repo, str]] = field(default_factory=list)
+
+    def reasons(self) -> dict[str, int]:
+        from collections import Counter
+
+        return dict(Counter(reason.split(":")[0] for _, reason in self.rejected))
+
+
+def repo_rejection_reason(repo: Repo, *, min_stars: int, active_within_months: float,
+                          as_of: dt.date) -> str | None:
+    """None when ``repo`` passes; else the first failing criterion: licence (copyleft / unknown /
+    missing), stars (must be > ``min_stars``), activity (pushed within ``active_within_months``).
+
+    Introduced in lesson 01.
+    """
+    allowed, why = license_verdict(repo.license or repo.license_raw)
+    if not allowed:
+        return f"licence: {why}"
+    if repo.stars is None or repo.pushed_at is None:
+        return "no metadata: stars/last push unknown"
+    if repo.stars <= min_stars:
+        return f"stars: {repo.stars} <= {min_stars}"
+    age = months_between(repo.pushed_at, as_of)
+    if age > active_within_months:
+        return f"inactive: last push {repo.pushed_at.isoformat()} ({age:.0f} months before {as_of.isoformat()})"
+    return None
+
+
+def select_repos(repos: Iterable[Repo], *, min_stars: int = 5, active_within_months: float = 36,
+                 as_of: dt.date | None = None, max_repos: int | None = None) -> Selection:
+    """Keep repositories with a permissive licence, more than ``min_stars`` stars and a push within
+    ``active_within_months`` of ``as_of``; at most ``max_repos`` (most stars first, then name).
+
+    Introduced in lesson 01.
+    """
+    as_of = as_of or dt.date.today()
+    sel = Selection()
+    for r in repos:
+        reason = repo_rejection_reason(r, min_stars=min_stars, active_within_months=active_within_months,
+                                       as_of=as_of)
+        if reason is None:
+            sel.kept.append(r)
+        else:
+            sel.rejected.append((r, reason))
+    if max_repos is not None and len(sel.kept) > max_repos:
+        sel.kept.sort(key=lambda r: (-(r.stars or 0), r.name))
+        for r in sel.kept[max_repos:]:
+            sel.rejected.append((r, f"over max_repos: {max_repos}"))
+        sel.kept = sel.kept[:max_repos]
+    sel.kept.sort(key=lambda r: r.name)
+    return sel
+
+
+def repo_table(repos: Iterable[Repo], selection: Selection | None = None):
+    """A pandas DataFrame of repositories (one row each) with the selection verdict if given."""
+    import pandas as pd
+
+    verdict = {}
+    if selection is not None:
+        verdict.update({r.name: "kept" for r in selection.kept})
+        verdict.update({r.name: why for r, why in selection.rejected})
+    rows = [{
+        "repo": r.name, "version": r.version, "license": r.license, "license_source": r.license_source,
+        "license_raw": (r.license_raw or "")[:60], "stars": r.stars,
+        "pushed_at": r.pushed_at.isoformat() if r.pushed_at else None, "code_files": len(r.files),
+        "source": r.source, "verdict": verdict.get(r.name, ""),
+    } for r in repos]
+    return pd.DataFrame(rows)
+
+
+def illustrative_metadata(name: str, as_of: dt.date) -> tuple[int, dt.date]:
+    """ILLUSTRATIVE ``(stars, pushed_at)`` for ``name``, derived from a hash of the name — course data,
+    not a GitHub measurement. About 8% get ≤ 5 stars and about 10% a last push more than 36 months
+    before ``as_of``, so the selection rules have something to remove. Introduced in lesson 01."""
+    import hashlib
+    import math
+
+    h = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+    u1, u2, u3 = (h % 1000) / 1000, (h // 1000 % 1000) / 1000, (h // 10**6 % 1000) / 1000
+    if u2 < 0.08:
+        stars = int(u1 * 6)
+    else:
+        stars = int(math.exp(math.log(6) + u1 * (math.log(60000) - math.log(6))))
+    months = 37 + u3 * 40 if (h // 10**9 % 100) < 10 else u3 * 24
+    return stars, as_of - dt.timedelta(days=int(months * 30.44))
+
+
+def write_illustrative_metadata(path: str | os.PathLike, names: Iterable[str], as_of: dt.date) -> Path:
+    """Write the ci metadata table (``assets/repo_metadata.csv``) for ``names`` with
+    :func:`illustrative_metadata` values, clearly labelled as illustrative. Introduced in lesson 01."""
+    path = Path(path)
+    lines = [
+        "# ILLUSTRATIVE COURSE DATA — not measured GitHub facts.\n",
+        "# Stars and last-push dates cannot be fetched offline; these values come from a hash of each name\n",
+        "# (course_lib.repos.write_illustrative_metadata) so that the selection rules of lesson 01 have\n",
+        "# something to act on. Some repositories get few stars or an old last push on purpose.\n",
+        f"# as_of: {as_of.isoformat()}\n",
+        "repo,stars,pushed_at,note\n",
+    ]
+    for n in sorted(set(names)):
+        stars, pushed = illustrative_metadata(n, as_of)
+        lines.append(f"{n},{stars},{pushed.isoformat()},illustrative\n")
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,537 @@
+"""The course's own tiny code model, trained on CPU in lesson 04 and reused by lessons 05-08.
+
+``get_tiny_model("base")`` returns a standard Hugging Face folder (config.json, model.safetensors,
+tokenizer.json, tokenizer_config.json, special_tokens_map.json, generation_config.json) that
+``AutoModelForCausalLM`` / ``AutoTokenizer`` load like any hub model and that LLaMA-Factory trains with
+``template: qwen``. It is built on first call (same code, same seed) and cached after, keyed by the
+config that made it:
+
+1. a code corpus: Python standard-library source of the running interpreter, cut into snippets
+   (held-out files kept apart for evaluation);
+2. a byte-level BPE tokenizer (``tokenizers``, 4,096 tokens, Qwen2's pre-tokenizer regex) with
+   ``<|endoftext|>``, ChatML markers and both styles of FIM sentinels as special tokens;
+3. a Qwen2-architecture decoder of ~2.4M parameters pretrained for a fixed number of steps with
+   context-level FIM (``course_lib.fim``) at ``fim_rate`` 0.5 ("base") or without FIM ("nofim", the
+   lesson's control run).
+
+Introduced in lesson 04.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from course_lib.paths import cache_dir
+from course_lib.profiles import get_profile
+
+BUILD_VERSION = 1  # bump when the code that builds the model changes what it builds
+
+EOT = "<|endoftext|>"
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+QWEN_FIM = ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>",
+            "<|file_sep|>"]
+STARCODER_FIM = ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
+SPECIAL_TOKENS = [EOT, IM_START, IM_END, *QWEN_FIM, *STARCODER_FIM]
+
+# Qwen2's pre-tokenizer regex: digits one by one, words with a leading space/punctuation, runs of
+# whitespace kept apart from the next word (so indentation becomes its own tokens).
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# The same default system prompt as LLaMA-Factory's `qwen` template (and Qwen2.5's own chat
+# template), so a conversation renders identically at SFT time and at inference time.
+DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>system\\n" + DEFAULT_SYSTEM + "<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if not (message['role'] == 'system' and loop.first) %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+MODEL_NAMES = {"base": 0.5, "nofim": 0.0}  # name -> fim_rate of its pretraining
+
+_SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "pydoc_data",
+              "encodings", "ensurepip", "turtledemo", "__pycache__", "__phello__", "msilib"}
+
+
+# --- corpus --------------------------------------------------------------------------------------
+
+def stdlib_source_files(root: str | Path | None = None) -> list[Path]:
+    """The ``.py`` files of the standard library (tests, vendored data and tools left out), sorted.
+
+    Introduced in lesson 04."""
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    files = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if any(part in _SKIP_DIRS or part.startswith("config-") for part in rel.parts[:-1]):
+            continue
+        if rel.name.startswith("test_"):
+            continue
+        files.append(path)
+    return sorted(files)
+
+
+def split_into_snippets(text: str, max_chars: int = 1200) -> list[str]:
+    """Cut a source file into snippets of at most ``max_chars`` characters, preferring top-level
+    statement boundaries, then blank lines, then line ends. Introduced in lesson 04."""
+    lines = text.splitlines(keepends=True)
+    blocks: list[str] = []
+    current: list[str] = []
+    for line in lines:
+        top_level = line[:1] not in (" ", "\t", "\n", "\r", "") and not line.startswith((")", "]", "}"))
+        if top_level and current and not current[-1].lstrip().startswith("@"):
+            blocks.append("".join(current))
+            current = []
+        current.append(line)
+    if current:
+        blocks.append("".join(current))
+    # merge small blocks, break big ones
+    snippets: list[str] = []
+    buf = ""
+    for block in blocks:
+        while len(block) > max_chars:
+            cut = block.rfind("\n\n", 0, max_chars)
+            cut = cut + 2 if cut > max_chars // 3 else block.rfind("\n", 0, max_chars) + 1
+            if cut <= 0:
+                cut = max_chars
+            if buf:
+                snippets.append(buf)
+                buf = ""
+            snippets.append(block[:cut])
+            block = block[cut:]
+        if len(buf) + len(block) > max_chars and buf:
+            snippets.append(buf)
+            buf = ""
+        buf += block
+    if buf:
+        snippets.append(buf)
+    return [s for s in snippets if s.strip()]
+
+
+def code_snippets(max_chars: int = 1200, held_out_every: int = 20, max_file_bytes: int = 200_000
+                  ) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Training and held-out snippets of real Python code (stdlib of this interpreter).
+
+    Files are assigned to the held-out set by a hash of their relative path (1 in ``held_out_every``),
+    so no held-out snippet shares a file with training. Returns ``(train, held_out, info)`` where info
+    counts files read and skipped, and fingerprints the text. Introduced in lesson 04."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    train, held_out = [], []
+    info = {"root": str(root), "files": 0, "skipped_large": 0, "skipped_undecodable": 0}
+    digest = hashlib.sha256()
+    for path in stdlib_source_files(root):
+        raw = path.read_bytes()
+        if len(raw) > max_file_bytes:
+            info["skipped_large"] += 1
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            info["skipped_undecodable"] += 1
+            continue
+        rel = str(path.relative_to(root))
+        digest.update(rel.encode() + b"\0" + raw)
+        info["files"] += 1
+        bucket = int(hashlib.sha1(rel.encode()).hexdigest(), 16) % held_out_every
+        (held_out if bucket == 0 else train).extend(split_into_snippets(text, max_chars))
+    info.update(train_snippets=len(train), held_out_snippets=len(held_out),
+                fingerprint=digest.hexdigest()[:16])
+    return train, held_out, info
+
+
+# --- tokenizer -----------------------------------------------------------------------------------
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 4096):
+    """Train a byte-level BPE tokenizer (the ``tokenizers`` library) with the course's special
+    tokens; returns a ``tokenizers.Tokenizer``. Introduced in lesson 04."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tok
+
+
+def to_transformers_tokenizer(tok, model_max_length: int = 2048):
+    """Wrap a trained ``tokenizers.Tokenizer`` as a transformers fast tokenizer with Qwen-style
+    special tokens and the ChatML chat template. Introduced in lesson 04."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOT, eos_token=IM_END, pad_token=EOT, unk_token=None,
+        additional_special_tokens=[IM_START, *QWEN_FIM, *STARCODER_FIM],
+        model_input_names=["input_ids", "attention_mask"],
+        chat_template=CHAT_TEMPLATE, model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False, padding_side="right",
+    )
+
+
+# --- model config --------------------------------------------------------------------------------
+
+def tiny_config(**overrides: Any):
+    """A small Qwen2 config (random init when given to ``Qwen2ForCausalLM``): by default the shape of
+    the course's tiny model (vocab 4,096, hidden 192, 4 layers, ~2.4M parameters); pass e.g.
+    ``hidden_size=32, num_hidden_layers=1, vocab_size=128`` for fast unit tests. Introduced in lesson 04."""
+    from transformers import Qwen2Config
+
+    values: dict[str, Any] = dict(
+        vocab_size=4096, hidden_size=192, intermediate_size=512, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, rope_theta=10000.0,
+        tie_word_embeddings=True, bos_token_id=0, eos_token_id=2, pad_token_id=0,
+        use_sliding_window=False, torch_dtype="float32",
+    )
+    values.update(overrides)
+    return Qwen2Config(**values)
+
+
+def _model_settings(profile: str) -> dict[str, Any]:
+    P = get_profile(profile).tiny_model
+    return {k: P[k] for k in P}
+
+
+def _config_key(name: str, settings: dict[str, Any]) -> str:
+    blob = json.dumps({"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings,
+                       "version": BUILD_VERSION, "python": sys.version_info[:2]}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# --- training ------------------------------------------------------------------------------------
+
+def pack_windows(docs: Sequence[Sequence[int]], seq_len: int, eot_id: int) -> list[list[int]]:
+    """Concatenate tokenized documents, each followed by ``<EOT>``, and cut the stream into windows of
+    ``seq_len`` tokens (the last partial window is dropped). Introduced in lesson 04."""
+    stream: list[int] = []
+    for d in docs:
+        stream.extend(d)
+        stream.append(eot_id)
+    return [stream[i:i + seq_len] for i in range(0, len(stream) - seq_len + 1, seq_len)]
+
+
+def fim_eval_examples(texts: Sequence[str], tokenizer, seq_len: int, n: int, seed: int = 0,
+                      sentinels: str = "qwen2.5-coder") -> list[tuple[list[int], list[int]]]:
+    """Held-out PSM examples for the middle-token loss: ``(input_ids, labels)`` pairs whose labels
+    keep the middle tokens only (``course_lib.fim.middle_only_labels``). Introduced in lesson 04."""
+    from course_lib.fim import get_sentinels, middle_only_labels, psm_transform, split_document
+
+    s = get_sentinels(sentinels)
+    rng = random.Random(seed)
+    mid_id, eot_id = tokenizer.token_to_id(s.middle), tokenizer.token_to_id(s.eot)
+    out = []
+    for text in texts:
+        if len(out) >= n:
+            break
+        prefix, middle, suffix = split_document(text, rng)
+        if not middle.strip():
+            continue
+        ids = tokenizer.encode(psm_transform(prefix, middle, suffix, s)).ids
+        if len(ids) > seq_len:
+            continue
+        out.append((ids, middle_only_labels(ids, mid_id, eot_id)))
+    return out
+
+
+def _lr_at(step: int, total: int, peak: float, warmup: int) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _batched(items: list, size: int) -> Iterator[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    import torch
+
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _eval_losses(model, l2r_windows: list[list[int]], fim_examples, pad_id: int, batch: int = 8
+                 ) -> dict[str, float]:
+    """Mean token loss over plain held-out windows (left-to-right) and over middle tokens of
+    held-out PSM examples (L_FIM)."""
+    import torch
+    import torch.nn.functional as F
+
+    def mean_loss(pairs):
+        total, count = 0.0, 0
+        for chunk in _batched(pairs, batch):
+            width = max(len(ids) for ids, _ in chunk)
+            x = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+            y = torch.full((len(chunk), width), -100, dtype=torch.long)
+            for i, (ids, labels) in enumerate(chunk):
+                x[i, :len(ids)] = torch.tensor(ids)
+                y[i, :len(labels)] = torch.tensor(labels)
+            logits = model(input_ids=x).logits[:, :-1].float()
+            target = y[:, 1:]
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1),
+                                   ignore_index=-100, reduction="sum")
+            total += float(loss)
+            count += int((target != -100).sum())
+        return total / max(1, count)
+
+    model.eval()
+    with torch.no_grad():
+        result = {"l2r_loss": mean_loss([(w, w) for w in l2r_windows]),
+                  "middle_loss": mean_loss(fim_examples)}
+    model.train()
+    return result
+
+
+def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm_rate: float = 0.5,
+             sentinels: str = "qwen2.5-coder", steps: int, batch_size: int, learning_rate: float,
+             warmup_steps: int = 10, seed: int = 0, eval_every: int = 20,
+             eval_sets: tuple[list, list] | None = None, progress: bool = True) -> dict[str, Any]:
+    """Pretrain ``model`` for exactly ``steps`` optimizer steps on packed ``windows`` with
+    context-level FIM at ``fim_rate``. Returns the log: per-step train loss, periodic held-out
+    left-to-right and middle-token losses, FIM mode counts, tokens and seconds. Introduced in lesson 04."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from course_lib.fim import apply_fim_context_level, fim_mode_counts, get_sentinels
+
+    s = get_sentinels(sentinels)
+    pad_id = tokenizer.token_to_id(s.pad)
+    rng = random.Random(seed)
+    order = list(range(len(windows)))
+    rng.shuffle(order)
+    need = steps * batch_size
+    if len(order) < need:
+        order = (order * (need // len(order) + 1))[:need]
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.1)
+    log: dict[str, Any] = {"step": [], "train_loss": [], "eval": [], "fim_rate": fim_rate,
+                           "modes": {"plain": 0, "psm": 0, "spm": 0}}
+    fim_rng = random.Random(seed + 1)
+    start = time.time()
+    model.train()
+    bar = tqdm(range(steps), desc=f"pretrain fim_rate={fim_rate}", disable=not progress)
+    for step in bar:
+        if eval_sets and step % eval_every == 0:
+            log["eval"].append({"step": step, **_eval_losses(model, *eval_sets, pad_id=pad_id)})
+        rows = []
+        for idx in order[step * batch_size:(step + 1) * batch_size]:
+            window, modes = apply_fim_context_level(windows[idx], tokenizer, fim_rng, fim_rate=fim_rate,
+                                                    spm_rate=spm_rate, sentinels=s)
+            for k, v in fim_mode_counts(modes).items():
+                log["modes"][k] += v
+            rows.append(window)
+        x = torch.tensor(rows, dtype=torch.long)
+        labels = x.masked_fill(x == pad_id, -100)
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(step, steps, learning_rate, warmup_steps)
+        loss = model(input_ids=x, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        log["step"].append(step + 1)
+        loss_value = loss.item()
+        log["train_loss"].append(round(loss_value, 4))
+        bar.set_postfix(loss=f"{loss_value:.3f}")
+    if eval_sets:
+        log["eval"].append({"step": steps, **_eval_losses(model, *eval_sets, pad_id=pad_id)})
+    log["seconds"] = round(time.time() - start, 1)
+    log["tokens"] = steps * batch_size * len(windows[0])
+    return log
+
+
+# --- build + cache -------------------------------------------------------------------------------
+
+def _build_tokenizer(settings: dict[str, Any], train_texts: list[str]):
+    """Train (or load from the cache) the tokenizer shared by every tiny model of these settings."""
+    from tokenizers import Tokenizer
+
+    keyed = {k: settings[k] for k in ("vocab_size", "tokenizer_chars", "snippet_chars")}
+    key = hashlib.sha256(json.dumps({**keyed, "v": BUILD_VERSION, "special": SPECIAL_TOKENS,
+                                     "py": sys.version_info[:2]}, sort_keys=True).encode()).hexdigest()[:12]
+    path = cache_dir("models") / f"tokenizer-{key}.json"
+    if path.exists():
+        return Tokenizer.from_file(str(path))
+    texts, size = [], 0
+    for t in train_texts:  # train_texts is already in a seeded shuffled order
+        if size >= settings["tokenizer_chars"]:
+            break
+        texts.append(t)
+        size += len(t)
+    tok = train_tokenizer(texts, settings["vocab_size"])
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tok.save(str(tmp))
+    os.replace(tmp, path)
+    return tok
+
+
+def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci", *,
+                     train_steps: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """Build the tiny model ``name`` into ``out_dir`` (a Hugging Face folder) and return its metadata.
+
+    ``train_steps`` overrides the profile's step budget (tests use a handful). Introduced in lesson 04."""
+    import torch
+    from transformers import GenerationConfig, Qwen2ForCausalLM
+
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    settings = _model_settings(profile)
+    steps = settings["train_steps"] if train_steps is None else int(train_steps)
+    seed = get_profile(profile).seed
+    t0 = time.time()
+    train_texts, held_out, corpus_info = code_snippets(settings["snippet_chars"])
+    random.Random(seed).shuffle(train_texts)
+    tok = _build_tokenizer(settings, train_texts)
+    hf_tok = to_transformers_tokenizer(tok, settings["max_position_embeddings"])
+    seq_len, eot_id = settings["seq_len"], tok.token_to_id(EOT)
+
+    # training windows: enough snippets for the step budget (plus slack), packed with <EOT>
+    need_tokens = steps * settings["batch_size"] * seq_len
+    docs, count = [], 0
+    for chunk in _batched(train_texts, 512):
+        for enc in tok.encode_batch(chunk):
+            docs.append(enc.ids)
+            count += len(enc.ids) + 1
+        if count > need_tokens * 1.05 + seq_len:
+            break
+    windows = pack_windows(docs, seq_len, eot_id)
+    held_docs = [e.ids for e in tok.encode_batch(held_out[:400])]
+    l2r_eval = pack_windows(held_docs, seq_len, eot_id)[: settings["eval_windows"]]
+    fim_eval = fim_eval_examples(held_out[400:], tok, seq_len, settings["eval_fim_examples"], seed)
+
+    config = tiny_config(
+        vocab_size=tok.get_vocab_size(), hidden_size=settings["hidden_size"],
+        intermediate_size=settings["intermediate_size"], num_hidden_layers=settings["num_layers"],
+        num_attention_heads=settings["num_heads"], num_key_value_heads=settings["num_kv_heads"],
+        max_position_embeddings=settings["max_position_embeddings"],
+        bos_token_id=eot_id, eos_token_id=tok.token_to_id(IM_END), pad_token_id=eot_id)
+    with _seeded(seed):
+        model = Qwen2ForCausalLM(config)
+        log = pretrain(model, tok, windows, fim_rate=MODEL_NAMES[name], spm_rate=settings["spm_rate"],
+                       sentinels="qwen2.5-coder", steps=steps, batch_size=settings["batch_size"],
+                       learning_rate=settings["learning_rate"], warmup_steps=settings["warmup_steps"],
+                       seed=seed, eval_every=settings["eval_every"], eval_sets=(l2r_eval, fim_eval),
+                       progress=progress)
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    hf_tok.save_pretrained(out)
+    GenerationConfig(bos_token_id=eot_id, eos_token_id=[tok.token_to_id(IM_END), eot_id],
+                     pad_token_id=eot_id, do_sample=False, max_new_tokens=128).save_pretrained(out)
+    meta = {"name": name, "profile": profile, "fim_rate": MODEL_NAMES[name], "train_steps": steps,
+            "seed": seed, "settings": settings, "parameters": int(sum(p.numel() for p in model.parameters())),
+            "corpus": corpus_info, "train_windows": len(windows), "tokens_seen": log["tokens"],
+            "train_seconds": log["seconds"], "build_seconds": round(time.time() - t0, 1),
+            "fim_sentinels": "qwen2.5-coder", "torch_threads": torch.get_num_threads()}
+    (out / "training_log.json").write_text(json.dumps(log))
+    (out / "course_model.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    import fcntl
+
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def tiny_model_dir(name: str = "base", profile: str = "ci") -> Path:
+    """Where ``get_tiny_model(name, profile)`` keeps (or will keep) the model; built or not.
+
+    Introduced in lesson 04."""
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    return cache_dir("models") / f"course-tiny-{name}-{profile}-{_config_key(name, _model_settings(profile))}"
+
+
+def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = False) -> Path:
+    """The folder of the course's tiny model ``name`` ("base": pretrained with FIM at rate 0.5;
+    "nofim": the same budget without FIM), built on first call and cached after (atomic, locked
+    against concurrent builds). Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
+    ``AutoTokenizer.from_pretrained(path)``. Introduced in lesson 04."""
+    final = tiny_model_dir(name, profile)
+    if (final / "model.safetensors").exists() and not rebuild:
+        return final
+    with _file_lock(final.with_name(final.name + ".lock")):
+        if (final / "model.safetensors").exists() and not rebuild:
+            return final
+        tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"building the tiny model {name!r} ({profile}) into {final} ...", file=sys.stderr)
+        build_tiny_model(tmp, name, profile)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    return final
+
+
+def course_tokenizer(profile: str = "ci"):
+    """The course's tokenizer as a transformers fast tokenizer (trained on first call, cached; the
+    same one every tiny model of this profile uses). Introduced in lesson 04."""
+    settings = _model_settings(profile)
+    train_texts, _, _ = code_snippets(settings["snippet_chars"])
+    random.Random(get_profile(profile).seed).shuffle(train_texts)
+    return to_transformers_tokenizer(_build_tokenizer(settings, train_texts),
+                                     settings["max_position_embeddings"])
+
+
+def load_training_log(name: str = "base", profile: str = "ci") -> dict[str, Any]:
+    """The pretraining log of a tiny model (builds the model if needed). Introduced in lesson 04."""
+    return json.loads((get_tiny_model(name, profile) / "training_log.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_lib model [--name base|nofim|all] [--profile ci|full] [--rebuild]``.
+
+    Introduced in lesson 04."""
+    p = argparse.ArgumentParser(prog="course model",
+                                description="Build the course's tiny code model (lesson 04) into the cache.")
+    p.add_argument("--name", default="base", choices=[*MODEL_NAMES, "all"])
+    p.add_argument("--profile", default="ci")
+    p.add_argument("--rebuild", action="store_true", help="train again even when cached")
+    args = p.parse_args(argv)
+    for name in (list(MODEL_NAMES) if args.name == "all" else [args.name]):
+        path = get_tiny_model(name, args.profile, rebuild=args.rebuild)
+        meta = json.loads((path / "course_model.json").read_text())
+        last = json.loads((path / "training_log.json").read_text())["eval"][-1]
+        print(f"{name}: {path}\n  {meta['parameters']:,} parameters, {meta['train_steps']} steps, "
+              f"{meta['tokens_seen']:,} tokens, trained in {meta['train_seconds']} s; held-out "
+              f"left-to-right loss {last['l2r_loss']:.3f}, middle loss {last['middle_loss']:.3f}")
+    return 0

@@ -1,0 +1,52 @@
+"""Helpers shared by the notebook regression and by lesson tests that check recorded values.
+
+``records_of("04")`` returns what lesson 04's solution notebook recorded with ``course_lib.record``;
+it reuses the executed copy the regression wrote under ``build/test-notebooks/solutions/`` and runs the
+notebook (ci profile, strict checks) only when that copy is missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from course_lib.nbtools import lesson_paths, read_records
+from course_lib.paths import build_dir
+from course_lib.runner import NotebookRun, execute_notebook
+
+TIMEOUT_S = float(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "900"))
+
+
+def regression_dir(folder: str) -> Path:
+    """``build/test-notebooks/<solutions|notebooks>/``: executed copies and per-cell durations."""
+    return build_dir("test-notebooks", folder)
+
+
+def run_lesson(path: Path, folder: str) -> NotebookRun:
+    """Execute one lesson notebook like the regression does and write its durations next to it."""
+    out_dir = regression_dir(folder)
+    run = execute_notebook(path, out_dir / path.name, profile="ci", strict=(folder == "solutions"),
+                           timeout_s=TIMEOUT_S, progress=False)
+    (out_dir / f"{path.stem}.durations.json").write_text(
+        json.dumps(run.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
+    return run
+
+
+def failure_message(run: NotebookRun) -> str:
+    slow = ", ".join(f"cell {c.index}: {c.seconds:.1f} s" for c in run.slowest_cells())
+    return (f"{run.name} ({Path(run.source).parent.name}/): {run.status} after {run.seconds:.0f} s — "
+            f"{run.first_error() or 'no error message'}\n  executed copy: {run.output}\n  slowest: {slow}")
+
+
+def records_of(lesson_id: str, folder: str = "solutions") -> dict[str, Any]:
+    """Recorded values of lesson ``lesson_id`` (``"04"``), executing it when no executed copy exists."""
+    matches = [p for p in lesson_paths(folder) if p.name.startswith(f"{lesson_id}_")]
+    if not matches:
+        raise LookupError(f"no lesson {lesson_id} in {folder}/")
+    executed = regression_dir(folder) / matches[0].name
+    if not executed.exists():
+        run = run_lesson(matches[0], folder)
+        if not run.ok:
+            raise AssertionError(failure_message(run))
+    return read_records(executed)

@@ -1,0 +1,119 @@
+"""Exercise checks: a wrong answer is caught, strict raises, unfinished work returns the reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course_lib import check_function, check_value, record
+from course_lib.checks import Case, ExerciseCheckError, values_equal
+
+
+def reference(xs, k=1):
+    return [x * k for x in xs]
+
+
+def correct(xs, k=1):
+    return [k * x for x in xs]
+
+
+def wrong(xs, k=1):
+    return [x * k for x in xs][:-1]
+
+
+def unfinished(xs, k=1):
+    # YOUR CODE HERE
+    raise NotImplementedError
+
+
+CASES = [([1, 2, 3],), {"xs": [4], "k": 3}, Case(([1, 2],), {"k": 2})]
+
+
+def test_correct_answer_returns_the_student_function(capsys):
+    fn = check_function(correct, reference, CASES, name="scale", strict=False)
+    assert fn is correct
+    assert "✓ scale: all 3 cases agree" in capsys.readouterr().out
+
+
+def test_wrong_answer_is_caught_and_explained(capsys):
+    fn = check_function(wrong, reference, CASES, name="scale", strict=False)
+    assert fn is reference  # the notebook goes on with the reference
+    out = capsys.readouterr().out
+    assert "✗ scale: case 1 of 3 differs" in out
+    assert "input:    ([1, 2, 3])" in out
+    assert "expected: [1, 2, 3]" in out
+    assert "got:      [1, 2]" in out
+
+
+def test_strict_check_raises_on_a_wrong_answer():
+    with pytest.raises(ExerciseCheckError, match="case 1 of 3 differs"):
+        check_function(wrong, reference, CASES, name="scale", strict=True)
+
+
+def test_strict_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("COURSE_CHECKS", "strict")
+    with pytest.raises(ExerciseCheckError):
+        check_function(wrong, reference, CASES)
+    monkeypatch.delenv("COURSE_CHECKS")
+    assert check_function(wrong, reference, CASES) is reference
+
+
+def test_not_done_yet_returns_the_reference(capsys):
+    fn = check_function(unfinished, reference, CASES, name="scale", strict=False)
+    assert fn is reference
+    assert "not done yet" in capsys.readouterr().out
+
+
+def test_not_done_yet_fails_in_the_solutions_regression():
+    with pytest.raises(ExerciseCheckError, match="NotImplementedError"):
+        check_function(unfinished, reference, CASES, name="scale", strict=True)
+
+
+def test_a_crashing_answer_is_reported(capsys):
+    def crash(xs, k=1):
+        return xs[10]
+
+    assert check_function(crash, reference, CASES, strict=False) is reference
+    assert "raised IndexError" in capsys.readouterr().out
+    with pytest.raises(ExerciseCheckError, match="IndexError"):
+        check_function(crash, reference, CASES, strict=True)
+
+
+def test_student_cannot_change_the_reference_inputs():
+    def mutating(xs, k=1):
+        xs.append(99)
+        return reference(xs[:-1], k)
+
+    assert check_function(mutating, reference, [([1, 2],)], strict=True) is mutating
+
+
+def test_check_needs_cases():
+    with pytest.raises(ValueError, match="at least one case"):
+        check_function(correct, reference, [])
+
+
+def test_values_equal_tolerates_rounding_but_not_differences():
+    import torch
+
+    assert values_equal(0.1 + 0.2, 0.3)
+    assert not values_equal(0.3, 0.31)
+    assert values_equal(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]))
+    assert not values_equal(np.array([1, 2]), np.array([1, 2, 3]))
+    assert values_equal(torch.tensor([1.5]), np.array([1.5]))
+    assert values_equal({"a": [1, (2.0, 3)]}, {"a": [1, (2.0 + 1e-12, 3)]})
+    assert not values_equal({"a": 1}, {"b": 1})
+    assert not values_equal("1", 1)
+
+
+def test_check_value(capsys):
+    assert check_value("n", 3, 3, strict=True)
+    assert not check_value("n", 2, 3, hint="count blank lines too", strict=False)
+    assert "hint: count blank lines too" in capsys.readouterr().out
+    with pytest.raises(ExerciseCheckError):
+        check_value("n", 2, 3, strict=True)
+
+
+def test_record_outside_a_notebook_returns_the_value():
+    assert record("acc", 0.5) == 0.5
+    assert record("arr", np.float32(0.25)) == np.float32(0.25)
+    with pytest.raises(TypeError, match="JSON"):
+        record("bad", object())

@@ -1,0 +1,22 @@
+"""Lesson 06's recorded numbers (read back from the executed solution notebook)."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.notebooks
+
+
+def test_lesson_06_records(notebook_records):
+    rec = notebook_records("06")
+    assert rec["attack_escapes_sandboxed"] == 0
+    assert rec["attack_escapes_unsafe"] >= 3          # the same attacks do get through without isolation
+    assert rec["demo_statuses"]["early os._exit(0)"] == "failed"
+    assert rec["reward_exec_vs_sandbox_agree"] is True
+    assert rec["hacks_accepted_naive"] == 3 and rec["hacks_accepted_hidden_and_marker"] == 0
+    assert rec["pass_at_k_max_abs_error_vs_exact"] < 1e-12
+    assert rec["humaneval_canonical_passed"] == rec["humaneval_canonical_total"] == 164
+    assert rec["broken_passed"] == 0
+    curve = rec["best_of_n_rejection"]
+    assert curve[max(curve, key=int)] > curve["1"] + 0.1
+    temps = rec["pass_at_k_by_temperature"]
+    assert temps["0.0"]["pass@1"] == temps["0.0"]["pass@10"] and temps["1.0"]["pass@10"] > temps["1.0"]["pass@1"]

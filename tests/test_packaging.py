@@ -1,0 +1,129 @@
+"""Packaging: pyproject.toml and environment.yml agree; the package and its commands import."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+# Things conda installs that are not Python dependencies of course_lib.
+CONDA_ONLY = {"python", "pip", "nodejs"}
+# conda-forge names that differ from PyPI names.
+CONDA_ALIASES = {"pytorch": "torch", "pyyaml": "pyyaml"}
+
+
+@pytest.fixture(scope="module")
+def project(repo):
+    return tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+@pytest.fixture(scope="module")
+def pyproject_reqs(project) -> dict[str, Requirement]:
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    reqs += [Requirement(r) for r in project.get("optional-dependencies", {}).get("dev", [])]
+    return {canonicalize_name(r.name): r for r in reqs}
+
+
+@pytest.fixture(scope="module")
+def env_yml(repo) -> dict:
+    return yaml.safe_load((repo / "environment.yml").read_text(encoding="utf-8"))
+
+
+def _conda_spec(text: str) -> tuple[str, str]:
+    """'numpy>=1.26,<2' / 'python=3.11' / 'nodejs' → (name, PEP 440 specifier)."""
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", text)
+    name, spec = m.group(1), m.group(2).replace(" ", "")
+    if re.match(r"^=\d", spec):           # conda's `=3.11` means 3.11.*
+        spec = f"=={spec[1:]}.*" if spec.count(".") < 2 else f"=={spec[1:]}"
+    return name, spec
+
+
+def _env_packages(env_yml) -> tuple[dict[str, str], list[str]]:
+    """({name: specifier} of everything environment.yml names, raw pip lines)."""
+    named: dict[str, str] = {}
+    pip_lines: list[str] = []
+    for dep in env_yml["dependencies"]:
+        if isinstance(dep, dict):
+            pip_lines += dep.get("pip", [])
+            continue
+        name, spec = _conda_spec(str(dep))
+        named[CONDA_ALIASES.get(name.lower(), name.lower())] = spec
+    for line in pip_lines:
+        if line.startswith("-"):
+            continue
+        req = Requirement(line)
+        named[canonicalize_name(req.name)] = str(req.specifier)
+    return named, pip_lines
+
+
+def test_environment_uses_conda_forge_and_python_311(env_yml, project):
+    assert env_yml["channels"] == ["conda-forge"]
+    named, _ = _env_packages(env_yml)
+    assert SpecifierSet(named["python"]).contains("3.11.7")
+    assert SpecifierSet(project["requires-python"]).contains("3.11.7")
+
+
+def test_environment_installs_the_package_with_its_dev_extra(env_yml):
+    _, pip_lines = _env_packages(env_yml)
+    editable = [ln for ln in pip_lines if ln.startswith("-e")]
+    assert editable, "environment.yml must install the course with `-e .[dev]` in its pip section"
+    assert re.fullmatch(r"-e\s+\.\[([a-z,]*\b)?dev(\b[a-z,]*)?\]", editable[0]), editable[0]
+
+
+def test_every_package_in_environment_yml_agrees_with_pyproject(env_yml, pyproject_reqs):
+    named, _ = _env_packages(env_yml)
+    problems = []
+    for name, spec in named.items():
+        if name in CONDA_ONLY:
+            continue
+        req = pyproject_reqs.get(canonicalize_name(name))
+        if req is None:
+            problems.append(f"{name} is in environment.yml but not in pyproject.toml's dependencies/dev")
+            continue
+        pins = [s.version for s in SpecifierSet(spec) if s.operator == "=="]
+        for pin in pins:
+            if not req.specifier.contains(pin, prereleases=True):
+                problems.append(f"{name}: environment.yml pins {pin}, pyproject.toml wants {req.specifier}")
+    assert not problems, "\n".join(problems)
+
+
+def test_torch_requirement_admits_the_local_cpu_build(pyproject_reqs):
+    assert pyproject_reqs["torch"].specifier.contains("2.13.0")
+
+
+def test_extras_exist(project):
+    extras = project["optional-dependencies"]
+    assert {"dev", "full"} <= set(extras)
+    assert any(Requirement(r).name == "pytest" for r in extras["dev"])
+    assert any(Requirement(r).name == "vllm" for r in extras["full"])
+
+
+def test_no_loose_exact_pins_on_fast_moving_libraries(pyproject_reqs):
+    for name in ("jupyterlab", "papermill", "nbconvert", "matplotlib", "tqdm", "networkx"):
+        if name in pyproject_reqs:
+            assert not any(s.operator == "==" for s in pyproject_reqs[name].specifier), name
+
+
+def test_slides_template_ships_with_the_package(repo):
+    assert (repo / "course_lib" / "templates" / "course_reveal" / "index.html.j2").exists()
+
+
+@pytest.mark.parametrize("module", ["course_lib", "course_lib.runner", "course_lib.slides",
+                                    "course_lib.envcheck", "course_lib.nbtools", "course_lib.codestats",
+                                    "course_lib.coursemap"])
+def test_skeleton_modules_import(module):
+    __import__(module)
+
+
+def test_course_command_lists_its_commands(repo):
+    out = subprocess.run([sys.executable, "-m", "course_lib", "--help"], cwd=repo, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0
+    for cmd in ("run", "test", "slides", "env", "student"):
+        assert cmd in out.stdout

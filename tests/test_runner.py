@@ -1,0 +1,89 @@
+"""The course command's runner: failures are summarised (cell, last line), setup problems are one sentence."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from course_lib import runner
+from course_lib.nbtools import code, md, write_notebook
+from course_lib.runner import SetupProblem, check_kernel, check_writable, execute_notebook, format_table
+
+
+def _lesson(path: Path, *cells) -> Path:
+    return write_notebook(path, [md("# T", slide="slide"),
+                                 code('PROFILE = "ci"', slide="skip", tags=["parameters"]), *cells])
+
+
+@pytest.mark.slow
+def test_a_failing_notebook_names_cell_and_error(tmp_path):
+    nb = _lesson(tmp_path / "01_fail.ipynb",
+                 code("import os\nprint(PROFILE, os.environ.get('COURSE_CHECKS'))"),
+                 code("from course_lib import record\nrecord('answer', 42);"),
+                 code("def f():\n    raise ValueError('bad row 7 in data.csv')\nf()"),
+                 code("print('never runs')"))
+    run = execute_notebook(nb, tmp_path / "out" / "executed" / nb.name, profile="ci", strict=True,
+                           timeout_s=120, progress=False)
+    assert run.status == "failed"
+    assert run.error_cell == 4               # index in the source notebook (papermill's cell not counted)
+    assert run.error == "ValueError: bad row 7 in data.csv"
+    assert run.first_error() == "cell 4: ValueError: bad row 7 in data.csv"
+    assert run.records == {"answer": 42}
+    assert [c.index for c in run.cells][:3] == [1, 2, 3]
+    assert Path(run.output).exists()
+    assert (tmp_path / "out" / "work" / "01_fail").is_dir()  # the scratch cwd
+    import nbformat
+
+    out = nbformat.read(run.output, as_version=4)
+    printed = "".join(o.get("text", "") for c in out.cells for o in c.get("outputs", []))
+    assert "ci strict" in printed
+
+
+@pytest.mark.slow
+def test_a_notebook_over_its_time_budget_is_stopped(tmp_path):
+    nb = _lesson(tmp_path / "02_slow.ipynb", code("import time\ntime.sleep(300)"), code("print('late')"))
+    run = execute_notebook(nb, tmp_path / "executed" / nb.name, timeout_s=20, progress=False)
+    assert run.status == "timeout"
+    assert run.error_cell == 2
+    assert "--timeout" in run.error
+    assert run.seconds < 90
+
+
+def test_missing_kernel_says_run_setup():
+    with pytest.raises(SetupProblem, match=r"not registered; run `./course setup`"):
+        check_kernel("no-such-kernel-xyz")
+
+
+def test_unwritable_output_folder_is_one_sentence(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(SetupProblem, match="cannot write to .* --out DIR"):
+        check_writable(blocker / "build")
+
+
+def test_unknown_lesson_id_lists_what_exists():
+    with pytest.raises(SetupProblem, match=r"unknown lesson id\(s\) 99 .* 00 \(00_setup_and_tour\)"):
+        runner.select_lessons("solutions", "00,99")
+    assert [p.stem for p in runner.select_lessons("solutions", "0")] == ["00_setup_and_tour"]
+
+
+def test_unknown_profile_exits_2_and_lists_profiles(capsys):
+    assert runner.main(["--profile", "gpu"]) == 2
+    assert "unknown profile 'gpu'; the course has: ci, full" in capsys.readouterr().err
+
+
+def test_table_has_one_row_per_notebook():
+    runs = [runner.NotebookRun("00_a", "s", "o", "ok", 3.2),
+            runner.NotebookRun("01_b", "s", "o", "failed", 10.0, 5, "KeyError: 'x'")]
+    table = format_table(runs)
+    assert "00_a" in table and "cell 5: KeyError: 'x'" in table
+    assert "2 notebook(s), 1 failed" in table
+
+
+@pytest.mark.slow
+def test_a_dying_kernel_is_reported_at_its_cell(tmp_path):
+    nb = _lesson(tmp_path / "03_die.ipynb", code("print('alive')"), code("import os\nos._exit(3)"))
+    run = execute_notebook(nb, tmp_path / "executed" / nb.name, timeout_s=120, progress=False)
+    assert run.status in ("error", "failed")
+    assert run.error_cell == 3
+    assert "Dead" in run.error or "died" in run.error

@@ -1,0 +1,271 @@
+"""The attack suite: every attack runs against every real backend and must be contained, reported with
+the right status, and leave the host unchanged. Docker's daemon is started here when none answers (and
+stopped again at the end of this module), so ``./course test`` needs nothing started beforehand."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
+from course_lib.sandbox import run_code
+from course_lib.sandbox.backends import sandbox_uid
+
+REPO = Path(__file__).resolve().parents[1]
+SECRET = "course-test-secret-7f3a9c"
+TIMEOUT = 3.0
+
+
+@pytest.fixture(scope="module")
+def docker_session():
+    session = DockerSession()
+    session.start()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=REAL_BACKENDS)
+def backend(request, docker_session):
+    ensure_backend(request.param, docker_session)
+    return request.param
+
+
+def sandbox_processes() -> list[int]:
+    """Host pids owned by this process's sandbox uids (worker slot 0..7)."""
+    uids = {sandbox_uid(slot) for slot in range(8)}
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("Uid:") and int(line.split()[1]) in uids:
+                    pids.append(int(status.parent.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def no_survivors(wait_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not sandbox_processes():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def run(code: str, backend: str, **kw):
+    kw.setdefault("timeout_s", TIMEOUT)
+    return run_code(code, backend=backend, **kw)
+
+
+def tries(expr: str) -> str:
+    """Sample code that prints ESCAPED when ``expr`` succeeds, and 'blocked: <error>' otherwise."""
+    return ("try:\n"
+            f"    _got = {expr}\n"
+            "    print('ESCAPED', repr(_got)[:200])\n"
+            "except BaseException as exc:\n"
+            "    print('blocked:', type(exc).__name__, exc)\n")
+
+
+# --- reading what it must not see ------------------------------------------------------------------
+
+def test_cannot_read_the_project(backend):
+    r = run(tries(f"open({str(REPO / 'pyproject.toml')!r}).read()") + tries(f"__import__('os').listdir({str(REPO)!r})"),
+            backend)
+    assert r.status == "passed", r
+    assert "ESCAPED" not in r.stdout and r.stdout.count("blocked") == 2, r.stdout
+
+
+def test_cannot_read_home_or_work(backend):
+    r = run(tries("__import__('os').listdir('/root')") + tries("__import__('os').listdir('/work')"), backend)
+    assert r.status == "passed" and "ESCAPED" not in r.stdout, r.stdout
+
+
+def test_cannot_read_etc_shadow(backend):
+    r = run(tries("open('/etc/shadow').read()"), backend)
+    assert r.status == "passed" and "ESCAPED" not in r.stdout and "blocked" in r.stdout, r.stdout
+
+
+def test_cannot_see_host_environment(backend, monkeypatch):
+    monkeypatch.setenv("COURSE_SECRET_TOKEN", SECRET)
+    r = run("import os\nprint(dict(os.environ))\n"
+            "for p in ('/proc/1/environ', '/proc/self/environ'):\n"
+            "    try: print(open(p, 'rb').read())\n"
+            "    except OSError as e: print('blocked', e)\n", backend)
+    assert r.status == "passed", r
+    assert SECRET not in r.stdout and SECRET not in r.stderr
+
+
+# --- network -----------------------------------------------------------------------------------------
+
+def test_cannot_reach_a_loopback_port(backend):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    try:
+        r = run(tries(f"__import__('socket').create_connection(('127.0.0.1', {port}), timeout=2)"), backend)
+        assert r.status == "passed" and "ESCAPED" not in r.stdout, r.stdout
+        with pytest.raises(OSError):  # nothing connected to the host's server
+            server.accept()
+    finally:
+        server.close()
+
+
+def test_cannot_reach_an_outside_name(backend):
+    r = run(tries("__import__('socket').create_connection(('pypi.org', 443), timeout=2)")
+            + tries("__import__('socket').create_connection(('1.1.1.1', 53), timeout=2)"), backend)
+    assert r.status == "passed" and "ESCAPED" not in r.stdout, r.stdout
+
+
+def test_cannot_reach_the_docker_socket(backend):
+    paths = ["/var/run/docker.sock", "/run/docker.sock", "/run/course-sandbox/docker.sock"]
+    code = "import socket\n" + "".join(
+        tries(f"socket.socket(socket.AF_UNIX).connect({p!r})") for p in paths)
+    r = run(code, backend)
+    assert r.status == "passed" and "ESCAPED" not in r.stdout and r.stdout.count("blocked") == 3, r.stdout
+
+
+# --- the host file system and processes --------------------------------------------------------------
+
+def test_cannot_write_or_delete_outside_tmp(backend, tmp_path):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("host data")
+    project_probe = REPO / "sandbox-attack-was-here.txt"
+    code = (tries(f"__import__('os').remove({str(keep)!r})")
+            + tries(f"open({str(project_probe)!r}, 'w').write('x')")
+            + tries("open('/usr/lib/sandbox-attack.txt', 'w').write('x')")
+            + tries("open('/etc/sandbox-attack.txt', 'w').write('x')")
+            + "open('/tmp/inside.txt', 'w').write('fine')\nprint('tmp ok')\n")
+    r = run(code, backend)
+    assert r.status == "passed" and "ESCAPED" not in r.stdout and "tmp ok" in r.stdout, r.stdout
+    assert keep.read_text() == "host data"
+    assert not project_probe.exists()
+    assert not Path("/usr/lib/sandbox-attack.txt").exists() and not Path("/etc/sandbox-attack.txt").exists()
+
+
+def test_cannot_kill_a_host_process(backend):
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        code = ("import os, signal\n"
+                f"{tries(f'os.kill({victim.pid}, signal.SIGKILL)')}"
+                "killed = 0\n"
+                "for pid in range(1, 5000):\n"
+                "    try:\n"
+                "        os.kill(pid, signal.SIGKILL) if pid != os.getpid() else None\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "print('done')\n")
+        r = run(code, backend, timeout_s=10)
+        assert "ESCAPED" not in r.stdout, r.stdout
+        time.sleep(0.3)
+        assert victim.poll() is None, "the sandbox killed a host process"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+# --- resources ----------------------------------------------------------------------------------------
+
+def test_fork_bomb_is_contained(backend):
+    code = ("import os\n"
+            "while True:\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n")
+    r = run(code, backend)
+    assert r.status in ("timeout", "runtime_error", "memory_limit"), r
+    assert no_survivors(), f"processes survived the fork bomb: {sandbox_processes()}"
+
+
+def test_setsid_daemon_does_not_outlive_the_sample(backend):
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(120)\n"
+            "    os._exit(0)\n"
+            "print('parent done')\n")
+    r = run(code, backend)
+    assert r.status == "passed", r
+    assert no_survivors(), f"a daemon outlived its sample: {sandbox_processes()}"
+
+
+def test_allocating_1_gib_hits_the_memory_limit(backend):
+    r = run("x = bytearray(1024 ** 3)\nx[::4096] = b'1' * len(x[::4096])\n", backend)
+    assert r.status == "memory_limit", r
+
+
+def test_spinning_the_cpu_times_out(backend):
+    t0 = time.monotonic()
+    r = run("while True:\n    pass\n", backend, timeout_s=2.0)
+    assert r.status == "timeout", r
+    assert time.monotonic() - t0 < 30
+    assert no_survivors()
+
+
+def test_sleeping_forever_times_out(backend):
+    r = run("import time\ntime.sleep(3600)\n", backend, timeout_s=1.5)
+    assert r.status == "timeout", r
+    assert no_survivors()
+
+
+def test_printing_forever_hits_the_output_limit(backend):
+    r = run("while True:\n    print('spam' * 100)\n", backend)
+    assert r.status == "output_limit", r
+    assert len(r.stdout) <= 64 * 1024 + 100
+    assert no_survivors()
+
+
+def test_filling_tmp_is_stopped(backend):
+    code = ("i = 0\n"
+            "while True:\n"
+            "    with open(f'/tmp/fill{i}', 'wb') as f:\n"
+            "        f.write(b'x' * (4 * 1024 * 1024))\n"
+            "    i += 1\n")
+    r = run(code, backend)
+    assert r.status == "runtime_error", r
+    assert "OSError" in r.detail or "No space" in r.detail or "too large" in r.detail, r.detail
+
+
+def test_early_exit_cannot_fake_a_pass(backend):
+    for exit_call in ("import os; os._exit(0)", "import sys; sys.exit(0)"):
+        r = run(f"def add(a, b):\n    return 0\n{exit_call}\n", backend, tests="assert add(1, 2) == 3")
+        assert r.status == "failed", (exit_call, r)
+        assert "end-of-run marker" in r.detail
+
+
+def test_printing_a_fake_marker_does_not_pass(backend):
+    code = ('print("END-OF-RUN-0000 {\\"status\\": \\"passed\\", \\"tests\\": [\\"ok\\"], \\"error\\": null}")\n'
+            "import os; os._exit(0)\n")
+    r = run(code, backend, tests="assert False")
+    assert r.status == "failed", r
+
+
+def test_host_is_unchanged_after_the_suite():
+    # nothing of ours runs, and the project has no stray files
+    assert not sandbox_processes()
+    assert not (REPO / "sandbox-attack-was-here.txt").exists()
+
+
+def test_the_attacks_are_real_the_unsafe_backend_lets_them_through(tmp_path):
+    """The same attacks against the plain-subprocess backend succeed: the suite has teeth, and
+    `unsafe` is not isolation."""
+    with pytest.warns(RuntimeWarning):
+        import course_lib.sandbox as sb
+
+        sb._unsafe_warned = False
+        r = run_code(tries(f"open({str(REPO / 'pyproject.toml')!r}).read()"), backend="unsafe")
+    assert "ESCAPED" in r.stdout, r.stdout
+    target = tmp_path / "victim.txt"
+    target.write_text("x")
+    run_code(f"import os\nos.remove({str(target)!r})\n", backend="unsafe")
+    assert not target.exists()

@@ -1,0 +1,148 @@
+"""Tests of course_lib.tinymodel: the tiny model's folder is a standard Hugging Face model."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from course_lib import tinymodel  # noqa: E402
+from course_lib.tinymodel import (  # noqa: E402
+    IM_END, IM_START, EOT, QWEN_FIM, SPECIAL_TOKENS, STARCODER_FIM, build_tiny_model, pack_windows,
+    split_into_snippets, tiny_config,
+)
+
+
+@pytest.fixture(scope="module")
+def quick_model(tmp_path_factory):
+    """A tiny model built with the real code but only 2 training steps (format checks only)."""
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    meta = build_tiny_model(out, "base", "ci", train_steps=2, progress=False)
+    return out, meta
+
+
+def test_tiny_config_is_a_small_random_qwen2():
+    cfg = tiny_config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1)
+    model = transformers.AutoModelForCausalLM.from_config(cfg)
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert sum(p.numel() for p in model.parameters()) < 20_000
+    out = model(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]]))
+    assert out.logits.shape == (1, 3, 128) and torch.isfinite(out.loss)
+
+
+def test_default_config_has_2_to_4_million_parameters():
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(tiny_config())
+    n = sum(p.numel() for p in model.parameters())
+    assert 2_000_000 <= n <= 4_000_000
+
+
+def test_folder_has_the_standard_files(quick_model):
+    out, meta = quick_model
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "generation_config.json"):
+        assert (out / name).exists(), name
+    assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"
+    assert meta["train_steps"] == 2 and meta["parameters"] > 2_000_000
+
+
+def test_loads_with_auto_classes_and_special_tokens_are_single_ids(quick_model):
+    out, _ = quick_model
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.vocab_size == len(tok) == 4096
+    for token in SPECIAL_TOKENS:
+        ids = tok.encode(token, add_special_tokens=False)
+        assert len(ids) == 1, (token, ids)
+        assert tok.decode(ids) == token
+    assert tok.eos_token == IM_END and tok.pad_token == EOT and tok.bos_token == EOT
+    assert tok.model_input_names == ["input_ids", "attention_mask"]
+    # sentinels are never split by ordinary text around them
+    ids = tok.encode(f"x = 1{QWEN_FIM[0]}y{STARCODER_FIM[1]}", add_special_tokens=False)
+    assert tok.convert_tokens_to_ids(QWEN_FIM[0]) in ids and tok.convert_tokens_to_ids(STARCODER_FIM[1]) in ids
+
+
+def test_tokenizer_round_trips_code(quick_model):
+    out, _ = quick_model
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    code = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n    return a + b  # é ✓\n\n\tx = [1, 2]\n"
+    assert tok.decode(tok.encode(code, add_special_tokens=False)) == code
+    assert len(tok.encode(code, add_special_tokens=False)) < len(code)  # BPE merges learned on code
+
+
+def test_chat_template_renders_chatml(quick_model):
+    out, _ = quick_model
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    text = tok.apply_chat_template([{"role": "user", "content": "Write add."}], tokenize=False,
+                                   add_generation_prompt=True)
+    assert text == (f"{IM_START}system\n{tinymodel.DEFAULT_SYSTEM}{IM_END}\n"
+                    f"{IM_START}user\nWrite add.{IM_END}\n{IM_START}assistant\n")
+    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                                    {"role": "assistant", "content": "A"}], tokenize=False)
+    assert text == (f"{IM_START}system\nS{IM_END}\n{IM_START}user\nU{IM_END}\n"
+                    f"{IM_START}assistant\nA{IM_END}\n")
+
+
+def test_generation_runs(quick_model):
+    out, _ = quick_model
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    ids = tok("def add(a, b):\n", return_tensors="pt")
+    gen = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert gen.shape[1] <= ids["input_ids"].shape[1] + 5
+    assert set(model.generation_config.eos_token_id) == {tok.convert_tokens_to_ids(IM_END),
+                                                          tok.convert_tokens_to_ids(EOT)}
+
+
+def test_training_log_has_losses(quick_model):
+    out, _ = quick_model
+    log = json.loads((out / "training_log.json").read_text())
+    assert len(log["train_loss"]) == 2
+    assert [e["step"] for e in log["eval"]] == [0, 2]
+    assert all(e["l2r_loss"] > 0 and e["middle_loss"] > 0 for e in log["eval"])
+    assert sum(log["modes"].values()) > 0
+
+
+def test_snippets_reassemble_the_file():
+    text = ("import os\n\n\n@decorator\ndef f(x):\n    return x\n\n" + "y = 1\n" * 400
+            + "class A:\n    pass\n")
+    snippets = split_into_snippets(text, max_chars=300)
+    assert "".join(snippets) == text
+    assert all(len(s) <= 300 for s in snippets)
+
+
+def test_pack_windows_separates_documents_with_eot():
+    windows = pack_windows([[5, 6], [7], [8, 9, 10], [11]], seq_len=3, eot_id=0)
+    assert windows == [[5, 6, 0], [7, 0, 8], [9, 10, 0]]  # the last partial window [11, 0] is dropped
+
+
+def test_get_tiny_model_builds_once_then_uses_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake_build(out, name, profile, **kw):
+        calls.append(name)
+        out.mkdir(parents=True)
+        (out / "model.safetensors").write_text("x")
+        return {}
+
+    monkeypatch.setattr(tinymodel, "build_tiny_model", fake_build)
+    first = tinymodel.get_tiny_model("base")
+    second = tinymodel.get_tiny_model("base")
+    assert first == second and calls == ["base"]
+    assert first.parent == tmp_path / "models" and not list(tmp_path.glob("models/*.tmp*"))
+    assert tinymodel.get_tiny_model("nofim") != first
+    with pytest.raises(ValueError, match="unknown tiny model"):
+        tinymodel.get_tiny_model("huge")
+
+
+def test_cli_help_mentions_model_names(capsys):
+    with pytest.raises(SystemExit):
+        tinymodel.main(["--help"])
+    assert "nofim" in capsys.readouterr().out
