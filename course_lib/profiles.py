@@ -163,13 +163,15 @@ _CI: dict[str, dict[str, Any]] = {
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
         "inference_backend": "transformers",
-        "max_new_tokens": 160,
+        "max_new_tokens": 140,            # the sample's answers are <= 115 tokens of the tiny model
         "batch_size": 25,
         "inference_workers": 2,           # CPU threads of generation
         "eval_workers": 8,
         "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
-        "sft_overrides": {},              # extra keyword arguments of course_lib.sft.finetune
+        # extra keyword arguments of course_lib.sft.finetune (→ LLaMA-Factory's train YAML): a fixed
+        # CPU budget of 120 steps × 8 rows (about one epoch of the 1,000 training rows) per SFT variant
+        "sft_overrides": {"max_steps": 120, "per_device_train_batch_size": 8, "cutoff_len": 256},
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {},

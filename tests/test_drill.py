@@ -145,7 +145,20 @@ def test_corrupted_output_is_detected_and_redone(tmp_path, fakes, tiny_model):
     assert run.step_download(cfg)["train"] == 31
 
 
-def test_bad_answers_all_get_a_category(fakes):
+def _real_sandbox_or_skip():
+    try:
+        from course_lib import sandbox
+        sandbox.resolve_backend(None)
+    except Exception as exc:  # no backend here: the stand-in version of the test still runs
+        pytest.skip(f"no real sandbox backend: {exc}")
+
+
+@pytest.mark.parametrize("which", ["stand-in", "real"])
+def test_bad_answers_all_get_a_category(which, monkeypatch):
+    if which == "real":
+        _real_sandbox_or_skip()
+    else:
+        monkeypatch.setitem(sys.modules, "course_lib.sandbox", standins.sandbox_module())
     fence = "```python\n{}\n```"
     tests = "assert f(2) == 4\n"
     records = [
@@ -159,7 +172,7 @@ def test_bad_answers_all_get_a_category(fakes):
         {"idx": 6, "response": "```\ndef f(x):\n    return x + x\n```", "tests": tests},      # untagged, right
         {"idx": 7, "response": ""},                                                           # empty answer
     ]
-    rows = evaluate.evaluate_answers(records, workers=2, timeout_s=1.0)
+    rows = evaluate.evaluate_answers(records, workers=2, timeout_s=4.0)
     assert [r["id"] for r in rows] == list(range(8))
     assert [r["category"] for r in rows] == ["NoCode", "Pass", "SyntaxError", "Fail", "Timeout", "Pass",
                                              "Pass", "NoCode"]
@@ -225,3 +238,42 @@ def test_cli_help_and_options(capsys, tmp_path):
     assert main(["--root", str(tmp_path), "--only-step", "inference", "--quiet"]) == 1
     assert "only-step" in capsys.readouterr().err
     assert any(p.name.startswith("drill_") for p in (tmp_path / "logs").iterdir())
+
+
+def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path, monkeypatch, tiny_model):
+    """The full SFT call is lesson 05's finetune with profile="full" and no ci overrides."""
+    seen = {}
+
+    def finetune(base, rows, out_dir, *, profile="ci", **overrides):
+        seen.update(base=base, rows=len(rows), profile=profile, overrides=overrides)
+        return standins.sft_module().finetune(tiny_model, rows, out_dir, profile=profile)
+    mod = standins.sft_module()
+    mod.finetune = finetune
+    monkeypatch.setitem(sys.modules, "course_lib.sft", mod)
+    import course_lib
+
+    monkeypatch.setattr(course_lib, "sft", mod, raising=False)
+    cfg = run.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,
+                                  source="local", data_files=[str(Path(__file__).parents[1] / "assets" / "tiny_codes"
+                                                                  / "tiny_codes_sample.jsonl")],
+                                  train_size=12, eval_size=3)
+    assert cfg.sft_overrides == {} and run.base_model_path(cfg) == "Qwen/Qwen2.5-0.5B-Instruct"
+    cfg.paths.make()
+    run.step_download(cfg)
+    run.step_sft(cfg)
+    assert seen == {"base": "Qwen/Qwen2.5-0.5B-Instruct", "rows": 12, "profile": "full", "overrides": {}}
+    assert run.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
+
+
+@pytest.mark.slow
+def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
+    """download → pipeline → SFT → inference → evaluation with the real lesson 05/06 modules."""
+    pytest.importorskip("course_lib.codegen")
+    pytest.importorskip("course_lib.sft")
+    _real_sandbox_or_skip()
+    cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=False,
+                   sft_overrides={"max_steps": 2, "per_device_train_batch_size": 4})
+    run.run_drill(cfg)
+    for v in cfg.variants():
+        assert len(run.load_report(cfg, v)) == 4
+    assert run.load_metrics(cfg)["pipeline_sft"]["samples"] == 4
