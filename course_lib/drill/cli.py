@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--humaneval-subset", type=int, default=None, help="HumanEval problems (0 = none)")
     g.add_argument("--max-new-tokens", type=int, default=None, help="answer length in ci generation")
     g.add_argument("--batch-size", type=int, default=None, help="prompts per generate() call in ci")
+    g.add_argument("--sft-steps", type=int, default=None,
+                   help="SFT optimizer steps per variant (ci default 80 × 8 rows; full: the lesson's epochs)")
 
     g = p.add_argument_group("inference (vLLM in full)")
     g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096)")
@@ -118,6 +120,8 @@ def config_from_args(args: argparse.Namespace):
         overrides.update(source="local", data_files=args.data_files)
     cfg = config_from_profile(profile, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
                               **overrides)
+    if args.sft_steps:
+        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(args.sft_steps)}
     knobs = {k: getattr(args, f"vllm_{k}") for k in cfg.vllm.__dataclass_fields__
              if getattr(args, f"vllm_{k}") is not None}
     if knobs:

@@ -41,8 +41,10 @@ def category_of(status: str) -> str:
 
 
 def _sandbox():
+    import importlib
+
     try:
-        from course_lib import sandbox
+        sandbox = importlib.import_module("course_lib.sandbox")
     except ImportError as exc:
         raise SandboxUnavailable(
             "course_lib.sandbox (lesson 06) is not importable here, so step 5 cannot run code; "
@@ -178,6 +180,9 @@ def humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
         return None, tests
     if f"def {problem['entry_point']}" not in code:
         code = problem["prompt"] + code
+    else:  # the answer rewrote the whole function: keep the prompt's imports (typing.List, math ...)
+        imports = [ln for ln in problem["prompt"].splitlines() if ln.startswith(("import ", "from "))]
+        code = "\n".join(imports + [code])
     return code, tests
 
 

@@ -13,6 +13,7 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import io
 import json
@@ -220,7 +221,7 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     if _skip(p.codegen_json, conf, cfg.force, "pipeline"):
         return {"skipped": True}
     _use_lazyllm_path(cfg)
-    from course_lib import codegen
+    codegen = importlib.import_module("course_lib.codegen")
 
     rows = read_json_output(p.train_json, "download")
     kept, report = _call_with_supported(codegen.run_codegen_pipeline, rows, profile=cfg.profile,
@@ -404,7 +405,7 @@ def step_sft(cfg: DrillConfig) -> dict:
             info[variant] = {"skipped": True}
             continue
         _use_lazyllm_path(cfg)
-        from course_lib import sft
+        sft = importlib.import_module("course_lib.sft")
 
         data_path = cfg.paths.codegen_json if variant == "pipeline_sft" else cfg.paths.train_json
         rows = to_sft_rows(read_json_output(data_path, "pipeline" if variant == "pipeline_sft" else "download"))
