@@ -17,6 +17,7 @@ import importlib
 import inspect
 import io
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -641,6 +642,9 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
                                 "with `python -m course_lib.drill.taskgen assets/tiny_codes`)")
         if not cfg.data_files:
             problems.append("no local data files given for the download step (--data-files)")
+    if "download" in steps and cfg.source == "hub" and not (os.environ.get("HF_TOKEN") or _hf_token_file()):
+        log().warning("no HF_TOKEN: %s is gated on the hub; the download needs a token whose account "
+                      "accepted its conditions (HF_TOKEN=hf_... or `huggingface-cli login`)", cfg.dataset)
     if "pipeline" in steps:
         need(p.train_json, "download", "the training set")
         _need_module("course_lib.codegen", "lesson 05's codegen pipeline", problems, cfg)
@@ -667,6 +671,11 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
             problems.append("course_lib.sandbox (lesson 06) is not importable, so step 5 cannot run code: "
                             "install the course package, and bubblewrap (`apt-get install bubblewrap`) or Docker")
     return problems
+
+
+def _hf_token_file() -> bool:
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.exists(os.path.join(home, "token"))
 
 
 def _importable(name: str) -> bool:
