@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-new-tokens", type=int, default=None, help="answer length in ci generation")
     g.add_argument("--batch-size", type=int, default=None, help="prompts per generate() call in ci")
     g.add_argument("--sft-steps", type=int, default=None,
-                   help="SFT optimizer steps per variant (ci default 200 × 8 rows; full: the lesson's epochs)")
+                   help="SFT optimizer steps per variant (ci default 300 × 8 rows; full: the lesson's epochs)")
 
     g = p.add_argument_group("inference (vLLM in full)")
     g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096)")
