@@ -163,6 +163,9 @@ _CI: dict[str, dict[str, Any]] = {
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
         "inference_backend": "transformers",
+        # the lesson's vLLM knobs (used only with inference_backend "vllm"; the --vllm-* options)
+        "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
+        "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
         "max_new_tokens": 140,            # the sample's answers are <= 115 tokens of the tiny model
         "batch_size": 25,
         "inference_workers": 2,           # CPU threads of generation
