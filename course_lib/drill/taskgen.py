@@ -1,0 +1,330 @@
+"""A tiny-codes-shaped sample that the course writes itself (never rows copied from the hub).
+
+``nampdn-ai/tiny-codes`` has 11 string columns plus ``idx``. The ci profile needs a few hundred to a few
+thousand rows of the same shape whose answers hold runnable Python and that carry hidden tests, so the
+drill can run offline. This module generates them from templated *task families* × *operations* ×
+*filters*, and holds out whole (family, operation, filter) combinations for the eval split: the tiny
+model sees every operation and every filter during SFT, but never these combinations, so the after-SFT
+score measures composition (generalisation), not memorisation.
+
+Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
+
+- ``tiny_codes_sample.jsonl`` — exactly the hub's columns (``prompt, main_topic, subtopic, adjective,
+  action_verb, scenario, target_audience, programming_language, common_sense_topic, idx, response``).
+- ``hidden_tests.jsonl`` — one line per Python row: ``idx``, ``entry_point``, ``tests`` (assert lines),
+  ``family``, ``operation``, ``filter``, ``holdout`` (true for the eval combinations). The hub rows have
+  no tests; this side file is the course's addition, keyed by ``idx``.
+
+Introduced in lesson 07.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+HUB_COLUMNS = ("prompt", "main_topic", "subtopic", "adjective", "action_verb", "scenario",
+               "target_audience", "programming_language", "common_sense_topic", "idx", "response")
+
+# --- the task grammar --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filter:
+    key: str
+    phrase: str          # "the even numbers"
+    condition: str       # Python condition on the loop variable {v}; "" means no filter
+    check: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class Operation:
+    key: str
+    phrase: str          # "the sum of"
+    init: str            # initial value of `result`
+    update: str          # statement that folds {v} into result
+    fold: Callable[[Any, Any], Any]
+    start: Any
+
+
+_NUM_FILTERS = [
+    Filter("all", "all the numbers", "", lambda v: True),
+    Filter("even", "the even numbers", "{v} % 2 == 0", lambda v: v % 2 == 0),
+    Filter("odd", "the odd numbers", "{v} % 2 == 1", lambda v: v % 2 == 1),
+    Filter("positive", "the positive numbers", "{v} > 0", lambda v: v > 0),
+    Filter("negative", "the negative numbers", "{v} < 0", lambda v: v < 0),
+    Filter("big", "the numbers greater than 10", "{v} > 10", lambda v: v > 10),
+]
+_NUM_OPS = [
+    Operation("sum", "the sum of", "0", "result += {v}", lambda r, v: r + v, 0),
+    Operation("count", "how many there are of", "0", "result += 1", lambda r, v: r + 1, 0),
+    Operation("product", "the product of", "1", "result *= {v}", lambda r, v: r * v, 1),
+    Operation("squares", "the sum of the squares of", "0", "result += {v} * {v}",
+              lambda r, v: r + v * v, 0),
+    Operation("max", "the largest value (0 if none is larger) among", "0", "result = max(result, {v})", lambda r, v: max(r, v), 0),
+]
+_STR_FILTERS = [
+    Filter("all", "all the characters", "", lambda c: True),
+    Filter("vowels", "the vowels", '{v} in "aeiou"', lambda c: c in "aeiou"),
+    Filter("digits", "the digits", "{v}.isdigit()", lambda c: c.isdigit()),
+    Filter("letters", "the letters", "{v}.isalpha()", lambda c: c.isalpha()),
+    Filter("nospace", "the characters that are not spaces", '{v} != " "', lambda c: c != " "),
+]
+_STR_OPS = [
+    Operation("keep", "a string made of", '""', "result += {v}", lambda r, c: r + c, ""),
+    Operation("upper", "an upper-case string made of", '""', "result += {v}.upper()",
+              lambda r, c: r + c.upper(), ""),
+    Operation("double", "a string that repeats twice each of", '""', "result += {v} * 2",
+              lambda r, c: r + c * 2, ""),
+    Operation("count", "the number of", "0", "result += 1", lambda r, c: r + 1, 0),
+    Operation("reverse", "a reversed string made of", '""', "result = {v} + result",
+              lambda r, c: c + r, ""),
+]
+
+FAMILIES: dict[str, dict[str, Any]] = {
+    # family key: what the function takes, names to draw from, filters, operations
+    "list": {
+        "main_topic": "List processing", "input": "a list of integers", "item": "number",
+        "loop": "for {v} in {arg}:", "args": ["numbers", "values", "scores", "items", "data", "nums"],
+        "vars": ["x", "n", "value", "item"], "filters": _NUM_FILTERS, "ops": _NUM_OPS,
+        "names": ["process", "summarize", "compute", "analyze", "aggregate", "measure"],
+    },
+    "range": {
+        "main_topic": "Number sequences", "input": "an integer {arg}", "item": "number",
+        "loop": "for {v} in range(1, {arg} + 1):", "args": ["n", "limit", "count", "size", "top"],
+        "vars": ["i", "k", "j", "num"], "filters": _NUM_FILTERS[:4] + _NUM_FILTERS[5:],
+        "ops": _NUM_OPS, "names": ["sequence", "series", "upto", "range", "numbers", "walk"],
+    },
+    "string": {
+        "main_topic": "String processing", "input": "a string", "item": "character",
+        "loop": "for {v} in {arg}:", "args": ["text", "word", "line", "s", "message", "name"],
+        "vars": ["ch", "c", "letter", "char"], "filters": _STR_FILTERS, "ops": _STR_OPS,
+        "names": ["transform", "clean", "scan", "build", "filter", "convert"],
+    },
+}
+
+# Combinations never shown in training; every operation and filter still appears in training.
+HOLDOUT: frozenset[tuple[str, str, str]] = frozenset({
+    ("list", "sum", "odd"), ("list", "product", "positive"), ("list", "max", "even"),
+    ("list", "count", "big"), ("list", "squares", "negative"),
+    ("range", "sum", "even"), ("range", "squares", "odd"), ("range", "count", "big"),
+    ("range", "product", "positive"),
+    ("string", "upper", "vowels"), ("string", "count", "digits"), ("string", "reverse", "letters"),
+    ("string", "double", "nospace"), ("string", "keep", "vowels"),
+})
+
+_ADJECTIVES = ["Simple", "Basic", "Efficient", "Robust", "Clean", "Readable", "Small"]
+_VERBS = ["Calculate", "Compute", "Build", "Transform", "Determine", "Check"]
+_AUDIENCES = ["Beginners", "Students", "Engineers", "Professionals", "Experts", "Analysts"]
+_SCENARIOS = ["for a homework checker", "for a data cleaning script", "for a report generator",
+              "for an inventory tool", "for a game score board", "for a text analyser"]
+_TOPICS = ["Reliability", "Readability", "Correctness", "Privacy", "Safety", "Transparency"]
+_PROMPTS = [
+    "Write a Python function `{name}({arg})` that takes {input} and returns {op} {flt}.",
+    "Create a Python function named `{name}` that receives {input} `{arg}` and returns {op} {flt}.",
+    "Build a Python function snippet `{name}({arg})`: given {input}, return {op} {flt}.",
+]
+_OTHER_LANGS = {
+    "JavaScript": ("```javascript\nfunction {name}({arg}) {{\n  let result = 0;\n  for (const x of {arg}) "
+                   "{{\n    result += x;\n  }}\n  return result;\n}}\n```"),
+    "Rust": ("```rust\nfn {name}({arg}: &[i64]) -> i64 {{\n    {arg}.iter().sum()\n}}\n```"),
+    "Bash": "```bash\n{name}() {{\n  local total=0\n  for x in \"$@\"; do total=$((total + x)); done\n"
+            "  echo $total\n}}\n```",
+    "C++": ("```cpp\nint {name}(const std::vector<int>& {arg}) {{\n  int result = 0;\n  for (int x : {arg}) "
+            "result += x;\n  return result;\n}}\n```"),
+}
+
+
+def task_combinations() -> list[tuple[str, str, str]]:
+    """Every (family, operation, filter) triple of the grammar. Introduced in lesson 07."""
+    return [(fam, op.key, flt.key) for fam, spec in FAMILIES.items()
+            for op in spec["ops"] for flt in spec["filters"]]
+
+
+def _find(items, key):
+    return next(x for x in items if x.key == key)
+
+
+def render_code(family: str, op_key: str, flt_key: str, name: str, arg: str, var: str) -> str:
+    """The reference Python function of one task (what the response's fence holds).
+
+    Introduced in lesson 07.
+    """
+    spec = FAMILIES[family]
+    op, flt = _find(spec["ops"], op_key), _find(spec["filters"], flt_key)
+    lines = [f"def {name}({arg}):", f"    result = {op.init}",
+             "    " + spec["loop"].format(v=var, arg=arg)]
+    body = op.update.format(v=var)
+    if flt.condition:
+        lines += [f"        if {flt.condition.format(v=var)}:", f"            {body}"]
+    else:
+        lines.append(f"        {body}")
+    lines.append("    return result")
+    return "\n".join(lines) + "\n"
+
+
+def expected_value(family: str, op_key: str, flt_key: str, value: Any) -> Any:
+    """What the reference function returns for ``value`` (computed without executing code)."""
+    spec = FAMILIES[family]
+    op, flt = _find(spec["ops"], op_key), _find(spec["filters"], flt_key)
+    items = range(1, value + 1) if family == "range" else value
+    result = op.start
+    for v in items:
+        if flt.check(v):
+            result = op.fold(result, v)
+    return result
+
+
+def _test_inputs(family: str, rng: random.Random) -> list[Any]:
+    if family == "list":
+        return [[3, -4, 12, 7, 0, 15], [], [2, 4, 6], [-1, -3, 11, 20, 5],
+                [rng.randint(-20, 25) for _ in range(6)]]
+    if family == "range":
+        return [0, 1, 5, 12, rng.randint(6, 15)]
+    return ["hello world 42", "", "Data 2024 io", "aeiou xyz", "".join(
+        rng.choice("abcdeio 0123xyz") for _ in range(10))]
+
+
+def make_tests(family: str, op_key: str, flt_key: str, name: str, rng: random.Random) -> str:
+    """Assert lines that check a solution of one task (the row's hidden tests). Introduced in lesson 07."""
+    return "\n".join(f"assert {name}({v!r}) == {expected_value(family, op_key, flt_key, v)!r}"
+                     for v in _test_inputs(family, rng)) + "\n"
+
+
+def _describe(family: str, op_key: str, flt_key: str) -> tuple[str, str]:
+    spec = FAMILIES[family]
+    op, flt = _find(spec["ops"], op_key), _find(spec["filters"], flt_key)
+    phrase = flt.phrase
+    if family == "range":
+        phrase = phrase.replace("numbers", "numbers from 1 to {arg}", 1)
+    return op.phrase, phrase
+
+
+def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random.Random) -> str:
+    intro = rng.choice([
+        f"Here is a Python function that returns {op_phrase} {flt_phrase}:",
+        f"The function below loops once over the input and returns {op_phrase} {flt_phrase}.",
+        f"We keep a running `result` and update it for each {item}:",
+    ])
+    outro = rng.choice([
+        f"It visits each {item} once, so it runs in linear time.",
+        "The loop keeps the code easy to read for beginners.",
+        "An empty input simply returns the starting value of `result`.",
+    ])
+    return f"{intro}\n\n```python\n{code}```\n\n{outro}"
+
+
+def generate_rows(n_per_combo: int = 16, n_other_language: int = 24, n_flawed: int = 30,
+                  seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Generate (rows, hidden_tests): tiny-codes-shaped rows and one test record per Python row.
+
+    ``n_per_combo`` rows per (family, operation, filter) triple with varied names, phrasings and
+    metadata; ``n_other_language`` rows in other languages (for the Python filter to drop);
+    ``n_flawed`` training rows whose answer is prose only or has a syntax error (for the lesson 05
+    pipeline to catch). Deterministic for a given seed. Introduced in lesson 07.
+    """
+    rng = random.Random(seed)
+    rows, tests = [], []
+    idx = 0
+    for family, op_key, flt_key in task_combinations():
+        spec = FAMILIES[family]
+        holdout = (family, op_key, flt_key) in HOLDOUT
+        for _ in range(n_per_combo):
+            name = f"{rng.choice(spec['names'])}_{op_key}_{flt_key}"
+            if rng.random() < 0.5:
+                name = f"{rng.choice(_VERBS).lower()}_{name}"
+            arg, var = rng.choice(spec["args"]), rng.choice(spec["vars"])
+            if var == arg:
+                var = spec["vars"][0] if arg != spec["vars"][0] else spec["vars"][1]
+            code = render_code(family, op_key, flt_key, name, arg, var)
+            op_phrase, flt_phrase = _describe(family, op_key, flt_key)
+            flt_phrase = flt_phrase.format(arg=arg)
+            prompt = rng.choice(_PROMPTS).format(name=name, arg=arg, input=spec["input"].format(arg=arg),
+                                                 op=op_phrase, flt=flt_phrase)
+            rows.append({
+                "prompt": prompt, "main_topic": spec["main_topic"],
+                "subtopic": f"{op_key} of {flt_key} {spec['item']}s",
+                "adjective": rng.choice(_ADJECTIVES), "action_verb": rng.choice(_VERBS),
+                "scenario": rng.choice(_SCENARIOS), "target_audience": rng.choice(_AUDIENCES),
+                "programming_language": "Python", "common_sense_topic": rng.choice(_TOPICS),
+                "idx": idx, "response": _response(code, op_phrase, flt_phrase, spec["item"], rng),
+            })
+            tests.append({"idx": idx, "entry_point": name,
+                          "tests": make_tests(family, op_key, flt_key, name, rng),
+                          "family": family, "operation": op_key, "filter": flt_key,
+                          "holdout": holdout})
+            idx += 1
+    # training rows with flaws the lesson 05 pipeline should catch (never in held-out combos)
+    train_idx = [t["idx"] for t in tests if not t["holdout"]]
+    for i in rng.sample(train_idx, n_flawed):
+        row = rows[i]
+        if rng.random() < 0.5:   # prose only: no code block at all
+            row["response"] = row["response"].split("```")[0].strip() + " Use a loop and an accumulator."
+        else:                    # a syntax error: a missing colon after the def line
+            row["response"] = row["response"].replace("):\n", ")\n", 1)
+    for _ in range(n_other_language):
+        lang = rng.choice(sorted(_OTHER_LANGS))
+        name, arg = f"sum_{rng.choice(['values', 'items', 'scores'])}", "values"
+        rows.append({
+            "prompt": f"Write a {lang} function `{name}` that returns the sum of a list of integers.",
+            "main_topic": "List processing", "subtopic": "sum of all numbers",
+            "adjective": rng.choice(_ADJECTIVES), "action_verb": "Calculate",
+            "scenario": rng.choice(_SCENARIOS), "target_audience": rng.choice(_AUDIENCES),
+            "programming_language": lang, "common_sense_topic": rng.choice(_TOPICS), "idx": idx,
+            "response": f"Here is the {lang} version:\n\n" + _OTHER_LANGS[lang].format(name=name, arg=arg),
+        })
+        idx += 1
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    return [rows[i] for i in order], tests
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def write_tiny_codes_sample(out_dir: str | Path, **kwargs) -> dict[str, Path]:
+    """Write ``tiny_codes_sample.jsonl`` and ``hidden_tests.jsonl`` into ``out_dir`` (atomically).
+
+    ``kwargs`` go to :func:`generate_rows`. The committed ``assets/tiny_codes/`` was written with the
+    defaults: ``python -m course_lib.drill.taskgen assets/tiny_codes``. Introduced in lesson 07.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, tests = generate_rows(**kwargs)
+    paths = {"rows": out / "tiny_codes_sample.jsonl", "tests": out / "hidden_tests.jsonl"}
+    _write_jsonl(paths["rows"], rows)
+    _write_jsonl(paths["tests"], tests)
+    return paths
+
+
+def load_hidden_tests(path: str | Path) -> dict[int, dict]:
+    """Read ``hidden_tests.jsonl`` into ``{idx: record}``, naming the line of any broken record.
+
+    Introduced in lesson 07.
+    """
+    out: dict[int, dict] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                out[int(rec["idx"])] = rec
+            except (ValueError, KeyError) as exc:
+                raise ValueError(f"{path}, line {lineno}: not a hidden-test record ({exc}); "
+                                 f"regenerate it with `python -m course_lib.drill.taskgen`") from None
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates the committed sample
+    import sys
+
+    for kind, p in write_tiny_codes_sample(sys.argv[1] if len(sys.argv) > 1 else "assets/tiny_codes").items():
+        print(f"wrote {kind}: {p}")

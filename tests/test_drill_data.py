@@ -1,0 +1,132 @@
+"""The drill's data: the tiny-codes-shaped generator, the hub loader on local files, code extraction."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course_lib.drill import data, taskgen
+from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
+from course_lib.paths import assets_dir
+
+
+def test_generator_is_deterministic_with_exactly_the_hub_columns():
+    rows_a, tests_a = taskgen.generate_rows(n_per_combo=2, n_other_language=5, n_flawed=4, seed=1)
+    rows_b, tests_b = taskgen.generate_rows(n_per_combo=2, n_other_language=5, n_flawed=4, seed=1)
+    assert rows_a == rows_b and tests_a == tests_b
+    assert all(tuple(r) == taskgen.HUB_COLUMNS for r in rows_a)
+    assert len({r["idx"] for r in rows_a}) == len(rows_a)
+    assert sum(r["programming_language"] != "Python" for r in rows_a) == 5
+
+
+def test_reference_answers_pass_their_hidden_tests():
+    rows, tests = taskgen.generate_rows(n_per_combo=1, n_other_language=0, n_flawed=0, seed=3)
+    by_idx = {t["idx"]: t for t in tests}
+    for row in rows:
+        namespace: dict = {}
+        exec(extract_code(row["response"]) + by_idx[row["idx"]]["tests"], namespace)  # our own code
+
+
+def test_holdout_combinations_cover_every_operation_and_filter_in_training():
+    combos = taskgen.task_combinations()
+    assert taskgen.HOLDOUT <= set(combos)
+    train = [c for c in combos if c not in taskgen.HOLDOUT]
+    for fam, op, flt in taskgen.HOLDOUT:
+        assert any(c[0] == fam and c[1] == op for c in train), (fam, op)
+        assert any(c[0] == fam and c[2] == flt for c in train), (fam, flt)
+
+
+def test_committed_sample_matches_the_generator(tmp_path):
+    paths = taskgen.write_tiny_codes_sample(tmp_path)
+    assert paths["rows"].read_bytes() == assets_dir("tiny_codes", "tiny_codes_sample.jsonl").read_bytes()
+    assert paths["tests"].read_bytes() == assets_dir("tiny_codes", "hidden_tests.jsonl").read_bytes()
+    tests = taskgen.load_hidden_tests(paths["tests"])
+    n_holdout = sum(t["holdout"] for t in tests.values())
+    assert n_holdout >= 200 and len(tests) - n_holdout >= 1000   # ci eval_size / train_size
+
+
+def test_flawed_training_rows_exist_for_the_pipeline():
+    rows, tests = taskgen.generate_rows()
+    holdout = {t["idx"] for t in tests if t["holdout"]}
+    python = [r for r in rows if r["programming_language"] == "Python"]
+    no_code = [r for r in python if extract_code(r["response"]) is None]
+    broken = []
+    for r in python:
+        code = extract_code(r["response"])
+        if code:
+            try:
+                compile(code, "x", "exec")
+            except SyntaxError:
+                broken.append(r)
+    assert no_code and broken
+    assert not {r["idx"] for r in no_code + broken} & holdout
+
+
+def _hub_like_rows(n=12):
+    rows = []
+    for i in range(n):
+        lang = "Python" if i % 3 else "JavaScript"
+        rows.append({c: f"{c} {i}" for c in taskgen.HUB_COLUMNS} | {
+            "idx": i, "programming_language": lang, "response": f"```python\nprint({i})\n```"})
+    return rows
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_hub_loader_streams_local_files(tmp_path, fmt):
+    import pandas as pd
+
+    df = pd.DataFrame(_hub_like_rows())
+    path = tmp_path / f"train-00000-of-00001.{fmt}"
+    if fmt == "parquet":
+        df.to_parquet(path)
+    else:
+        df.to_json(path, orient="records", lines=True)
+    stats: dict = {}
+    train, evals = data.split_python_rows(data.stream_tiny_codes(data_files=[path]), 5, 2, stats=stats)
+    assert (len(train), len(evals)) == (5, 2) and stats["other_language"] >= 1
+    assert not {r["idx"] for r in train} & {r["idx"] for r in evals}
+    # the same rows in another order give the same split (hash of idx, not arrival order)
+    rows = list(data.stream_tiny_codes(data_files=[path]))
+    python = [r for r in rows if data.is_python(r)][:7]
+    t2, e2 = data.split_python_rows(list(reversed(python)), 5, 2)
+    assert {r["idx"] for r in e2} == {r["idx"] for r in evals}
+
+
+def test_missing_column_is_named(tmp_path):
+    bad = [{k: v for k, v in r.items() if k != "response"} for r in _hub_like_rows(3)]
+    with pytest.raises(ValueError, match="response"):
+        data.split_python_rows(bad, 1, 1)
+
+
+def test_gated_dataset_refusal_says_a_token_is_needed(monkeypatch):
+    import datasets
+
+    def refuse(*a, **k):
+        raise ConnectionError("401 Client Error: Unauthorized. Access to dataset nampdn-ai/tiny-codes is "
+                              "restricted. You must have access to it and be authenticated to access it.")
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+    with pytest.raises(data.GatedDatasetError, match="HF_TOKEN"):
+        next(data.stream_tiny_codes("nampdn-ai/tiny-codes"))
+
+
+@pytest.mark.parametrize("answer, code", [
+    ("```python\nx = 1\n```", "x = 1\n"),
+    ("text\n```\nx = 1\n```\nmore", "x = 1\n"),                                  # untagged
+    ("```py\nx = 1\n```", "x = 1\n"),                                            # `py` does not leak
+    ("```python\ndef f():\n    return 1\n```\nand\n```python\nprint(f())\n```",
+     "def f():\n    return 1\n\nprint(f())\n"),                                   # several blocks
+    ("```bash\npip install x\n```\n```python\nx = 1\n```", "x = 1\n"),            # other language dropped
+    ("no code here", None), ("", None), ("```bash\nls\n```", None),
+    ("```python\nx = 1\ny = 2", "x = 1\ny = 2\n"),                               # unclosed (truncated)
+    ("````python\nx = 1\n````", "x = 1\n"),                                      # four backticks
+])
+def test_extract_code(answer, code):
+    assert extract_code(answer) == code
+
+
+def test_fence_format_and_big_answers():
+    assert has_fenced_code("```python\nx = 1\n```")
+    assert not has_fenced_code("```python\nx = 1")        # never closed: not format-compliant
+    assert not has_fenced_code("x = 1")
+    big = "word " * 25_000 + "\n```python\nprint(1)\n```\n"
+    assert extract_code(big) == "print(1)\n" and len(find_code_blocks(big)) == 1
