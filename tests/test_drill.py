@@ -272,7 +272,8 @@ def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
     pytest.importorskip("course_lib.sft")
     _real_sandbox_or_skip()
     cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=False,
-                   sft_overrides={"max_steps": 2, "per_device_train_batch_size": 4})
+                   sft_overrides={"max_steps": 12, "per_device_train_batch_size": 4,
+                                  "learning_rate": 5e-3})
     run.run_drill(cfg)
     for v in cfg.variants():
         assert len(run.load_report(cfg, v)) == 4
