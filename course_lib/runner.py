@@ -140,18 +140,19 @@ def kernel_environment(profile: str, strict: bool, root: Path | None = None) -> 
         changes["PYTHONPATH"] = os.pathsep.join(parts)
     saved = {k: os.environ.get(k) for k in changes}
     try:
-        for key, value in changes.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _set_environ(changes)
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _set_environ(saved)
+
+
+def _set_environ(values: dict[str, str | None]) -> None:
+    """Set each variable; None removes it."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def _course_engine():
