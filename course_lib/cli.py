@@ -8,19 +8,22 @@ import argparse
 import sys
 
 
-def _cmd_student(argv: list[str]) -> int:
-    from course_lib.nbtools import generate_student_notebooks
+def _cmd_notebooks(argv: list[str]) -> int:
+    from course_lib.nbtools import build_notebooks
 
-    p = argparse.ArgumentParser(prog="course student",
-                                description="Generate notebooks/ (student versions) from solutions/.")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if notebooks/ is out of date")
+    p = argparse.ArgumentParser(
+        prog="course notebooks",
+        description="Build solutions/*.ipynb from the lesson sources lessons/*.py, then the student "
+                    "versions notebooks/*.ipynb.")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if solutions/ or notebooks/ is out of date")
     args = p.parse_args(argv)
-    drifted = generate_student_notebooks(check=args.check)
+    drifted = build_notebooks(check=args.check)
     verb = "out of date" if args.check else "written"
     for path in drifted:
         print(f"{verb}: {path}")
     if not drifted:
-        print("notebooks/ is in sync with solutions/")
+        print("solutions/ and notebooks/ are in sync with lessons/")
     return 1 if (args.check and drifted) else 0
 
 
@@ -59,7 +62,9 @@ def _cmd_lab(argv: list[str]) -> int:
 
 
 COMMANDS = {
-    "student": ("generate student notebooks from solutions/", "course_lib.cli:_cmd_student"),
+    "notebooks": ("build solutions/ and notebooks/ from the lesson sources lessons/*.py",
+                  "course_lib.cli:_cmd_notebooks"),
+    "student": ("the same as `notebooks` (kept for old instructions)", "course_lib.cli:_cmd_notebooks"),
     "lab": ("open JupyterLab on notebooks/ (offline-friendly flags)", "course_lib.cli:_cmd_lab"),
     "run": ("run every lesson notebook with papermill, export slides, print a table", "course_lib.runner:main"),
     "slides": ("export reveal.js slides that open offline", "course_lib.slides:main"),

@@ -1,7 +1,10 @@
-"""Notebook tools: the lesson list, student notebooks generated from solutions, and records.
+"""Notebook tools: lesson sources, the notebooks generated from them, and records.
 
-``solutions/NN_slug.ipynb`` is the source of every lesson. :func:`make_student_notebook` turns it into
-``notebooks/NN_slug.ipynb``: code between ``### BEGIN SOLUTION`` / ``### END SOLUTION`` becomes
+``lessons/NN_slug.py`` (a jupytext "percent" file: ``# %%`` starts a code cell, ``# %% [markdown]`` a
+markdown cell, slide metadata and tags on the same line) is the source of every lesson, reviewable as
+text. :func:`build_notebooks` writes ``solutions/NN_slug.ipynb`` from it and then the student version
+``notebooks/NN_slug.ipynb`` (``./course notebooks``). :func:`make_student_notebook` makes the student
+version: code between ``### BEGIN SOLUTION`` / ``### END SOLUTION`` becomes
 ``# YOUR CODE HERE`` + ``raise NotImplementedError``, ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN
 TESTS`` blocks disappear, outputs are cleared, slideshow metadata and tags stay.
 
@@ -110,6 +113,91 @@ def student_path_for(solution: Path) -> Path:
     return _root() / "notebooks" / solution.name
 
 
+# --- lesson sources (text) → solutions/ → notebooks/ ---------------------------------------------
+
+LESSON_SOURCE_DIR = "lessons"
+_JUPYTEXT_FORMAT = "py:percent"
+_SOURCE_RE = re.compile(r"^(\d\d)_([a-z0-9_]+)\.py$")
+
+
+def lesson_source_paths() -> list[Path]:
+    """The lesson sources ``lessons/NN_slug.py``, sorted by number."""
+    base = _root() / LESSON_SOURCE_DIR
+    return sorted(p for p in base.glob("*.py") if _SOURCE_RE.match(p.name))
+
+
+def read_lesson_source(path: str | Path) -> nbformat.NotebookNode:
+    """Parse one lesson source into a solution notebook (kernelspec, stable cell ids, lint-checked)."""
+    import jupytext
+
+    path = Path(path)
+    nb = jupytext.reads(path.read_text(encoding="utf-8"), fmt=_JUPYTEXT_FORMAT)
+    nb.metadata = nbformat.from_dict({
+        "kernelspec": {"name": KERNEL_NAME, "display_name": "Python 3 (code-llm-course)",
+                       "language": "python"},
+        "language_info": {"name": "python"}})
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"c{i:03d}"
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    problems = lint_notebook(nb, str(path))
+    if problems:
+        raise NotebookFormatError("\n".join(problems))
+    return nb
+
+
+def lesson_source_text(nb: nbformat.NotebookNode) -> str:
+    """A notebook as a lesson source (the inverse of :func:`read_lesson_source`)."""
+    import jupytext
+
+    nb = copy.deepcopy(nb)
+    nb.metadata = nbformat.from_dict({"jupytext": {"notebook_metadata_filter": "-all",
+                                                   "cell_metadata_filter": "slideshow,tags,-all"}})
+    return jupytext.writes(nb, fmt=_JUPYTEXT_FORMAT)
+
+
+def _write_if_changed(target: Path, text: str, check: bool, drifted: list[Path]) -> None:
+    current = target.read_text(encoding="utf-8") if target.exists() else None
+    if current != text:
+        drifted.append(target)
+        if not check:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(target.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(target)  # atomic: never a half-written notebook
+
+
+def build_notebooks(check: bool = False) -> list[Path]:
+    """Write ``solutions/*.ipynb`` from ``lessons/*.py``, then ``notebooks/*.ipynb`` from those.
+
+    With ``check=True`` write nothing and return the notebooks that are missing, differ from what
+    the build makes, or have no source (stray). ``./course notebooks [--check]``."""
+    drifted: list[Path] = []
+    expected = set()
+    for src in lesson_source_paths():
+        target = _root() / "solutions" / (src.stem + ".ipynb")
+        expected.add(target.name)
+        _write_if_changed(target, dumps(read_lesson_source(src)), check, drifted)
+    for stray in lesson_paths("solutions"):
+        if stray.name not in expected:
+            drifted.append(stray)
+            if not check:
+                stray.unlink()
+    if check and drifted:
+        return drifted + [p for p in _student_drift_from_sources() if p not in drifted]
+    return drifted + generate_student_notebooks(check=check)
+
+
+def _student_drift_from_sources() -> list[Path]:
+    out = []
+    for src in lesson_source_paths():
+        target = student_path_for(_root() / "solutions" / (src.stem + ".ipynb"))
+        text = dumps(make_student_notebook(read_lesson_source(src), src.stem + ".ipynb"))
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            out.append(target)
+    return out
+
+
 def generate_student_notebooks(check: bool = False) -> list[Path]:
     """Write ``notebooks/`` from ``solutions/``. With ``check=True`` write nothing and return the
     student notebooks that are missing or differ from what the generator makes (plus stray ones)."""
@@ -117,17 +205,9 @@ def generate_student_notebooks(check: bool = False) -> list[Path]:
     expected_names = set()
     for sol in lesson_paths("solutions"):
         nb = nbformat.read(sol, as_version=4)
-        text = dumps(make_student_notebook(nb, sol.name))
         target = student_path_for(sol)
         expected_names.add(target.name)
-        current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current != text:
-            drifted.append(target)
-            if not check:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_suffix(".ipynb.tmp")
-                tmp.write_text(text, encoding="utf-8")
-                tmp.replace(target)  # atomic: never a half-written notebook
+        _write_if_changed(target, dumps(make_student_notebook(nb, sol.name)), check, drifted)
     for stray in lesson_paths("notebooks"):
         if stray.name not in expected_names:
             drifted.append(stray)

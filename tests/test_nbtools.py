@@ -6,7 +6,8 @@ import pytest
 
 from course_lib.checks import RECORD_MIME
 from course_lib.nbtools import (
-    NotebookFormatError, code, dumps, generate_student_notebooks, lesson_ids, lint_notebook,
+    NotebookFormatError, build_notebooks, code, dumps, generate_student_notebooks, lesson_source_paths,
+    lesson_source_text, read_lesson_source, lesson_ids, lint_notebook,
     make_student_notebook, md, read_records, write_notebook,
 )
 
@@ -139,7 +140,24 @@ def test_notebooks_folder_is_exactly_what_the_generator_makes():
     assert drifted == [], (
         "notebooks/ is out of date with solutions/: "
         + ", ".join(p.name for p in drifted)
-        + " — run `./course student` and commit notebooks/")
+        + " — run `./course notebooks` and commit solutions/ and notebooks/")
+
+
+def test_solutions_and_notebooks_are_exactly_what_the_lesson_sources_make(repo):
+    sources = [p.stem for p in lesson_source_paths()]
+    assert sources == [p.stem for p in sorted((repo / "solutions").glob("*.ipynb"))], (
+        "every lesson needs a source lessons/NN_slug.py and nothing else in solutions/")
+    drifted = build_notebooks(check=True)
+    assert drifted == [], (
+        "solutions/ or notebooks/ differ from lessons/*.py: "
+        + ", ".join(f"{p.parent.name}/{p.name}" for p in drifted)
+        + " — edit lessons/*.py (never the .ipynb files), run `./course notebooks` and commit")
+
+
+def test_lesson_source_round_trips(repo):
+    for src in lesson_source_paths():
+        nb = read_lesson_source(src)
+        assert lesson_source_text(nb) == src.read_text(encoding="utf-8"), src.name
 
 
 def test_student_notebooks_contain_no_solutions(repo):

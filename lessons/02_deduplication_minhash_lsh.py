@@ -1,0 +1,422 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 第02课 代码去重：精确去重、MinHash 与 LSH
+#
+# 代码语料里有大量重复：vendored 拷贝（`pip/_vendor/...`、库里内嵌的 `msgpack`）、只改了几行的编码表
+# （`encodings/cp*.py`）、复制粘贴的工具函数。重复数据让模型"背"训练集、浪费算力、污染评测。
+# 本课在第01课的语料上做两层去重，并测量它做得对不对。
+#
+# **学习目标**
+# 1. 精确去重（exact dedup）：对空白归一化后的内容取哈希。
+# 2. 近似去重（near dedup）：shingle、Jaccard 相似度，手写 MinHash（练习），再用 `course_lib` 的向量化 MinHash，与 `datasketch` 对照。
+# 3. LSH 分桶（banding）：S 曲线 `1-(1-s^r)^b`，按假阳性/假阴性权重选 (b, r)，候选再验证。
+# 4. union-find 聚类 + 保留规则（stars 最多 → 路径最短），对照精确 Jaccard 测精确率（precision）/召回率（recall）。
+# 5. 横向扩展：同样四个阶段在 `datatrove` 里怎么跑，哪个 executor 把它带到集群。
+
+# %% slideshow={"slide_type": "skip"} tags=["parameters"]
+PROFILE = "ci"          # "ci": stdlib + site-packages corpus on CPU; "full": GitHub corpus
+SEED = 0
+N_SCRATCH_DOCS = 40     # documents for the slow from-scratch MinHash
+DATATROVE = "auto"      # "auto": run datatrove if .venv-datatrove exists; "build": create it first; "skip"
+DATATROVE_DOCS = 600    # documents sent to datatrove in this notebook (None = the whole corpus)
+
+# %% slideshow={"slide_type": "skip"}
+import random
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import course_lib
+from course_lib import check_function, get_profile, record
+from course_lib import dedup, dedup_scaleout
+from course_lib.corpus import load_corpus
+
+P = get_profile(PROFILE)
+CFG = P.dedup
+print(P.summary().splitlines()[0])
+print("dedup settings:", dict(CFG))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. 语料与精确去重
+#
+# 先取第01课的语料（`load_corpus` 会在缓存缺失时自动重建）。精确去重最便宜：把所有连续空白压成一个空格，
+# 再取 SHA-256。只在缩进、空行上不同的两个文件哈希相同。
+
+# %% slideshow={"slide_type": "-"}
+corpus = load_corpus(PROFILE)
+docs = list(corpus["content"])
+repos, paths = list(corpus["repo"]), list(corpus["path"])
+print(f"{len(docs)} files from {len(set(repos))} repositories, {sum(corpus['size']) / 1e6:.1f} MB")
+
+a = "def f(x):\n    return x + 1\n"
+b = "def  f(x):\n\n\treturn x + 1"
+print(dedup.normalize_whitespace(b))
+print(dedup.content_hash(a) == dedup.content_hash(b))
+
+exact_groups = dedup.exact_duplicate_groups(docs)
+print(f"{len(exact_groups)} groups of exact duplicates, {sum(len(g) - 1 for g in exact_groups)} redundant files")
+for g in exact_groups[:5]:
+    print("  ", [f"{repos[i]}:{paths[i]}" for i in g])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. Shingle 与 Jaccard 相似度
+#
+# 近似重复的文件哈希完全不同。要比较"有多像"，把文件变成 **shingle 集合**，再算 Jaccard：
+# $J(A,B)=|A\cap B|/|A\cup B|$。
+#
+# - **词 n-gram**（bigcode 的做法）：按 `[^A-Za-z_0-9]` 切词，取连续 5 个词；对代码的缩进、标点不敏感。
+# - **字符 n-gram**：连续 n 个字符，对很短的文本也有用，但集合大得多。
+
+# %% slideshow={"slide_type": "-"}
+snippet = "for i in range(n):\n    total += values[i] * weight"
+print(dedup.word_tokens(snippet))
+print(sorted(dedup.word_shingles(snippet, 5))[:4])
+print(sorted(dedup.char_shingles("total += 1", 5))[:4])
+
+edited = snippet.replace("weight", "scale")
+for kind in ("word5", "word3", "char5"):
+    A, B = dedup.shingles(snippet, kind), dedup.shingles(edited, kind)
+    print(f"{kind}: |A|={len(A):3d} |B|={len(B):3d}  J={dedup.jaccard(A, B):.3f}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. 手写 MinHash（练习 1）
+#
+# MinHash 的想法：对集合做一个随机排列 $h$，取最小值 $\min_{x\in A} h(x)$。两个集合的最小值相等的概率
+# **正好是** $J(A,B)$。用 `num_perm` 个独立排列，"相等的位置占比"就是 $J$ 的无偏估计，标准差
+# $\sqrt{J(1-J)/\text{num\_perm}}$。
+#
+# 课本排列：先把 shingle 变成整数 $x$ = `zlib.crc32(shingle.encode("utf-8"))`，再用
+# $h_{a,b}(x) = (a x + b) \bmod (2^{61}-1)$。`dedup.minhash_params(num_perm, seed)` 给出 $(a,b)$ 列表。
+#
+# **练习 1**：写 `my_minhash(shingle_set, params)`，返回每个 $(a,b)$ 下的最小值列表；空集合返回 $2^{61}-1$。
+
+# %% slideshow={"slide_type": "-"}
+import zlib
+
+PRIME = (1 << 61) - 1
+
+
+def my_minhash(shingle_set, params):
+    ### BEGIN SOLUTION
+    base = [zlib.crc32(s.encode("utf-8")) for s in shingle_set]
+    return [min(((a * x + b) % PRIME for x in base), default=PRIME) for a, b in params]
+    ### END SOLUTION
+
+
+params8 = dedup.minhash_params(8, seed=SEED)
+my_minhash = check_function(my_minhash, dedup.textbook_minhash, cases=[
+    ({"a b c d e"}, params8),
+    (dedup.word_shingles(snippet), params8),
+    (set(), params8),
+    (dedup.word_shingles(docs[0][:2000]), dedup.minhash_params(32, seed=1)),
+], name="MinHash from scratch")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 手写版、`course_lib` 与 `datasketch` 都估得准吗？
+#
+# 取若干真实文件，各做一份"改了一部分行"的拷贝，得到一批 Jaccard 分布在 0.3–1 之间的文件对。
+# 三种实现的估计都应落在精确 Jaccard 的 ±2σ 带里（128 个排列时 σ ≤ 0.044）。
+
+# %% slideshow={"slide_type": "-"}
+rng = random.Random(SEED)
+sources = [i for i in range(len(docs)) if 2_000 < len(docs[i]) < 20_000]
+sources = sorted(rng.sample(sources, N_SCRATCH_DOCS))
+pairs_docs, pairs = dedup.plant_near_duplicates([docs[i] for i in sources], N_SCRATCH_DOCS, seed=SEED,
+                                                max_edit_rate=0.8)   # pairs: (source, edited copy)
+NUM_PERM = 128
+
+params = dedup.minhash_params(NUM_PERM, seed=SEED)
+t0 = time.process_time()
+scratch = [my_minhash(dedup.word_shingles(d), params) for d in pairs_docs]
+t_scratch = time.process_time() - t0
+
+hasher = dedup.MinHasher(num_perm=NUM_PERM, seed=SEED)
+t0 = time.process_time()
+fast = hasher.signatures(pairs_docs)
+t_fast = time.process_time() - t0
+
+from datasketch import MinHash
+t0 = time.process_time()
+ds = []
+for d in pairs_docs:
+    m = MinHash(num_perm=NUM_PERM, seed=SEED + 1)
+    m.update_batch([s.encode("utf-8") for s in dedup.word_shingles(d)])
+    ds.append(m)
+t_ds = time.process_time() - t0
+
+rows = []
+for i, j in pairs:
+    exact = dedup.jaccard(dedup.word_shingles(pairs_docs[i]), dedup.word_shingles(pairs_docs[j]))
+    rows.append({"exact": exact,
+                 "scratch": np.mean(np.array(scratch[i]) == np.array(scratch[j])),
+                 "course_lib": float(dedup.estimated_jaccard(fast[i], fast[j])),
+                 "datasketch": ds[i].jaccard(ds[j])})
+est = pd.DataFrame(rows)
+n = len(pairs_docs)
+print(f"docs per CPU-second: scratch {n / t_scratch:,.0f}   course_lib {n / max(t_fast, 1e-9):,.0f}   "
+      f"datasketch {n / t_ds:,.0f}   (tiny sample; benchmarks/bench_dedup.py measures properly)")
+errors = {k: float((est[k] - est.exact).abs().max()) for k in ("scratch", "course_lib", "datasketch")}
+print("max |estimate - exact|:", {k: round(v, 3) for k, v in errors.items()})
+record("minhash_max_abs_error", errors);
+
+# %% slideshow={"slide_type": "-"}
+s = np.linspace(0, 1, 200)
+sd = np.sqrt(s * (1 - s) / NUM_PERM)
+fig, ax = plt.subplots(figsize=(6, 4.5))
+ax.fill_between(s, s - 2 * sd, s + 2 * sd, color="0.85", label="±2σ (128 perms)")
+ax.plot(s, s, "k--", lw=0.8)
+for name, marker in (("scratch", "o"), ("course_lib", "s"), ("datasketch", "^")):
+    ax.scatter(est.exact, est[name], s=22, marker=marker, label=name, alpha=0.8)
+ax.set_xlabel("exact Jaccard (word 5-grams)")
+ax.set_ylabel("MinHash estimate")
+ax.set_title("Three MinHash implementations vs exact Jaccard")
+ax.legend()
+plt.show()
+inside = {k: float(((est[k] - est.exact).abs() <= 2 * np.sqrt(est.exact * (1 - est.exact) / NUM_PERM) + 1e-9).mean())
+          for k in ("scratch", "course_lib", "datasketch")}
+print("share of pairs inside ±2σ:", inside)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### `course_lib` 的 MinHash 为什么快
+#
+# 手写版每个 shingle × 每个排列都是一次 Python 运算。`dedup.MinHasher` 把它变成 numpy 矩阵运算：
+#
+# 1. 一批文档拼成一个字节数组，按字节表找出词的起止，用**前缀和**一次算出所有词的哈希；
+# 2. 相邻 5 个词哈希的多项式 = 5-gram 的哈希（一次数组运算，跨文档的窗口丢掉）；
+# 3. 排列用 multiply-add-shift：$h_k(x) = ((a_k x + b_k) \bmod 2^{64}) \gg 32$，对一批 shingle 一次算出
+#    `(num_perm, shingles)` 矩阵，`np.minimum.reduceat` 按文档取每行最小值。
+#
+# 重复的 shingle 不改变最小值，所以不必先建 `set`。基准见 `benchmarks/bench_dedup.py`（20,000 个文件上约为 datasketch 的 8×）。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. LSH 分桶：S 曲线
+#
+# 两两比较签名是 $O(N^2)$。LSH 把 `num_perm` 个值切成 $b$ 个 band、每个 band $r$ 行；任一 band 完全相同
+# 就成为**候选对**。相似度为 $s$ 的一对成为候选的概率：
+#
+# $$P(s) = 1 - (1 - s^r)^b$$
+#
+# $r$ 越大曲线越陡、越靠右；$b$ 越大越靠左。阈值附近的陡峭程度决定假阳性（FP）和假阴性（FN）。
+#
+# **练习 2**：写 `my_s_curve(s, bands, rows)`（`s` 可以是 numpy 数组）。
+
+# %% slideshow={"slide_type": "-"}
+def my_s_curve(s, bands, rows):
+    ### BEGIN SOLUTION
+    s = np.asarray(s, dtype=float)
+    return 1.0 - (1.0 - s ** rows) ** bands
+    ### END SOLUTION
+
+
+my_s_curve = check_function(my_s_curve, dedup.s_curve, cases=[
+    (0.8, 16, 8), (0.5, 9, 13), (np.linspace(0, 1, 11), 20, 5), (1.0, 1, 1), (0.0, 32, 4),
+], name="S-curve")
+
+# %% slideshow={"slide_type": "-"}
+s = np.linspace(0, 1, 400)
+fig, ax = plt.subplots(figsize=(7, 4.5))
+for b, r in [(32, 4), (16, 8), (12, 10), (9, 13), (4, 32)]:
+    ax.plot(s, my_s_curve(s, b, r), label=f"b={b}, r={r}  (threshold≈{(1 / b) ** (1 / r):.2f})")
+ax.axvline(CFG.threshold, color="k", ls=":", lw=1)
+ax.set_xlabel("Jaccard similarity s")
+ax.set_ylabel("P(candidate)")
+ax.set_title("LSH S-curves, num_perm = 128")
+ax.legend(fontsize=8)
+plt.show()
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 按 FP/FN 权重选 (b, r)
+#
+# `dedup.choose_bands` 在 $b\cdot r \le$ `num_perm` 里找使 $w_{FP}\cdot\text{FP} + w_{FN}\cdot\text{FN}$ 最小的组合，
+# FP = 阈值以下 S 曲线下的面积，FN = 阈值以上 $1-P(s)$ 的面积（与 datasketch 的定义相同，等权重时同样给出 (9, 13)）。
+#
+# 候选对之后还会**验证**（算精确 Jaccard），假阳性只多花一次检查，假阴性却是留下的重复——所以把
+# $w_{FN}$ 调高：`course_lib` 默认 0.95，得到 (16, 8)。
+
+# %% slideshow={"slide_type": "-"}
+table = []
+for w_fn in (0.5, 0.8, 0.9, 0.95, 0.99):
+    b, r = dedup.choose_bands(CFG.threshold, CFG.num_perm, 1 - w_fn, w_fn)
+    fp, fn = dedup.banding_errors(CFG.threshold, b, r)
+    table.append({"w_FN": w_fn, "bands": b, "rows": r, "FP area": round(fp, 4), "FN area": round(fn, 4),
+                  "P(cand | s=0.8)": round(float(dedup.s_curve(0.8, b, r)), 3),
+                  "P(cand | s=0.6)": round(float(dedup.s_curve(0.6, b, r)), 3)})
+pd.DataFrame(table)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. 候选、验证、聚类与保留规则
+#
+# 在整个语料（精确去重之后）上：签名 → 候选对 → 用精确 Jaccard 验证 → union-find 连成簇 → 每簇保留一个文件。
+#
+# **保留规则**（Stack v2 的做法）：来自 stars 最多的仓库的那份；一样多时取路径最短的；再一样按 (repo, path)
+# 字母序——确定性的。注意近似重复**不传递**：簇里两个文件可能只是通过第三个文件连在一起。
+
+# %% slideshow={"slide_type": "-"}
+exact_gone = {i for g in exact_groups for i in g[1:]}
+survivors = [i for i in range(len(docs)) if i not in exact_gone]
+sub_docs = [docs[i] for i in survivors]
+
+t0 = time.process_time()
+hasher = dedup.MinHasher(num_perm=CFG.num_perm, seed=SEED)
+sig = hasher.signatures(sub_docs)
+t_sig = time.process_time() - t0
+b, r = dedup.choose_bands(CFG.threshold, CFG.num_perm, 1 - CFG.fn_weight, CFG.fn_weight)
+cand = dedup.lsh_candidate_pairs(sig, b, r, skip=hasher.last_empty)
+verified = dedup.verify_pairs(sub_docs, cand, CFG.threshold, verify="exact")
+print(f"signatures for {len(sub_docs)} files in {t_sig:.1f} CPU-s; {b}x{r} banding -> {len(cand)} candidates, "
+      f"{len(verified)} verified at J >= {CFG.threshold}")
+
+near_pairs = [(survivors[i], survivors[j]) for i, j in verified]
+clusters = dedup.clusters_from_pairs(len(docs), near_pairs)
+stars = dedup.repo_stars(PROFILE) or {}
+print(f"{len(clusters)} clusters, {sum(len(c) - 1 for c in clusters)} files to remove")
+for c in clusters[:6]:
+    keeper = dedup.choose_keeper(c, repos, paths, stars)
+    print("cluster:")
+    for i in c:
+        star = stars.get(repos[i], 0) if isinstance(stars, dict) else 0
+        print(f"   {'KEEP' if i == keeper else '    '} {repos[i]:>16}:{paths[i]:<40} stars={star}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. 做得对吗？对照精确 Jaccard 的精确率和召回率
+#
+# "真值"用 `dedup.exact_jaccard_pairs`：精确的相似度连接（prefix filtering：按 shingle 稀有度排序，
+# $J\ge t$ 的两个集合必然在前 $|A|-\lceil t|A|\rceil+1$ 个 shingle 里有交集），不漏一对。
+# 先看真实语料（第02课产物的报告里已经算好），再看一个**人工植入**的近似重复集：真实文件 + 编辑过的拷贝，
+# 相似度密集地分布在阈值附近，是更难的考题。
+
+# %% slideshow={"slide_type": "-"}
+deduped = dedup.load_deduped_corpus(PROFILE)
+report = dedup.load_dedup_report(PROFILE)
+q = report["quality"]
+print(f"real corpus: {report['input_files']} files -> kept {report['kept']}, removed "
+      f"{report.get('exact_duplicate', 0)} exact + {report.get('near_duplicate', 0)} near duplicates")
+print(f"near-duplicate pairs vs exact Jaccard: precision {q['precision']:.3f}, recall {q['recall']:.3f} "
+      f"({q['true_positives']}/{q['truth']} true pairs)")
+record("real_precision", q["precision"])
+record("real_recall", q["recall"])
+record("dedup_kept", report["kept"])
+record("dedup_removed", report["removed"])
+pd.DataFrame(report["removed_files"])[["repo", "path", "reason", "duplicate_of_repo", "duplicate_of_path", "jaccard"]].head(12)
+
+# %% slideshow={"slide_type": "-"}
+rng = random.Random(SEED)
+base_idx = sorted(rng.sample(survivors, min(CFG.bench_docs, len(survivors))))
+planted_docs, planted = dedup.plant_near_duplicates([docs[i] for i in base_idx], CFG.bench_docs // 4,
+                                                    seed=SEED, max_edit_rate=0.3)
+truth = dedup.exact_jaccard_pairs(planted_docs, CFG.threshold)
+print(f"planted set: {len(planted_docs)} files ({len(planted)} edited copies); {len(truth)} pairs with J >= {CFG.threshold}")
+
+h = dedup.MinHasher(CFG.num_perm, seed=SEED)
+psig = h.signatures(planted_docs)
+results = {}
+for label, (bb, rr, verify) in {
+        "9x13, no verify (datasketch's banding)": (9, 13, None),
+        f"{b}x{r} + estimated Jaccard": (b, r, "estimate"),
+        f"{b}x{r} + exact Jaccard (course_lib)": (b, r, "exact")}.items():
+    c = dedup.lsh_candidate_pairs(psig, bb, rr, skip=h.last_empty)
+    found = dedup.verify_pairs(planted_docs, c, CFG.threshold, verify=verify, signatures=psig)
+    results[label] = dedup.precision_recall(found, truth)
+
+from datasketch import MinHashLSH
+lsh = MinHashLSH(threshold=CFG.threshold, num_perm=CFG.num_perm)
+ds_pairs = set()
+for i, d in enumerate(planted_docs):
+    m = MinHash(num_perm=CFG.num_perm)
+    m.update_batch([s.encode() for s in dedup.word_shingles(d)])
+    ds_pairs |= {(min(i, j), max(i, j)) for j in lsh.query(m)}
+    lsh.insert(i, m)
+results["datasketch MinHashLSH default"] = dedup.precision_recall(ds_pairs, truth)
+
+pr = pd.DataFrame(results).T[["precision", "recall", "found", "truth"]]
+print(pr)
+ax = pr[["precision", "recall"]].astype(float).plot.barh(figsize=(7, 3.2), xlim=(0.5, 1.02))
+ax.axvline(0.95, color="k", ls=":", lw=1)
+ax.set_title(f"Planted near-duplicates, J >= {CFG.threshold}")
+plt.show()
+best = results[f"{b}x{r} + exact Jaccard (course_lib)"]
+record("planted_precision", best["precision"])
+record("planted_recall", best["recall"]);
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7. 本课产物：去重后的语料
+#
+# `dedup.load_deduped_corpus(profile)` 就是上面的全流程（精确 → 近似 → 聚类 → 保留规则），结果缓存在
+# `cache_dir("dedup")`，键是 `dedup` 配置 + 第01课语料的内容指纹；缺失时自动重建。第03课从这里读。
+# `dedup.load_dedup_report(profile)` 给出每个被删文件的原因、它重复的是谁以及 Jaccard。
+
+# %% slideshow={"slide_type": "-"}
+print(deduped)
+print("columns:", deduped.column_names)
+print("keep rule:", report["keep_rule"], "| stars known:", report["stars_known"])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 8. 横向扩展：datatrove 的四个阶段
+#
+# 同样的流水线在 Hugging Face 的 `datatrove` 里是四个 `PipelineStep`：
+#
+# | 阶段 | datatrove | 本课 |
+# |---|---|---|
+# | 1 签名 | `MinhashDedupSignature`（每个输入分片一个 task） | `MinHasher.signatures` |
+# | 2 分桶 | `MinhashDedupBuckets`（每个 bucket 一个 task） | `lsh_candidate_pairs` |
+# | 3 聚类 | `MinhashDedupCluster`（1 个 task，union-find） | `clusters_from_pairs` |
+# | 4 过滤 | `MinhashDedupFilter`（每个分片一个 task） | 保留规则 + `corpus.select` |
+#
+# `LocalPipelineExecutor` 在一台机器上用多进程跑；换成 `SlurmPipelineExecutor`（每个阶段一个 Slurm array job，
+# `depends=` 串起来）或 `RayPipelineExecutor`（Ray 集群），阶段代码不变——这就是去 TB 级语料的路。
+#
+# **环境**：datatrove 0.10 需要 numpy ≥ 2 和新版 huggingface-hub，而第05/07课的 LLaMA-Factory 栈需要 numpy < 2，
+# 两者装不进同一个环境。所以 `course_lib.dedup_scaleout` 给它单独建一个小环境 `.venv-datatrove`
+# （`python -m course_lib.dedup_scaleout setup`，约 150 MB，不含 torch），把语料写成 JSONL，在那个环境里
+# 以子进程运行四个阶段（脚本有 `if __name__ == "__main__":` 保护——local executor 用 forkserver 启动 worker，
+# 没有它会卡住），再读回它删了哪些文件。分词器传了自己的 `[A-Za-z_0-9]+`，不需要 spacy。
+
+# %% slideshow={"slide_type": "-"}
+status = dedup_scaleout.datatrove_status()
+if DATATROVE == "build" and not status["ready"]:
+    dedup_scaleout.ensure_datatrove_venv()
+    status = dedup_scaleout.datatrove_status()
+if DATATROVE == "skip" or not status["ready"]:
+    print("datatrove section skipped:", status["reason"] if not status["ready"] else "DATATROVE = 'skip'")
+    record("datatrove_ran", False)
+else:
+    # every file our pipeline clusters, plus random others up to DATATROVE_DOCS
+    n_dt = len(docs) if DATATROVE_DOCS is None else min(DATATROVE_DOCS, len(docs))
+    in_clusters = sorted({i for c in clusters + exact_groups for i in c})
+    others = [i for i in range(len(docs)) if i not in set(in_clusters)]
+    sample = sorted(in_clusters + random.Random(SEED).sample(others, max(0, n_dt - len(in_clusters))))
+    dt = dedup_scaleout.run_datatrove_minhash([docs[i] for i in sample], tasks=2, workers=2)
+    ours = dedup.deduplicate([docs[i] for i in sample], [repos[i] for i in sample], [paths[i] for i in sample],
+                             stars=stars, threshold=CFG.threshold, num_perm=CFG.num_perm)
+    cmp = dedup_scaleout.compare_removals(ours.clusters + ours.exact_groups, dt["clusters"],
+                                          [x["index"] for x in ours.removed], dt["removed"])
+    print(f"datatrove {dt['datatrove_version']} on {len(sample)} files: {dt['seconds']} s "
+          f"(stages {dt['stage_seconds']}), config {dt['config']}")
+    print(f"removed: datatrove {cmp['theirs_removed']}, course_lib {cmp['ours_removed']}, both {cmp['removed_both']}")
+    print(f"in a duplicate cluster: both {cmp['clustered_both']}, only course_lib {len(cmp['clustered_only_ours'])}, "
+          f"only datatrove {len(cmp['clustered_only_theirs'])}")
+    sh = {i: dedup.word_shingles(docs[sample[i]]) for c in dt["clusters"] for i in c}
+    only_dt = [(c[0], i) for c in dt["clusters"] for i in c[1:] if i in set(cmp["clustered_only_theirs"])]
+    sims = [dedup.jaccard(sh[a], sh[b]) for a, b in only_dt[:50]]
+    if sims:
+        print(f"exact Jaccard of datatrove-only cluster members with their cluster's first file: "
+              f"median {np.median(sims):.2f}, min {min(sims):.2f}")
+    record("datatrove_ran", True)
+    record("datatrove_removed", cmp["theirs_removed"])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# datatrove 的 14 × 8 分桶在 $s\approx(1/14)^{1/8}\approx 0.72$ 处陡升，而且**不验证**候选——所以它会多删一些
+# 相似度 0.7 左右的文件；本课的流水线先精确去重、再把候选用精确 Jaccard 验证到 0.8。两种取舍都合理：
+# 关键是知道自己的 S 曲线和验证步骤在哪里。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 小结
+#
+# - 精确去重：空白归一化 + SHA-256；近似去重：词 5-gram shingle + Jaccard。
+# - MinHash：最小值相等的概率 = Jaccard；向量化（前缀和哈希 + 排列矩阵 + `reduceat`）比 datasketch 快数倍，估计误差相同。
+# - LSH：$P(s)=1-(1-s^r)^b$；有验证步骤时把 FN 权重调高（128 个排列、阈值 0.8 → 16×8），再用精确 Jaccard 验证，精确率 = 1，召回率接近 1。
+# - union-find 聚类 + 确定性的保留规则（stars → 路径长度 → 字母序），每个被删文件都有记录。
+# - 规模化：datatrove 的四个阶段与本课一一对应；Local → Slurm / Ray executor。
+# - 下一课：在去重后的语料上解析 import，按依赖顺序拼接仓库。

@@ -1,0 +1,435 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 第04课 填充中间（Fill-in-the-Middle）：给左到右的模型一双"看见后文"的眼睛
+#
+# 本课把第 01–03 课整理好的代码变成**会补全中间**的训练数据，并在 CPU 上**真的训练**一个课程自己的小代码模型（Qwen2 架构，约 2.4M 参数）。后面的第 05–08 课都会用到它。
+#
+# **学习目标**
+# 1. 说清 FIM 的数据变换：在两个均匀的**字符**位置切开文档，按 PSM / SPM 重排，并用 sentinel token 标出三段；
+# 2. 理解 `fim_rate`、`spm_rate`，以及 document-level 与 context-level（在 packed sequence 上）两种做法的差别；
+# 3. 区分 **label mask**（哪些位置算 loss，L_FIM 只算 middle）与 **attention mask**（每个位置能看到谁）；
+# 4. 用同样的步数训练两次（不用 FIM / FIM 0.5），亲眼看到 "FIM for free"：左到右的 loss 几乎不变，却多了补全中间的能力。
+
+# %% slideshow={"slide_type": "skip"} tags=["parameters"]
+PROFILE = "ci"        # "ci": CPU, offline, minutes; "full": a GPU and the hub
+SEED = 0
+N_DEMO_DOCS = None    # documents in the fim_rate statistics (None: from the profile)
+N_INFILL_TASKS = 24   # held-out lines each model must fill in
+
+# %% slideshow={"slide_type": "skip"}
+import difflib
+import json
+import random
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import course_lib
+from course_lib import check_function, get_profile, record
+from course_lib import fim, tinymodel
+
+P = get_profile(PROFILE)
+N_DEMO_DOCS = N_DEMO_DOCS or P.fim.demo_docs
+random.seed(SEED)
+torch.manual_seed(SEED)
+print(P.summary().splitlines()[0])
+print("fim:", dict(P.fim))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 为什么要"填中间"？
+#
+# 在 IDE 里，光标往往停在一个文件的**中间**：上面有 import 和函数签名（prefix），下面还有调用、返回值和别的函数（suffix）。
+# 一个只会从左往右续写的 causal LM 只看得到 prefix，看不到 suffix。
+#
+# Bavarian et al. (2022, *Efficient Training of Language Models to Fill in the Middle*) 的做法非常简单：**不改模型，只改数据**。
+#
+# - 把文档切成 prefix / middle / suffix 三段；
+# - 用 sentinel 把 middle 挪到最后：`<PRE> prefix <SUF> suffix <MID> middle <EOT>`；
+# - 模型照常做 next-token prediction。推理时给出 `<PRE> prefix <SUF> suffix <MID>`，让它生成 middle。
+#
+# StarCoder 的 sentinel 叫 `<fim_prefix>` / `<fim_suffix>` / `<fim_middle>`，Qwen2.5-Coder 叫 `<|fim_prefix|>` / `<|fim_suffix|>` / `<|fim_middle|>`（还有 `<|repo_name|>`、`<|file_sep|>` 用于仓库级数据）。`course_lib.fim` 两种都支持。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 第一步：在两个均匀的字符位置切开
+#
+# 我们用的代码语料是本机 Python 标准库的源码（真实代码，真实许可证），切成不超过 ~1,200 个字符的片段；按文件名的哈希留出 1/20 的文件做 held-out。
+# 为了让一个只训练一分钟的 2.4M 参数模型把力气花在代码结构上，我们去掉了 docstring 和整行注释（`tinymodel.strip_docstrings_and_comments`）——真正的 code LLM 会保留它们。
+
+# %% slideshow={"slide_type": "subslide"}
+train_docs, held_out_docs, corpus_info = tinymodel.code_snippets(P.tiny_model.snippet_chars)
+print(json.dumps(corpus_info, indent=1))
+doc = next(d for d in held_out_docs if 300 < len(d) < 500)
+prefix, middle, suffix = fim.split_document(doc, SEED)
+print(f"cut at characters {len(prefix)} and {len(prefix) + len(middle)} of {len(doc)}")
+print("----- prefix -----\n" + prefix)
+print("----- middle -----\n" + middle)
+print("----- suffix -----\n" + suffix)
+assert prefix + middle + suffix == doc
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 为什么按字符切，而不是按 token 切？
+#
+# 按 token 切更省事（不用重新分词），但切点永远落在 token 边界上。推理时用户的光标可以在任何字符处，比如 `retu|`：
+# 模型要会把 `rn` 补完。下面统计一下：**随机的字符切点有多大比例落在某个 token 的内部？** 这些情况按 token 切的训练数据里一次也不会出现。
+# （这里先拿到课程的 tokenizer：byte-level BPE，4,096 个 token，在标准库源码上训练；第一次调用时训练并缓存。）
+
+# %% slideshow={"slide_type": "-"}
+tokenizer = tinymodel.course_tokenizer(PROFILE)
+rng = random.Random(SEED)
+inside, total = 0, 0
+for d in held_out_docs[:300]:
+    offsets = tokenizer(d, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
+    boundaries = {0, len(d)} | {start for start, _ in offsets}
+    for cut in fim.split_points(len(d), rng):
+        total += 1
+        inside += cut not in boundaries
+share_inside = inside / total
+print(f"{share_inside:.0%} of {total} uniform character cuts fall inside a token")
+record("char_cuts_inside_token", round(share_inside, 3))
+
+# one example: a cut inside a token, the way the token-level split would never show it
+d = held_out_docs[7]
+enc = tokenizer(d, return_offsets_mapping=True, add_special_tokens=False)
+start, end = next((s, e) for s, e in enc["offset_mapping"] if e - s >= 5 and d[s:e].strip().isidentifier())
+cut = start + (end - start) // 2
+print(f"token {d[start:end]!r}: a character cut gives prefix ...{d[max(0, cut - 20):cut]!r} + middle {d[cut:end]!r}...")
+p_ids, m_ids, s_ids = fim.split_tokens(enc["input_ids"], SEED)
+print("token-level split: middle starts with a whole token:", repr(tokenizer.decode(m_ids[:3])))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## PSM 与 SPM：把 middle 挪到最后
+#
+# | 模式 | 训练样本的排列 |
+# |---|---|
+# | PSM | `<PRE>` prefix `<SUF>` suffix `<MID>` middle `<EOT>` |
+# | SPM（bigcode / StarCoder 的变体） | `<PRE>` `<SUF>` suffix `<MID>` prefix middle `<EOT>` |
+#
+# SPM 把 prefix 放在 middle 正前方，middle 就是 prefix 的"自然续写"，对 KV cache 也更友好（用户在 prefix 末尾打字时，suffix 部分的缓存不用重算）。训练时通常 `spm_rate = 0.5`：FIM 样本中一半用 PSM，一半用 SPM。
+
+# %% slideshow={"slide_type": "subslide"}
+example = ("def add(a, b):\n    ", "return a + b", "\n\nprint(add(1, 2))\n")
+for style in ["starcoder", "qwen2.5-coder"]:
+    print(f"--- {style}: PSM")
+    print(fim.psm_transform(*example, sentinels=style))
+    print(f"--- {style}: SPM")
+    print(fim.spm_transform(*example, sentinels=style))
+
+COLORS = {"sentinel": "#444444", "prefix": "#4c72b0", "suffix": "#dd8452", "middle": "#55a868",
+          "prefix+middle": "#8fbc8f", "plain": "#bbbbbb", "eot": "#c44e52", "pad": "#eeeeee"}
+
+def draw_layout(ax, parts, title):
+    x = 0
+    for label, text in parts:
+        width = max(len(text), 4)
+        color = COLORS["sentinel"] if label.startswith("<") else COLORS[label]
+        ax.barh(0, width, left=x, color=color, edgecolor="white")
+        ax.text(x + width / 2, 0, label, ha="center", va="center", color="white", fontsize=9)
+        x += width
+    ax.set_xlim(0, x); ax.set_yticks([]); ax.set_xticks([]); ax.set_title(title, loc="left", fontsize=10)
+
+p, m, s = example
+fig, axes = plt.subplots(3, 1, figsize=(10, 2.6))
+draw_layout(axes[0], [("prefix", p), ("middle", m), ("suffix", s)], "original document")
+draw_layout(axes[1], [("<PRE>", ""), ("prefix", p), ("<SUF>", ""), ("suffix", s), ("<MID>", ""), ("middle", m), ("eot", "")], "PSM")
+draw_layout(axes[2], [("<PRE>", ""), ("<SUF>", ""), ("suffix", s), ("<MID>", ""), ("prefix", p), ("middle", m), ("eot", "")], "SPM")
+plt.tight_layout(); plt.show()
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 1：写出 PSM 变换
+#
+# `sentinels` 是一个 `fim.FimSentinels`，有属性 `prefix`、`suffix`、`middle`、`eot`（字符串）。返回 `<PRE> prefix <SUF> suffix <MID> middle <EOT>` 拼成的字符串（中间没有空格）。
+
+# %% slideshow={"slide_type": "-"}
+def my_psm_transform(prefix, middle, suffix, sentinels):
+    ### BEGIN SOLUTION
+    s = sentinels
+    return s.prefix + prefix + s.suffix + suffix + s.middle + middle + s.eot
+    ### END SOLUTION
+
+STARCODER, QWEN = fim.get_sentinels("starcoder"), fim.get_sentinels("qwen2.5-coder")
+my_psm_transform = check_function(
+    my_psm_transform, lambda p, m, s, st: fim.psm_transform(p, m, s, st),
+    cases=[(*example, STARCODER), (*example, QWEN), ("", "x = 1", "", STARCODER),
+           ("if x:\n", "    pass\n", "", QWEN), (prefix, middle, suffix, QWEN)],
+    name="PSM transform")
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 2：写出 SPM 变换（bigcode 变体）
+#
+# 返回 `<PRE><SUF> suffix <MID> prefix middle <EOT>`。
+
+# %% slideshow={"slide_type": "-"}
+def my_spm_transform(prefix, middle, suffix, sentinels):
+    ### BEGIN SOLUTION
+    s = sentinels
+    return s.prefix + s.suffix + suffix + s.middle + prefix + middle + s.eot
+    ### END SOLUTION
+
+my_spm_transform = check_function(
+    my_spm_transform, lambda p, m, s, st: fim.spm_transform(p, m, s, st),
+    cases=[(*example, STARCODER), (*example, QWEN), ("a", "", "c", STARCODER), (prefix, middle, suffix, QWEN)],
+    name="SPM transform")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## fim_rate 与 spm_rate
+#
+# 不是每个文档都做 FIM：以概率 `fim_rate` 变换（论文和 StarCoder 用 0.5），其余保持普通的左到右文本；FIM 样本里再以 `spm_rate` 选 SPM。
+# 论文的结论是 fim_rate 到 0.9 都几乎不损害左到右能力（"FIM for free"）。下面在真实片段上检查比例。
+
+# %% slideshow={"slide_type": "-"}
+demo_docs = train_docs[:N_DEMO_DOCS]
+fim_docs, counts = fim.apply_fim_document_level(demo_docs, SEED, fim_rate=P.fim.fim_rate,
+                                                spm_rate=P.fim.spm_rate, sentinels="starcoder")
+n_fim = counts["psm"] + counts["spm"]
+fim_share, spm_share = n_fim / len(demo_docs), counts["spm"] / max(1, n_fim)
+print(counts, f"-> FIM share {fim_share:.3f} (want {P.fim.fim_rate}), SPM share among FIM {spm_share:.3f} (want {P.fim.spm_rate})")
+record("fim_share", round(fim_share, 4)); record("spm_share_within_fim", round(spm_share, 4))
+
+fig, ax = plt.subplots(figsize=(5, 2.4))
+ax.bar(list(counts), list(counts.values()), color=[COLORS["plain"], COLORS["middle"], COLORS["prefix+middle"]])
+ax.set_title(f"{len(demo_docs)} documents, fim_rate={P.fim.fim_rate}, spm_rate={P.fim.spm_rate}")
+plt.tight_layout(); plt.show()
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Document-level 与 context-level
+#
+# 预训练把很多文档用 `<EOT>` 拼接（packing），再切成长度为 `seq_len` 的窗口。FIM 可以放在两个位置：
+#
+# - **document-level**：先对整个文档做 FIM，再 packing。长文档被切到多个窗口里，`<PRE>`、`<SUF>`、`<MID>` 常常不在同一个窗口：模型看到 middle 时，prefix 已经不在上下文里了。
+# - **context-level**（bigcode Megatron 的做法）：先 packing，再在每个窗口内按 `<EOT>` 切出文档片段，对每个片段做 FIM（解码→按字符切→重新分词）。窗口长度保持不变：变长时截断 suffix，变短时补 `<fim_pad>`。
+#
+# 先量一量 document-level 的问题有多常见（`seq_len` 取模型训练用的 256）：
+
+# %% slideshow={"slide_type": "subslide"}
+SEQ = P.tiny_model.seq_len
+Q = fim.get_sentinels("qwen2.5-coder")
+ids_of = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in
+          [("pre", Q.prefix), ("suf", Q.suffix), ("mid", Q.middle), ("eot", Q.eot), ("pad", Q.pad)]}
+doc_level, _ = fim.apply_fim_document_level(train_docs[:400], SEED, fim_rate=1.0, sentinels=Q)
+stream = []
+for text in doc_level:
+    stream += tokenizer(text, add_special_tokens=False)["input_ids"]
+pre_pos = [i for i, t in enumerate(stream) if t == ids_of["pre"]]
+mid_pos = [i for i, t in enumerate(stream) if t == ids_of["mid"]]
+split_apart = sum(a // SEQ != b // SEQ for a, b in zip(pre_pos, mid_pos))
+print(f"document-level: {split_apart} of {len(pre_pos)} FIM documents have <PRE> and <MID> in different {SEQ}-token windows "
+      f"({split_apart / len(pre_pos):.0%})")
+_ = record("doc_level_split_share", round(split_apart / len(pre_pos), 3))
+
+# %% slideshow={"slide_type": "subslide"}
+short_docs = [d for d in held_out_docs if 60 < len(d) < 220][:12]   # short documents: several per window
+plain_ids = [tokenizer(d, add_special_tokens=False)["input_ids"] for d in short_docs]
+window = tinymodel.pack_windows(plain_ids, 128, ids_of["eot"])[0]
+ctx_window, modes = fim.apply_fim_context_level(window, tokenizer, random.Random(SEED + 2), fim_rate=1.0,
+                                               spm_rate=0.5, sentinels=Q)
+print("fragments in the window:", modes, "| length before/after:", len(window), len(ctx_window))
+
+SEG_ORDER = list(COLORS)
+def segment_image(ids):
+    segs = fim.fim_segments(ids, ids_of["pre"], ids_of["suf"], ids_of["mid"], ids_of["eot"], ids_of["pad"])
+    return np.array([[SEG_ORDER.index(s) for s in segs]])
+
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+cmap = ListedColormap(list(COLORS.values()))
+fig, axes = plt.subplots(2, 1, figsize=(11, 2.4))
+fig.subplots_adjust(hspace=1.0)
+for ax, ids, title in [(axes[0], window, "packed window (plain causal LM)"), (axes[1], ctx_window, "after context-level FIM")]:
+    ax.imshow(segment_image(ids), cmap=cmap, vmin=0, vmax=len(SEG_ORDER) - 1, aspect="auto")
+    ax.set_yticks([]); ax.set_title(title, loc="left", fontsize=9)
+axes[1].set_xlabel("token position")
+fig.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], ncol=8, loc="lower center",
+           bbox_to_anchor=(0.5, -0.25), fontsize=8)
+plt.show()
+print(tokenizer.decode(ctx_window))
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 损失掩码：L_FIM 只算 middle
+#
+# 普通 causal LM 对每个位置都算 next-token loss。课上的 FIM 目标只在 middle 的 token 上求和：
+#
+# $$\mathcal{L}_{FIM} = -\sum_{t \in \text{middle}} \log p_\theta(x_t \mid x_{<t})$$
+#
+# 实现上不改模型，只改 **labels**：不算 loss 的位置填 `-100`（PyTorch `cross_entropy` 的 `ignore_index`）。
+# （在 PSM 样本里 middle 就是 `<MID>` 之后、`<EOT>` 之前的 token。我们训练时其实用全部 token 的 loss——bigcode 也是这样；L_FIM 用来**评估**补全能力。）
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 3：构造只含 middle 的 label
+#
+# 输入 token id 列表 `ids`、`<MID>` 的 id 和 `<EOT>` 的 id。返回同样长度的 `labels`：middle token（`<MID>` 之后直到下一个 `<EOT>`，两者都不含）保留原 id，其余位置为 `-100`。一个序列里可能有好几个文档。
+
+# %% slideshow={"slide_type": "-"}
+def my_middle_only_labels(ids, middle_id, eot_id):
+    ### BEGIN SOLUTION
+    labels, inside = [], False
+    for t in ids:
+        if t == eot_id:
+            inside = False
+        labels.append(t if inside else -100)
+        if t == middle_id:
+            inside = True
+    return labels
+    ### END SOLUTION
+
+PRE, SUF, MID, EOT = 90, 91, 92, 0
+my_middle_only_labels = check_function(
+    my_middle_only_labels, fim.middle_only_labels,
+    cases=[([PRE, 5, 6, SUF, 7, MID, 8, 9, EOT], MID, EOT),
+           ([PRE, 5, SUF, 7, MID, 8, EOT, 3, 4, EOT, PRE, SUF, MID, 1, 2, EOT], MID, EOT),
+           ([3, 4, 5], MID, EOT),
+           ([PRE, 1, SUF, 2, MID, 3, 4], MID, EOT)],
+    name="middle-only labels")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### label mask 与 attention mask 是两回事
+#
+# - **label mask**：哪些位置的预测**计入 loss**（上面的 `-100`）。
+# - **attention mask**：每个位置**能看到**哪些位置。causal LM 是下三角；packing 时还可以做成按文档分块的下三角，让一个文档看不到前一个文档。
+#
+# FIM 不需要任何特殊的 attention：`<MID>` 之后的 middle 在左边已经"看见"了 prefix 和 suffix——这正是把 middle 挪到最后的意义。
+
+# %% slideshow={"slide_type": "-"}
+small = ([tokenizer.convert_tokens_to_ids(t) for t in [Q.prefix]] + tokenizer("x = f(a,", add_special_tokens=False)["input_ids"]
+         + [ids_of["suf"]] + tokenizer(")\n", add_special_tokens=False)["input_ids"] + [ids_of["mid"]]
+         + tokenizer(" b", add_special_tokens=False)["input_ids"] + [ids_of["eot"]]
+         + tokenizer("y = 2\n", add_special_tokens=False)["input_ids"] + [ids_of["eot"]])
+labels_lm = fim.causal_lm_labels(small)
+labels_fim = my_middle_only_labels(small, ids_of["mid"], ids_of["eot"])
+tokens = [tokenizer.decode([t]).replace("\n", "\\n") for t in small]
+
+fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1.1, 1, 1]})
+rows = np.array([[l != -100 for l in labels_lm], [l != -100 for l in labels_fim]], dtype=float)
+axes[0].imshow(rows, cmap="Greens", vmin=0, vmax=1.3, aspect="auto")
+axes[0].set_yticks([0, 1], ["causal LM\nlabels", "L_FIM\nlabels"])
+axes[0].set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=8)
+axes[0].set_title("label mask (green = counted in the loss)", fontsize=10)
+for ax, per_doc, title in [(axes[1], False, "attention: causal"), (axes[2], True, "attention: causal, per document")]:
+    ax.imshow(fim.packed_attention_mask(small, ids_of["eot"], per_document=per_doc), cmap="Blues", vmin=0, vmax=1.3)
+    ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+    ax.set_title(title + "\n(row = query, column = key)", fontsize=10)
+plt.tight_layout(); plt.show()
+print(f"causal LM scores {sum(l != -100 for l in labels_lm)} of {len(small)} tokens; L_FIM scores {sum(l != -100 for l in labels_fim)}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 在 CPU 上训练一个小代码模型
+#
+# 课程自己的模型（`course_lib.tinymodel`）：
+#
+# - **tokenizer**：byte-level BPE（`tokenizers` 库），4,096 个 token，在标准库源码上训练；特殊 token：`<|endoftext|>`（文档结束/pad）、ChatML 的 `<|im_start|>`、`<|im_end|>`（eos），两套 FIM sentinel，`<|repo_name|>`、`<|file_sep|>`；自带 Qwen2.5 风格的 ChatML chat template；
+# - **模型**：transformers 的 `Qwen2ForCausalLM`，hidden 192、4 层、GQA（4 个 query head / 2 个 KV head），约 2.4M 参数；
+# - **训练**：固定的步数（不是固定的秒数，这样结果可复现），batch 4 × 256 token，AdamW + cosine；context-level FIM，sentinel 用 Qwen2.5-Coder 风格。（小 batch、多步数：在这么小的预算里，更新次数比每步的 token 数更重要。）
+#
+# 同样的代码和种子训练两次：`nofim`（fim_rate 0）和 `base`（fim_rate 0.5）。`base` 就是后面课程用的 `get_tiny_model("base")`。
+# 结果缓存在课程 cache 里（按配置做 key）：第一次运行会真的训练（空闲的 2 核机器上每个约 1 分钟），之后直接读取。
+
+# %% slideshow={"slide_type": "subslide"}
+print("vocab:", len(tokenizer), "| special tokens:",
+      {t: tokenizer.convert_tokens_to_ids(t) for t in tinymodel.SPECIAL_TOKENS})
+line = "    for key, value in sorted(items.items()):\n"
+ids = tokenizer(line, add_special_tokens=False)["input_ids"]
+print(f"{len(line)} characters -> {len(ids)} tokens:", [tokenizer.decode([i]) for i in ids])
+cfg = tinymodel.tiny_config()
+with torch.device("meta"):
+    n_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
+print(f"Qwen2 config: hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, heads {cfg.num_attention_heads}/{cfg.num_key_value_heads} -> {n_params:,} parameters")
+print(f"budget: {P.tiny_model.train_steps} steps x {P.tiny_model.batch_size} x {P.tiny_model.seq_len} tokens")
+
+# %% slideshow={"slide_type": "-"}
+t0 = time.time()
+model_dirs = {}
+for name in ["nofim", "base"]:
+    cached = (tinymodel.tiny_model_dir(name, PROFILE) / "model.safetensors").exists()
+    model_dirs[name] = tinymodel.get_tiny_model(name, PROFILE)
+    meta = json.loads((model_dirs[name] / "course_model.json").read_text())
+    print(f"{name:6s} fim_rate={meta['fim_rate']}: {'loaded from the cache' if cached else 'built now (it was not cached)'}; "
+          f"{meta['train_steps']} steps, {meta['tokens_seen']:,} tokens, training took {meta['train_seconds']} s "
+          f"({meta['torch_threads']} threads) -> {model_dirs[name]}")
+logs = {name: json.loads((d / "training_log.json").read_text()) for name, d in model_dirs.items()}
+print(f"({time.time() - t0:.1f} s in this cell)")
+
+
+# %% slideshow={"slide_type": "subslide"}
+def smooth(values, k=9):
+    v = np.asarray(values, dtype=float)
+    return np.convolve(np.pad(v, (k // 2, k // 2), mode="edge"), np.ones(k) / k, mode="valid")
+
+style = {"nofim": dict(color="#4c72b0", label="no FIM (fim_rate 0)"),
+         "base": dict(color="#55a868", label="FIM (fim_rate 0.5)")}
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+for name, log in logs.items():
+    axes[0].plot(log["step"], smooth(log["train_loss"]), **style[name])
+    steps = [e["step"] for e in log["eval"]]
+    axes[1].plot(steps, [e["l2r_loss"] for e in log["eval"]], marker="o", **style[name])
+    axes[2].plot(steps, [e["middle_loss"] for e in log["eval"]], marker="o", **style[name])
+axes[0].set_title("training loss (its own data mix)")
+axes[1].set_title("held-out left-to-right loss")
+axes[2].set_title("held-out middle-token loss (L_FIM, PSM)")
+for ax in axes:
+    ax.set_xlabel("step"); ax.set_ylabel("nats / token"); ax.legend(); ax.grid(alpha=0.3)
+plt.tight_layout(); plt.show()
+
+final = {name: log["eval"][-1] for name, log in logs.items()}
+for name, e in final.items():
+    print(f"{name:6s} left-to-right {e['l2r_loss']:.3f}   middle {e['middle_loss']:.3f}")
+print("FIM data mix of the base run:", logs["base"]["modes"])
+record("l2r_loss_nofim", round(final["nofim"]["l2r_loss"], 4))
+record("l2r_loss_fim", round(final["base"]["l2r_loss"], 4))
+record("middle_loss_nofim", round(final["nofim"]["middle_loss"], 4))
+_ = record("middle_loss_fim", round(final["base"]["middle_loss"], 4))
+print(f"left-to-right: FIM - no FIM = {final['base']['l2r_loss'] - final['nofim']['l2r_loss']:+.3f} nats/token")
+print(f"middle tokens: FIM - no FIM = {final['base']['middle_loss'] - final['nofim']['middle_loss']:+.3f} nats/token")
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **怎么读这张图**：论文的 "FIM for free" 有两半：(1) FIM 几乎不改变左到右的 loss（中间那张，两条线应该挨得很近）；(2) FIM 模型的 middle loss 更低（右边那张），因为它学过利用 suffix。
+# 我们的规模是玩具级的（2.4M 参数、约 30 万 token、一分钟训练）：两个模型都还很弱，差距也小。**上面打印的数字才是这次真正测到的结果**——说清楚测到了什么，比复述论文更重要。论文的结论是在大得多的规模上测出来的；在本机上把 `train_steps` 调大（比如 full profile），可以看到 middle loss 的差距随训练变大。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 看看模型补全了什么
+#
+# 在 held-out 文件里挑一行代码，把它从第一个非空字符到行尾挖掉（光标停在缩进处），让两个模型各自生成 middle（PSM prompt，greedy）。
+
+# %% slideshow={"slide_type": "-"}
+models = {name: AutoModelForCausalLM.from_pretrained(d).eval() for name, d in model_dirs.items()}
+tok = AutoTokenizer.from_pretrained(model_dirs["base"])
+tasks = fim.line_infill_tasks(held_out_docs, N_INFILL_TASKS, seed=SEED)
+t0 = time.time()
+answers = {name: [fim.infill(m, tok, p, s, sentinels="qwen2.5-coder", max_new_tokens=24, stop_at_newline=True)
+                  for p, _, s in tasks] for name, m in models.items()}
+print(f"{len(tasks)} tasks x {len(models)} models in {time.time() - t0:.1f} s")
+
+def similarity(a, b):
+    return difflib.SequenceMatcher(None, a.strip(), b.strip()).ratio()
+
+for name in models:
+    em = np.mean([a.strip() == m for a, (_, m, _) in zip(answers[name], tasks)])
+    sim = np.mean([similarity(a, m) for a, (_, m, _) in zip(answers[name], tasks)])
+    print(f"{name:6s} exact match {em:.0%}   mean character similarity {sim:.2f}")
+    record(f"line_infill_exact_{name}", round(float(em), 3))
+    record(f"line_infill_similarity_{name}", round(float(sim), 3))
+
+# %% slideshow={"slide_type": "subslide"}
+for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofim"]))[:P.fim.infill_examples]:
+    before = "".join(p.splitlines(keepends=True)[-3:])
+    after = "".join(s.splitlines(keepends=True)[:3])
+    print("─" * 80)
+    print(before + "█" + after.rstrip("\n"))
+    print(f"   truth : {m!r}\n   FIM   : {a_base.strip()!r}\n   no FIM: {a_nofim.strip()!r}")
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# 一分钟训练出来的 2.4M 参数模型，补全质量当然很低：这一节的目的是把**流程**看清楚——同样的 PSM prompt、同样的 `fim.infill` 函数，换成 Qwen2.5-Coder 这样在万亿 token 上用同一种数据变换训练出来的模型，就是 IDE 里的代码补全。
+# 对比两个模型的输出时注意：no-FIM 模型从没见过 `<|fim_middle|>`，它只是在 suffix 后面接着往下写；FIM 模型见过这种排列，知道 `<|fim_middle|>` 之后该接 prefix 末尾的内容，并以 `<|endoftext|>` 结束。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 小结
+#
+# - FIM 只改数据不改模型：两个均匀的**字符**切点 → prefix / middle / suffix → PSM 或 SPM，加 sentinel；
+# - `fim_rate`（0.5）控制多少文档做 FIM，`spm_rate` 控制 PSM/SPM 的比例；context-level FIM 保证三段落在同一个训练窗口里；
+# - label mask 决定"算哪些 loss"（L_FIM 只算 middle），attention mask 决定"能看到谁"，FIM 不需要改 attention；
+# - 同样的步数下，FIM 模型的左到右 loss 与普通模型相近，却多了补全中间的能力；
+# - 课程的小模型就是这里的 `base`：`course_lib.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。

@@ -1,0 +1,372 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 第05课 指令数据与 SFT：从真实代码到 LazyLLM 数据管道，再到 LLaMA-Factory 微调
+#
+# 预训练得到的代码模型只会"续写"。要让它**听指令写代码**，需要指令数据（instruction data）和有监督微调（SFT）。
+# 本课沿着原课的路线走一遍，每一步都在本机真实运行：
+#
+# **学习目标**
+# 1. 认识四类代码指令数据——代码生成、代码解释、代码翻译、单元测试生成——及其 `instruction / input / output` 格式（原课的斐波那契例子）。
+# 2. 从真实代码（标准库里带 docstring 的函数）构造指令样本，并在沙箱里**运行参考答案**验证它们。
+# 3. 用 tokenizer 的 chat template（Qwen 的 `<|im_start|>` 格式）排版对话，构造**只在答案上计算 loss** 的 label mask，理解 packing。
+# 4. 用 LazyLLM 的 codegen 数据管道（`CodeInstructionGenerator → ScriptSynthesizer → LogicIntegrityAuditor → ThresholdSieve → CodeFeedbackFormatter`）清洗数据，并看清它每一步保留/丢弃了什么、为什么。
+# 5. 用 LazyLLM `TrainableModule(...).finetune_method(finetune.llamafactory)` 调用 LLaMA-Factory 微调课程的小模型：loss 曲线、微调前后的生成对比；认识 full 配置下原课的超参数。
+
+# %% slideshow={"slide_type": "skip"} tags=["parameters"]
+PROFILE = "ci"        # "ci": CPU, offline teacher, tiny model; "full": GPU, vLLM teacher, Qwen2.5-0.5B-Instruct
+SEED = 0
+PIPELINE_ROWS = None  # None: pipeline.max_rows of the profile
+SFT_STEPS = None      # None: sft.max_steps of the profile (ci: a fixed CPU budget)
+BASE_MODEL = None     # None: sft.base_model of the profile (ci: the tiny model of lesson 04); or a model folder
+
+# %% slideshow={"slide_type": "skip"}
+import json
+import os
+import random
+import time
+
+os.environ.setdefault("LAZYLLM_DISABLE_SYSTEM_PROMPT", "1")
+os.environ.setdefault("LAZYLLM_LOG_LEVEL", "ERROR")   # keep LazyLLM's INFO/WARNING lines out of the slides
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import HTML, display
+
+import course_lib
+from course_lib import check_function, get_profile, record
+from course_lib import codegen, instructions, sft, teacher
+from course_lib.paths import cache_dir
+
+P = get_profile(PROFILE)
+print(P.summary().splitlines()[0])
+print("sandbox used by this lesson:", teacher.sandbox_status()[1])
+pd.set_option("display.max_colwidth", 90)
+T0 = time.time()
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. 指令数据长什么样
+#
+# 一条指令样本 = **指令**（instruction：要做什么）+ **输入**（input：可选的上下文，例如一段代码）+ **输出**（output：期望的回答）。
+# 原课的例子：
+
+# %% slideshow={"slide_type": "-"}
+print(json.dumps(instructions.FIBONACCI_EXAMPLE, ensure_ascii=False, indent=2))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 代码模型常见的四类指令数据：
+#
+# | 类型 | instruction | input | output |
+# |---|---|---|---|
+# | 代码生成 codegen | "写一个函数，实现 …" | 空 | 代码 |
+# | 代码解释 explain | "解释这段代码" | 代码 | 自然语言说明 |
+# | 代码翻译 translate | "把这段 JavaScript 翻译成 Python" | 代码 | 代码 |
+# | 单元测试生成 unittest | "为这个函数写单元测试" | 代码 | 测试代码 |
+#
+# 下面从**真实代码**构造这四类数据：在标准库里找"自包含、带 docstring"的顶层函数（只用 `ast` 解析，不 import），
+# docstring 的第一段变成指令，函数本身就是参考答案；doctest 例子变成单元测试；一个很小的 Python→JavaScript 转译器
+# （`instructions.to_javascript`）给翻译任务造出 JavaScript 版本。
+
+# %% slideshow={"slide_type": "-"}
+ins = instructions.load_instruction_set(PROFILE)     # built once, then cached in the course cache
+counts = ins.counts()
+print("samples per kind:", counts)
+print("checked by:", ins.verified_by)
+record("instruction_counts", counts)
+pd.Series(dict(ins.skipped)).sort_values(ascending=False).rename("functions/samples skipped").to_frame()
+
+# %% slideshow={"slide_type": "subslide"}
+for kind in instructions.KINDS:
+    s = next(x for x in ins.samples if x["kind"] == kind)
+    print(f"===== {kind}  ({s['id']}, from {os.path.basename(s['source_path'])})")
+    print("instruction:", s["instruction"])
+    if s["input"]:
+        print("input:\n" + s["input"][:300])
+    print("output:\n" + s["output"][:300])
+    print()
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. 参考答案必须能运行
+#
+# "写一个函数"的样本如果参考答案本身跑不通，模型学到的就是错误示范。所以每条样本的参考代码都在**沙箱**里执行
+# （`course_lib.sandbox`，第06课详细讲）：代码要能定义出函数，doctest 断言要通过；单元测试样本的测试要能在参考实现上通过。
+# 沙箱不可用时，`verified_by` 会明确写出"没有执行"，而不是假装验证过。
+
+# %% slideshow={"slide_type": "-"}
+ut = next(x for x in ins.samples if x["kind"] == "unittest")
+print(ut["output"])
+sb, backend = teacher.sandbox_status()
+if sb is not None:
+    name = ut["entry_point"]
+    res = sb.run_code(ut["input"], ut["output"] + f"\ntest_{name}()\n", backend=backend)
+    print("tests against the reference ->", res.status, f"({res.backend}, {res.duration_s:.2f}s)")
+    record("unittest_reference_status", res.status)
+else:
+    print("no sandbox here:", backend)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. Chat template 与只在答案上算 loss
+#
+# SFT 把样本排成对话：`system`（默认系统提示）→ `user`（instruction + input）→ `assistant`（output）。
+# Qwen 系列（以及本课程的小模型）用 ChatML：`<|im_start|>角色\n内容<|im_end|>`。训练时：
+#
+# * **prompt**（直到 `<|im_start|>assistant\n`）的 label 设为 `-100`，不计 loss；
+# * **answer**（代码 + 结尾的 `<|im_end|>`）的 label 就是 token 本身——模型学会写答案，也学会**停下来**。
+#
+# 这和 LLaMA-Factory 的 `train_on_prompt: false`、TRL 的 completion-only loss 是同一件事。
+
+# %% slideshow={"slide_type": "-"}
+from transformers import AutoTokenizer
+
+base_model = sft.resolve_base_model(BASE_MODEL or P.sft.base_model, PROFILE)   # ci: the tiny model of lesson 04 (cached)
+tok = AutoTokenizer.from_pretrained(base_model)
+sample = instructions.FIBONACCI_EXAMPLE
+enc = instructions.tokenize_chat(sample, tok)
+print(enc["text"])
+print(f"\n{len(enc['input_ids'])} tokens, of which {enc['prompt_len']} are prompt (label -100)")
+
+# %% slideshow={"slide_type": "subslide"}
+display(HTML(instructions.mask_html(tok, enc["input_ids"], enc["labels"])))
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 1：构造 answer-only labels
+#
+# 给定 `input_ids` 和 prompt 的长度 `prompt_len`，返回 labels：前 `prompt_len` 个位置是 `-100`，其余位置等于对应的 token id。
+
+# %% slideshow={"slide_type": "-"}
+def my_answer_only_labels(input_ids, prompt_len):
+    ### BEGIN SOLUTION
+    return [-100 if i < prompt_len else int(t) for i, t in enumerate(input_ids)]
+    ### END SOLUTION
+
+
+my_answer_only_labels = check_function(
+    my_answer_only_labels, instructions.answer_only_labels,
+    cases=[([5, 6, 7, 8], 2), ([1, 2, 3], 0), ([9, 9], 2), (enc["input_ids"], enc["prompt_len"])],
+    name="answer-only labels")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. Packing：把短样本拼满一个序列
+#
+# 指令样本长短不一。按 batch 里最长的样本补 padding，会浪费大量计算；**packing** 把多条样本首尾相接拼成接近
+# `max_len` 的序列，每条样本的 `position_ids` 从 0 重新开始，`sequence_ids` 记住每个 token 属于哪条样本
+# （注意力只在样本内部，避免"串台"）。
+
+# %% slideshow={"slide_type": "-"}
+MAX_LEN = 256
+encoded = [instructions.tokenize_chat(s, tok, max_len=MAX_LEN) for s in ins.samples[:64]]
+packed = instructions.pack_sequences(encoded, MAX_LEN)
+eff_packed = instructions.packing_efficiency(packed, MAX_LEN)
+lengths = [len(e["input_ids"]) for e in encoded]
+eff_padded = sum(lengths) / (len(lengths) * MAX_LEN)
+print(f"{len(encoded)} samples -> {len(packed)} packed rows; "
+      f"token slots used: padded {eff_padded:.0%}, packed {eff_packed:.0%}")
+record("packing_efficiency", round(eff_packed, 3))
+
+fig, ax = plt.subplots(figsize=(9, 2.8))
+import numpy as np
+grid = np.full((len(packed), MAX_LEN), np.nan)
+for r, row in enumerate(packed):
+    grid[r, :len(row["sequence_ids"])] = np.array(row["sequence_ids"]) % 10
+ax.imshow(grid, aspect="auto", cmap="tab10", interpolation="nearest")
+ax.set_xlabel("token position"); ax.set_ylabel("packed row"); ax.set_title("packing: colour = which sample (white = unused)")
+plt.show()
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. LazyLLM 代码数据管道
+#
+# 原课用 LazyLLM 的 `codegen_ops` 组成一条管道，把原始指令加工成高质量训练数据：
+#
+# 1. **CodeInstructionGenerator**：把原始请求改写成标准格式（一句英文指令 + 函数骨架）；
+# 2. **ScriptSynthesizer**：根据标准指令生成代码；
+# 3. **LogicIntegrityAuditor**：给 (指令, 代码) 打 0–10 分并写反馈（要求 JSON）；
+# 4. **ThresholdSieve**：只保留分数在 `[min_score, max_score]` 的样本；
+# 5. **CodeFeedbackFormatter**：输出 `instruction / input / output`。
+#
+# 模型通过 `lazyllm.OnlineChatModule(source='openai', base_url=...)` 访问一个 OpenAI 兼容的 HTTP 服务（full 配置下是 vLLM 上的
+# Qwen3-30B-A3B-Instruct 老师模型）。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### ci 配置里的"老师"：不是大模型，而是写明规则的离线老师
+#
+# CPU 上跑不动 30B 老师模型。ci 配置在 127.0.0.1 上启动 `course_lib.teacher.TeacherServer`，同一个 OpenAI 接口，但回答它的是
+# **三条写明的规则**（每个回答都标明 `"model": "course-offline-teacher"`，绝不冒充大模型输出）：
+#
+# * 标准化：规则把 "Write a Python code snippet to …" 改写成 "Write a Python function to …"，骨架的函数签名取自参考代码；
+# * 合成：直接返回数据集自带的参考答案（原样返回，让 LazyLLM 自己解析代码块）；
+# * 审核：**执行驱动（execution-grounded）**——在沙箱里运行代码（有测试就带上测试），按固定评分表打分：
+
+# %% slideshow={"slide_type": "-"}
+pd.Series(teacher.AUDIT_RUBRIC, name="score").to_frame()
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 2：写出离线老师的评分规则
+#
+# 实现 `my_rubric_score(status, defines, documented, has_tests)`：`"no code"` → 0，`"syntax_error"` → 2；
+# `"passed"` 或 `"not run"`（没有沙箱，只编译）→ 7，再加：定义了函数/类 +1、有 docstring/注释 +1、带测试**且真的跑过并通过** +1；
+# `"failed"` 且有测试 → 5；其余（运行错误、超时、内存超限……）→ 4。
+
+# %% slideshow={"slide_type": "-"}
+def my_rubric_score(status, defines=False, documented=False, has_tests=False):
+    ### BEGIN SOLUTION
+    if status == "no code":
+        return 0
+    if status == "syntax_error":
+        return 2
+    if status in ("passed", "not run"):
+        return 7 + int(defines) + int(documented) + int(has_tests and status == "passed")
+    if status == "failed" and has_tests:
+        return 5
+    return 4
+    ### END SOLUTION
+
+
+def reference_rubric(status, defines=False, documented=False, has_tests=False):
+    return teacher.rubric_score(status, defines=defines, documented=documented, has_tests=has_tests)
+
+
+my_rubric_score = check_function(
+    my_rubric_score, reference_rubric,
+    cases=[("no code",), ("syntax_error", True, True), ("passed", True, True, True), ("passed",),
+           ("not run", True, True, True), ("failed", True, False, True), ("failed", True, False, False),
+           ("timeout", True), ("runtime_error",), ("memory_limit", True, True, True)],
+    name="auditor rubric")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ### 运行管道
+#
+# 输入：上面构造的代码类样本（codegen / translate / unittest；explain 的输出是自然语言，不进代码管道），再加上几条
+# **故意放进去的坏样本**（标明 `planted-*`），演示每种失败怎样被计数和报告：缺列、空输出、不是 Python 的代码、运行时读 `input()` 而崩溃。
+
+# %% slideshow={"slide_type": "-"}
+PLANTED = [
+    {"id": "planted-missing-response", "prompt": "Write a Python function that reverses a string."},
+    {"id": "planted-missing-prompt", "response": "```python\ndef f():\n    return 1\n```"},
+    {"id": "planted-empty-output", "prompt": "Write a Python function that adds two numbers.", "response": "  "},
+    {"id": "planted-not-python", "prompt": "Write a function that doubles a number.",
+     "response": "Sure! ```javascript\nfunction double(x) { return 2 * x; }\n```"},
+    {"id": "planted-reads-stdin", "prompt": "Write a Python program to echo the user's name.",
+     "response": "```python\nname = input('name? ')\nprint('hello', name)\n```"},
+    {"id": "planted-py-fence", "prompt": "Create a Python function snippet that squares a number.",
+     "response": "```py\ndef square(x):\n    # multiply x by itself\n    return x * x\n```"},
+]
+max_rows = PIPELINE_ROWS or P.pipeline.max_rows
+code_rows = [s for s in ins.samples if s["kind"] != "explain"][:max_rows]
+rows = code_rows + PLANTED
+kept, report = codegen.run_codegen_pipeline(rows, profile=PROFILE, timeout_s=P.pipeline.timeout_s)
+record("pipeline_in", report.n_input)
+record("pipeline_kept", len(kept))
+record("pipeline_funnel", report.stages)
+
+# %% slideshow={"slide_type": "subslide"}
+display(report.funnel())
+display(report.dropped_table())
+pd.DataFrame(report.notes)
+
+# %% slideshow={"slide_type": "-"}
+fig, ax = plt.subplots(figsize=(6, 3))
+report.plot_scores(ax, min_score=P.pipeline.min_score)
+plt.show()
+record("score_histogram", report.score_histogram())
+pd.DataFrame(kept)[["row_id", "quality_score", "feedback", "standardized_instruction"]].head(6)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ### LazyLLM 的几个"坑"（包装层帮你看见）
+#
+# * 算子会**原地修改**输入的 dict → 包装层先 deep copy；
+# * 线程池让输出**顺序打乱** → 每行带 `row_id`，最后恢复顺序；
+# * 某一行抛异常会被**悄悄丢掉** → 在每个算子之后计数，并记录算子的错误信息；
+# * `ThresholdSieve` 用 `int()` 解析分数：老师回答 `"8.5"` 或 `"9/10"` 时变成 0 → 被筛掉；
+# * ```` ```py ```` 代码块会把 `py` 漏进代码；`CodeFeedbackFormatter` 的 `instruction` 是原始请求而不是标准化后的指令。
+#
+# 下面让一个"故障老师"把某一行的分数写成字符串 `"8.5"`，对比关掉/打开分数规范化的结果：
+
+# %% slideshow={"slide_type": "-"}
+base = teacher.OfflineTeacher()
+
+def string_score_teacher(messages):
+    system, user = messages[0]["content"], messages[-1]["content"]
+    if base.role_of(system) == "audit" and "square" in user:
+        return json.dumps({"score": "8.5", "feedback": "an LLM-like answer with a string score"})
+    return base.respond(messages)
+
+srv = teacher.TeacherServer(string_score_teacher)
+srv.teacher = base
+demo_rows = [PLANTED[-1], code_rows[0]]
+with srv:
+    raw_kept, raw_report = codegen.run_codegen_pipeline(demo_rows, server=srv, normalize_scores=False, verbose=False)
+    fixed_kept, fixed_report = codegen.run_codegen_pipeline(demo_rows, server=srv, verbose=False)
+print("LazyLLM as is   -> kept", [k["row_id"] for k in raw_kept], "| dropped:", raw_report.dropped)
+print("with normalising -> kept", [k["row_id"] for k in fixed_kept])
+print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "planted-py-fence"])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. SFT：LazyLLM → LLaMA-Factory
+#
+# 原课的训练代码：
+#
+# ```python
+# model = lazyllm.TrainableModule(base_model, target_path) \
+#     .mode('finetune').trainset(data_path) \
+#     .finetune_method((lazyllm.finetune.llamafactory, {...}))
+# model.update()
+# ```
+#
+# `course_lib.sft.finetune` 就是这段调用（两个配置同一条代码路径），外加 LazyLLM 不做的检查：合并后的权重存在、日志里有
+# `train_runtime`、loss 确实下降；否则停下来并打印日志的最后几行。两个配置的参数：
+
+# %% slideshow={"slide_type": "-"}
+keys = ["finetuning_type", "learning_rate", "cutoff_len", "max_samples", "val_size", "bf16", "fp16",
+        "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
+        "template", "stage", "train_on_prompt", "use_cpu"]
+cfgs = {p: sft.llamafactory_config(p) for p in ("ci", "full")}
+pd.DataFrame({p: {k: c.get(k, "") for k in keys} for p, c in cfgs.items()})
+
+# %% slideshow={"slide_type": "subslide"}
+probe = ["Write a Python function `double(x)` that does the following: return twice the value x.",
+         code_rows[-1]["instruction"]]
+before = sft.generate(base_model, probe, max_new_tokens=48)
+steps = SFT_STEPS or P.sft.max_steps
+out_dir = cache_dir("sft", f"run-{PROFILE}")
+result = sft.finetune(base_model, kept, out_dir, profile=PROFILE, max_steps=steps)
+print(f"trained in {result.train_runtime:.1f}s of trainer time ({result.seconds:.0f}s with LLaMA-Factory start-up)")
+print("merged model:", result.merged_model)
+for note in result.notes:
+    print("note:", note)
+record("sft_train_rows", len(kept))
+record("sft_loss_first", result.loss_curve[0][1])
+record("sft_loss_last", result.loss_curve[-1][1])
+
+# %% slideshow={"slide_type": "-"}
+fig, ax = plt.subplots(figsize=(6, 3))
+result.plot_loss(ax)
+plt.show()
+after = sft.generate(result.merged_model, probe, max_new_tokens=48)
+for q, b, a in zip(probe, before, after):
+    print("=" * 80, "\nQ:", q[:120])
+    print("--- before SFT:\n" + b[:200])
+    print("--- after SFT:\n" + a[:200])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 小模型只训练了几十步，答案未必正确——但格式变了：它开始用代码回答指令并在 `<|im_end|>` 处停下。
+# loss 曲线来自 LLaMA-Factory 自己的 `trainer_log.jsonl`。
+#
+# **full 配置**：同一个 `sft.finetune(...)`，基座换成 `Qwen/Qwen2.5-0.5B-Instruct`，参数用原课的
+# （`learning_rate 1e-4, cutoff_len 4096, max_samples 5000, val_size 0.02, bf16, batch 8 × grad-accum 4, 2 epochs, template qwen, stage sft, LoRA`）；
+# 数据管道的老师是 vLLM 上的 Qwen3-30B-A3B-Instruct（`vllm serve ...`，再把 `COURSE_TEACHER_URL` 指向它）。
+
+# %% slideshow={"slide_type": "-"}
+print("full-profile teacher command:", " ".join(teacher.VLLMTeacher().command()))
+print("full-profile SFT:", {k: cfgs["full"][k] for k in ("learning_rate", "cutoff_len", "max_samples", "val_size",
+                                                          "bf16", "num_train_epochs", "finetuning_type")})
+record("notebook_seconds", round(time.time() - T0, 1))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 小结
+#
+# * 指令数据 = instruction / input / output；四类代码任务都能从**真实代码**构造，参考答案要在沙箱里**跑通**。
+# * SFT 用 chat template 排版，label mask 让 loss 只落在答案（含 `<|im_end|>`）上；packing 减少 padding 浪费。
+# * LazyLLM 的 codegen 管道是"标准化 → 合成 → 审核 → 过滤 → 格式化"；要看清它丢了什么、为什么，就在每一步计数并保留原因。
+# * 审核可以不靠大模型打分，而靠**执行**：能跑、测试通过，分数才高。
+# * 同一段 `TrainableModule(...).finetune_method(finetune.llamafactory)` 在 CPU 小模型和 GPU 大模型上都能跑；跑完一定要检查权重、日志和 loss。

