@@ -1,3 +1,3 @@
-from course_lib.cli import main
+from course_lib.tooling.cli import main
 
 raise SystemExit(main())

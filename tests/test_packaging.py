@@ -111,7 +111,7 @@ def test_no_loose_exact_pins_on_fast_moving_libraries(pyproject_reqs):
 
 
 def test_slides_template_ships_with_the_package(repo):
-    assert (repo / "course_lib" / "templates" / "course_reveal" / "index.html.j2").exists()
+    assert (repo / "course_lib" / "tooling" / "templates" / "course_reveal" / "index.html.j2").exists()
 
 
 @pytest.mark.parametrize("module", ["course_lib", "course_lib.runner", "course_lib.slides",

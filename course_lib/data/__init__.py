@@ -1,0 +1,3 @@
+"""Lessons 01–03, the code corpus: repository selection (``repos``, ``github``), file filters and
+licences (``filters``), secret and PII redaction (``redaction``), the corpus (``corpus``), exact and
+near-duplicate removal (``dedup``, ``dedup_scaleout``), dependency order (``deps``)."""
