@@ -127,3 +127,20 @@ def test_course_command_lists_its_commands(repo):
     assert out.returncode == 0
     for cmd in ("run", "test", "slides", "env", "student"):
         assert cmd in out.stdout
+
+
+def test_licence_file_matches_pyproject(repo, project):
+    assert project["license"] == "MIT"
+    assert "LICENSE" in project.get("license-files", [])
+    assert (repo / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+
+
+def test_setuptools_floor_supports_the_licence_fields(repo):
+    build = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]
+    floor = [Requirement(r) for r in build["requires"] if Requirement(r).name == "setuptools"][0]
+    # a plain SPDX string in `license` and `license-files` need setuptools 77 (PEP 639)
+    assert not floor.specifier.contains("76.9"), floor
+
+
+def test_console_script_course_points_at_the_cli(project):
+    assert project["scripts"]["course"] == "course_lib.tooling.cli:main"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _cmd_notebooks(argv: list[str]) -> int:
@@ -74,6 +75,25 @@ COMMANDS = {
 }
 
 
+def _run_in_repo(name: str, rest: list[str]) -> int:
+    """``course test`` / ``course setup`` from the console script: the same as ``./course test|setup``
+    (pytest in the repository root with this interpreter; ``scripts/setup.sh`` for this venv)."""
+    import os
+    import subprocess
+
+    from course_lib.paths import repo_root
+
+    root = repo_root()
+    if root is None:
+        print(f"`course {name}` needs a clone of the course repository (tests and setup live there)",
+              file=sys.stderr)
+        return 2
+    if name == "test":
+        return subprocess.call([sys.executable, "-m", "pytest", *rest], cwd=root)
+    env = dict(os.environ, COURSE_VENV=str(Path(sys.prefix)))
+    return subprocess.call(["bash", str(root / "scripts" / "setup.sh"), *rest], cwd=root, env=env)
+
+
 def _skip_rfc3987_grammar() -> None:
     """``import nbformat`` pulls in jsonschema, which imports ``rfc3987_syntax`` (installed through
     jupyterlab's dependencies) only to validate the "iri" string format; building its grammar costs
@@ -92,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<8} {text}")
         return 0
     name, rest = argv[0], argv[1:]
+    if name in ("test", "setup"):
+        return _run_in_repo(name, rest)
     if name not in COMMANDS:
         print(f"unknown command {name!r}; commands: setup, test, {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
