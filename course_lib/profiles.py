@@ -153,7 +153,7 @@ _CI: dict[str, dict[str, Any]] = {
     "sandbox": {
         # bubblewrap in ci (~30-40 samples/s on 2 cores); "auto" prefers Docker (~2-3 samples/s) when a
         # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
-        "backend": os.environ.get("SANDBOX_BACKEND", "bwrap"),
+        "backend": "bwrap",           # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
@@ -258,7 +258,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "max_steps": -1,
     },
     "sandbox": {
-        "backend": os.environ.get("SANDBOX_BACKEND", "docker"),
+        "backend": "docker",          # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
@@ -309,17 +309,35 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+# Environment variables that override one profile setting, read when a profile is resolved (never at
+# import): (section, key) → variable.
+ENV_OVERRIDES: dict[tuple[str, str], str] = {
+    ("sandbox", "backend"): "SANDBOX_BACKEND",
+}
+
+
 def get_profile(name: str | None = None) -> Profile:
-    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``).
+    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
+    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now.
 
     Introduced in lesson 00.
     """
     name = name or os.environ.get("COURSE_PROFILE", "ci")
     try:
-        return PROFILES[name]
+        base = PROFILES[name]
     except KeyError:
         raise ValueError(
             f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None
+    changed: dict[str, dict[str, Any]] = {}
+    for (section, key), var in ENV_OVERRIDES.items():
+        value = os.environ.get(var)
+        if value and section in base.sections and base.sections[section].get(key) != value:
+            changed.setdefault(section, dict(base.sections[section]))[key] = value
+    if not changed:
+        return base
+    sections = {k: (Section(k, changed[k]) if k in changed else v) for k, v in base.sections.items()}
+    return Profile(name=base.name, description=base.description, device=base.device, seed=base.seed,
+                   sections=sections)
 
 
 def recommend_profile(has_gpu: bool, has_internet: bool) -> str:

@@ -72,3 +72,25 @@ def test_recommend_profile():
     assert recommend_profile(True, False) == "ci"
     assert recommend_profile(False, True) == "ci"
     assert recommend_profile(False, False) == "ci"
+
+
+def test_environment_overrides_are_read_when_the_profile_is_resolved(monkeypatch):
+    from course_lib.profiles import PROFILES, get_profile
+
+    monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
+    assert get_profile("ci").sandbox.backend == PROFILES["ci"].sandbox.backend == "bwrap"
+    monkeypatch.setenv("SANDBOX_BACKEND", "docker")
+    assert get_profile("ci").sandbox.backend == "docker"
+    assert PROFILES["ci"].sandbox.backend == "bwrap"  # the definition itself is not changed
+
+
+def test_profiles_module_reads_no_environment_at_import():
+    import ast
+    import inspect
+
+    import course_lib.profiles as profiles
+
+    tree = ast.parse(inspect.getsource(profiles))
+    top_level_env = [n.lineno for stmt in tree.body if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
+                     for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and n.attr == "environ"]
+    assert not top_level_env, f"profiles.py reads os.environ at import (lines {top_level_env})"
