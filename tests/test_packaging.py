@@ -144,3 +144,70 @@ def test_setuptools_floor_supports_the_licence_fields(repo):
 
 def test_console_script_course_points_at_the_cli(project):
     assert project["scripts"]["course"] == "course_lib.tooling.cli:main"
+
+
+# Declared dependencies that no `import` in the repository names, and why they are needed.
+NEEDED_WITHOUT_IMPORT = {
+    "jupyterlab": "`./course lab`", "ipykernel": "the course's Jupyter kernel", "ipywidgets": "progress widgets",
+    "pyarrow": "version cap for datasets with numpy 1.x", "tokenizers": "transformers' fast tokenizers",
+    "peft": "LLaMA-Factory (LoRA)", "accelerate": "LLaMA-Factory / transformers Trainer",
+    "lazyllm-llamafactory": "`llamafactory-cli`, run by LazyLLM's finetune.llamafactory",
+    # lazyllm.tools.data imports these (LazyLLM's `rag` group)
+    "regex": "lazyllm.tools.data", "fsspec": "lazyllm.tools.data", "pypdf": "lazyllm.tools.data",
+    "docx2txt": "lazyllm.tools.data", "ebooklib": "lazyllm.tools.data", "html2text": "lazyllm.tools.data",
+    "olefile": "lazyllm.tools.data", "openpyxl": "lazyllm.tools.data", "python-pptx": "lazyllm.tools.data",
+    "python-docx": "lazyllm.tools.data", "beautifulsoup4": "lazyllm.tools.data", "tiktoken": "lazyllm.tools.data",
+    "spacy": "lazyllm.tools.data", "bm25s": "lazyllm.tools.data", "pystemmer": "lazyllm.tools.data",
+    "nltk": "lazyllm.tools.data", "jieba": "lazyllm.tools.data", "sentencepiece": "lazyllm.tools.data",
+    "psycopg2-binary": "lazyllm.tools.data", "sqlalchemy": "lazyllm.tools.data",
+    "python-multipart": "lazyllm.tools.data", "json-repair": "lazyllm.tools.data",
+    "pytest-timeout": "pytest plugin", "jupytext": "imported lazily by nbtools",
+    "ruff": "run by tests/test_style.py", "pyyaml": "imported as yaml",
+}
+# Files that run in their own environment (not .venv) and may import what only that one has.
+OWN_ENVIRONMENT = ("course_lib/data/scripts/",)
+
+
+def _third_party_imports(repo) -> dict[str, set[str]]:
+    import ast
+
+    found: dict[str, set[str]] = {}
+    for folder in ("course_lib", "tests", "lessons", "benchmarks"):
+        for path in (repo / folder).rglob("*.py"):
+            rel = str(path.relative_to(repo))
+            if rel.startswith(OWN_ENVIRONMENT):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names = [node.module]
+                for n in names:
+                    top = n.split(".")[0]
+                    if top not in sys.stdlib_module_names and top not in ("course_lib", "tests", "__future__"):
+                        found.setdefault(top, set()).add(rel)
+    return found
+
+
+def test_every_imported_package_is_declared_and_every_declared_one_is_needed(repo, project):
+    import importlib.metadata as md
+
+    dist_of = md.packages_distributions()
+    declared = {canonicalize_name(Requirement(r).name)
+                for r in project["dependencies"] + [x for v in project["optional-dependencies"].values() for x in v]}
+    imported = _third_party_imports(repo)
+    undeclared = {}
+    used = set()
+    for top, files in imported.items():
+        dists = {canonicalize_name(d) for d in dist_of.get(top, [])}
+        if not dists:
+            continue  # not installed here (a full-profile package behind a guard): checked by the extras
+        used |= dists
+        if not dists & declared:
+            undeclared[top] = sorted(files)[:3]
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+    unused = sorted(declared - used - {canonicalize_name(n) for n in NEEDED_WITHOUT_IMPORT}
+                    - {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"].get("full", [])}
+                    - {"pytest", "torch"})
+    assert not unused, f"declared in pyproject.toml but never imported (or say why in NEEDED_WITHOUT_IMPORT): {unused}"
