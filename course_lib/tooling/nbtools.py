@@ -245,24 +245,24 @@ def read_records(nb_or_path: Any) -> dict[str, Any]:
     return found
 
 
-# --- helpers for authors who write solution notebooks from a script ------------------------------
+# --- building notebooks in code (tests, tools) ---------------------------------------------------
 
-def md(source: str, slide: str = "-", tags: Iterable[str] = ()) -> nbformat.NotebookNode:
-    """A markdown cell with slide metadata (``slide`` is a ``slideshow.slide_type``)."""
-    cell = nbformat.v4.new_markdown_cell(source.strip("\n"))
+def _cell(factory, source: str, slide: str, tags: Iterable[str]) -> nbformat.NotebookNode:
+    cell = factory(source.strip("\n"))
     cell.metadata["slideshow"] = {"slide_type": slide}
     if tags:
         cell.metadata["tags"] = list(tags)
     return cell
+
+
+def md(source: str, slide: str = "-", tags: Iterable[str] = ()) -> nbformat.NotebookNode:
+    """A markdown cell with slide metadata (``slide`` is a ``slideshow.slide_type``)."""
+    return _cell(nbformat.v4.new_markdown_cell, source, slide, tags)
 
 
 def code(source: str, slide: str = "-", tags: Iterable[str] = ()) -> nbformat.NotebookNode:
     """A code cell with slide metadata; setup cells should use ``slide="skip"``."""
-    cell = nbformat.v4.new_code_cell(source.strip("\n"))
-    cell.metadata["slideshow"] = {"slide_type": slide}
-    if tags:
-        cell.metadata["tags"] = list(tags)
-    return cell
+    return _cell(nbformat.v4.new_code_cell, source, slide, tags)
 
 
 KERNEL_NAME = "code-llm-course"
