@@ -112,6 +112,13 @@ def publish(tmp: Path, final: Path, *, key: str, stage: str, meta: Mapping[str, 
     return final
 
 
+def artefact_path(stage: str, name: str, config: Any, *, upstream: Iterable[str] = (),
+                  code: Iterable[ModuleType | str | Path] = (), root: Path | None = None) -> Path:
+    """Where :func:`get_or_build` keeps this artefact (complete or not): ``<cache>/<stage>/<name>-<key>``."""
+    base = Path(root) if root is not None else cache_dir(stage)
+    return base / f"{name}-{artefact_key(config, upstream=list(upstream), code=code)}"
+
+
 def get_or_build(stage: str, name: str, config: Any, builder: Callable[[Path], Mapping[str, Any] | None], *,
                  upstream: Iterable[str] = (), code: Iterable[ModuleType | str | Path] = (),
                  rebuild: bool = False, root: Path | None = None, log: Callable[[str], None] | None = None
@@ -121,11 +128,11 @@ def get_or_build(stage: str, name: str, config: Any, builder: Callable[[Path], M
     ``builder(folder)`` fills a fresh folder and may return a dict of metadata (counts, timings) that
     is stored in the marker. An exception in the builder leaves the cache as it was and propagates.
     ``rebuild=True`` builds even when a complete artefact exists (and replaces it atomically)."""
-    upstream = list(upstream)
-    key = artefact_key(config, upstream=upstream, code=code)
-    base = Path(root) if root is not None else cache_dir(stage)
+    upstream, code = list(upstream), list(code)
+    final = artefact_path(stage, name, config, upstream=upstream, code=code, root=root)
+    key = final.name[len(name) + 1:]
+    base = final.parent
     base.mkdir(parents=True, exist_ok=True)
-    final = base / f"{name}-{key}"
     if not rebuild and is_complete(final, key):
         return Artefact(stage, final, key, read_marker(final)["meta"], built=False)
     if final.exists() and not rebuild and log is not None:

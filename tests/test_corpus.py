@@ -86,15 +86,26 @@ def test_per_repo_cap_is_counted(tmp_path):
     assert cols["path"] == ["m0.py", "m1.py"] and report.files_capped == 3
 
 
-def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
+def test_load_corpus_builds_once_through_the_store(tmp_path, monkeypatch):
     import datasets
 
-    ds = datasets.Dataset.from_dict({c: ["x"] if c != "size" else [1] for c in COLUMNS})
-    target = tmp_path / "ci-abc"
-    corpus._write_atomically(ds, CorpusReport(profile="ci"), target)
-    corpus._write_atomically(ds.select([]), CorpusReport(profile="ci"), target)
-    assert len(datasets.load_from_disk(str(target))) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ci-abc"]
+    from course_lib import store
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake_build(profile, *, progress=True, selected=None):
+        calls.append(profile)
+        ds = datasets.Dataset.from_dict({c: ["x"] if c != "size" else [1] for c in COLUMNS})
+        return ds, CorpusReport(profile=profile)
+
+    monkeypatch.setattr(corpus, "build_corpus", fake_build)
+    first = corpus.load_corpus("ci")
+    again = corpus.load_corpus("ci")
+    assert len(first) == len(again) == 1 and calls == ["ci"]
+    assert store.is_complete(corpus.corpus_path("ci"))
+    corpus.load_corpus("ci", rebuild=True)
+    assert calls == ["ci", "ci"]
 
 
 def test_full_profile_runs_against_a_github_shaped_server(github_server, tmp_path, monkeypatch):
@@ -128,24 +139,3 @@ def test_repo_metadata_of_the_kept_repositories(ci_corpus):
     assert set(ds["repo"]) <= set(meta)
     assert all(m["stars"] > 5 for m in meta.values())
     assert meta["python/cpython"]["license"] == "PSF-2.0"
-
-
-def test_concurrent_writer_keeps_the_first_copy(tmp_path, monkeypatch):
-    import datasets
-
-    ds = datasets.Dataset.from_dict({c: ["x"] if c != "size" else [1] for c in COLUMNS})
-    target = tmp_path / "ci-abc"
-    corpus._write_atomically(ds, CorpusReport(profile="ci"), target)
-    real_replace = os.replace
-    calls = []
-
-    def racing_replace(src, dst):  # the old copy cannot be moved away (another writer holds it)
-        calls.append((src, dst))
-        if len(calls) == 1:
-            raise OSError("busy")
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(corpus.os, "replace", racing_replace)
-    corpus._write_atomically(ds.select([]), CorpusReport(profile="ci"), target)
-    assert len(datasets.load_from_disk(str(target))) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ci-abc"]

@@ -9,11 +9,8 @@ Introduced in lesson 01.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
-import os
 import platform
-import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from course_lib.filters import (FilterReport, file_filter_reason, language_of, read_source_file)
+from course_lib import store
 from course_lib.paths import cache_dir
 from course_lib.profiles import get_profile
 from course_lib.redaction import redact_secrets
@@ -183,28 +181,24 @@ def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
     return repos, sel
 
 
-def _code_fingerprint() -> str:
-    """Hash of the modules that decide what enters the corpus: editing a rule rebuilds the cache."""
-    h = hashlib.sha256()
-    for mod in ("filters", "redaction", "repos", "corpus"):
-        h.update((Path(__file__).parent / f"{mod}.py").read_bytes())
-    return h.hexdigest()[:12]
+def _code_files() -> list[Path]:
+    """The modules that decide what enters the corpus: editing a rule rebuilds the cache."""
+    return [Path(__file__).parent / f"{mod}.py" for mod in ("filters", "redaction", "repos", "corpus")]
 
 
-def _config_key(profile: str, cfg, repos: list[Repo]) -> str:
-    payload = {
-        "format": CORPUS_FORMAT, "code": _code_fingerprint(), "profile": profile, "config": dict(cfg), "python": platform.python_version(),
+def _corpus_config(profile: str, cfg, repos: list[Repo]) -> dict:
+    return {
+        "format": CORPUS_FORMAT, "profile": profile, "config": dict(cfg), "python": platform.python_version(),
         "repos": [(r.name, r.version, r.license, r.stars, str(r.pushed_at), len(r.files)) for r in repos],
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def corpus_path(profile: str = "ci", *, selected=None) -> Path:
     """The cache folder of the corpus for ``profile`` as it would be built now (its name holds the
-    configuration key). Introduced in lesson 01."""
+    artefact key: configuration, selected repositories, code version). Introduced in lesson 01."""
     cfg = get_profile(profile).corpus
     repos, _ = selected if selected is not None else select_corpus_repos(profile)
-    return cache_dir("corpus") / f"{profile}-{_config_key(profile, cfg, repos)}"
+    return store.artefact_path("corpus", profile, _corpus_config(profile, cfg, repos), code=_code_files())
 
 
 def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
@@ -236,47 +230,32 @@ def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
     return ds, report
 
 
-def _write_atomically(ds, report: CorpusReport, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    ds.save_to_disk(str(tmp))
-    (tmp / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        try:
-            os.replace(target, old)
-        except OSError:
-            old = None
-    try:
-        os.replace(tmp, target)
-    except OSError:
-        # another process finished the same build first: keep its copy, drop ours
-        if not (target / "report.json").exists():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def load_corpus(profile: str = "ci", rebuild: bool = False):
     """The lesson-01 corpus as a ``datasets.Dataset`` with columns repo, path, license, language,
     content, size, kept_reason — built by repository selection, file filters and secret redaction,
-    cached in ``cache_dir("corpus")`` (atomic write, keyed by the configuration). ``rebuild=True``
-    builds it again. The build report is in ``load_corpus_report(profile)``.
+    cached in ``cache_dir("corpus")`` through :mod:`course_lib.store` (keyed by the configuration, the
+    selected repositories and the code; atomic). ``rebuild=True`` builds it again. The build report is
+    in ``load_corpus_report(profile)``.
 
     Introduced in lesson 01.
     """
     import datasets
 
     selected = select_corpus_repos(profile)
-    target = corpus_path(profile, selected=selected)
-    if rebuild or not (target / "report.json").exists():
+    cfg = get_profile(profile).corpus
+
+    def build(folder: Path) -> dict:
         ds, report = build_corpus(profile, selected=selected)
-        _write_atomically(ds, report, target)
+        ds.save_to_disk(str(folder / "dataset"))
+        (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
         print(report.summary())
-        print(f"saved to {target}")
-    return datasets.load_from_disk(str(target))
+        return {"rows": len(ds)}
+
+    art = store.get_or_build("corpus", profile, _corpus_config(profile, cfg, selected[0]), build,
+                             code=_code_files(), rebuild=rebuild, log=print)
+    if art.built:
+        print(f"saved to {art.path}")
+    return datasets.load_from_disk(str(art.path / "dataset"))
 
 
 def corpus_repo_metadata(profile: str = "ci") -> dict[str, dict]:
@@ -289,6 +268,6 @@ def load_corpus_report(profile: str = "ci") -> CorpusReport:
     """The build report of the cached corpus (builds the corpus first when missing). Introduced in
     lesson 01."""
     target = corpus_path(profile)
-    if not (target / "report.json").exists():
+    if not store.is_complete(target):
         load_corpus(profile)
     return CorpusReport.from_dict(json.loads((target / "report.json").read_text(encoding="utf-8")))

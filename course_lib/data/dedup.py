@@ -20,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -718,15 +716,35 @@ def corpus_fingerprint(corpus) -> str:
     return h.hexdigest()[:16]
 
 
-def _dedup_folder(profile: str, corpus) -> Any:
-    from course_lib.paths import cache_dir
+def _dedup_artefact(profile: str, rebuild: bool = False):
+    """The deduplicated corpus as an artefact of :mod:`course_lib.store`: keyed by the profile's
+    ``dedup`` settings, the content of lesson 01's corpus (upstream) and this module's code."""
+    from course_lib import store
     from course_lib.profiles import get_profile
 
+    corpus = _corpus(profile)
     cfg = dict(get_profile(profile).dedup)
-    fingerprint = corpus_fingerprint(corpus)
-    key = hashlib.sha256(json.dumps({"cfg": cfg, "corpus": fingerprint, "v": 1},
-                                    sort_keys=True).encode()).hexdigest()[:12]
-    return cache_dir("dedup") / f"{profile}-{key}", cfg
+
+    def build(folder):
+        stars = _stars_for(corpus, profile)
+        result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=stars,
+                             threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
+                             verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
+        kept = corpus.select(result.keep)
+        quality = near_dedup_quality(corpus["content"], result, cfg)
+        report = {"profile": profile, "config": cfg, "input_files": len(corpus), **result.summary(),
+                  "stars_known": stars is not None, "quality": quality,
+                  "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
+                  "removed_files": result.removed,
+                  "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}
+        kept.save_to_disk(str(folder / "dataset"))
+        (folder / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"dedup ({profile}): {len(corpus)} files -> kept {len(kept)}; removed "
+              f"{report.get('exact_duplicate', 0)} exact and {report.get('near_duplicate', 0)} near duplicates")
+        return {"rows": len(kept)}
+
+    return store.get_or_build("dedup", profile, cfg, build, upstream=[corpus_fingerprint(corpus)],
+                              code=[__file__], rebuild=rebuild, log=print)
 
 
 def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -744,45 +762,17 @@ def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[st
 
 def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
     """Lesson 01's corpus after exact and near dedup (a ``datasets.Dataset``, same columns), cached in
-    ``cache_dir("dedup")`` under a key of the profile's ``dedup`` settings and the corpus fingerprint;
-    built from ``course_lib.corpus.load_corpus`` when missing (or ``rebuild=True``). The report of what
-    was removed is in :func:`load_dedup_report`. Introduced in lesson 02.
+    ``cache_dir("dedup")`` through :mod:`course_lib.store` under a key of the profile's ``dedup``
+    settings, lesson 01's corpus artefact and this module's code; built from
+    ``course_lib.corpus.load_corpus`` when missing (or ``rebuild=True``). The report of what was removed
+    is in :func:`load_dedup_report`. Introduced in lesson 02.
     """
     import datasets
 
-    corpus = _corpus(profile, rebuild=False)
-    folder, cfg = _dedup_folder(profile, corpus)
-    if (folder / "dataset").is_dir() and (folder / "report.json").exists() and not rebuild:
-        return datasets.load_from_disk(str(folder / "dataset"))
-    stars = _stars_for(corpus, profile)
-    result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=stars,
-                         threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
-                         verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
-    kept = corpus.select(result.keep)
-    quality = near_dedup_quality(corpus["content"], result, cfg)
-    report = {"profile": profile, "config": cfg, "input_files": len(corpus), **result.summary(),
-              "stars_known": stars is not None, "quality": quality,
-              "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
-              "removed_files": result.removed,
-              "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    kept.save_to_disk(str(tmp / "dataset"))
-    (tmp / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
-    print(f"dedup ({profile}): {len(corpus)} files -> kept {len(kept)}; removed "
-          f"{report.get('exact_duplicate', 0)} exact and {report.get('near_duplicate', 0)} near duplicates "
-          f"(report: {folder / 'report.json'})")
-    return datasets.load_from_disk(str(folder / "dataset"))
+    return datasets.load_from_disk(str(_dedup_artefact(profile, rebuild).path / "dataset"))
 
 
 def load_dedup_report(profile: str = "ci") -> dict[str, Any]:
     """The report of :func:`load_deduped_corpus` (counts, config, one record per removed file, the
     first clusters), building the deduped corpus first when needed. Introduced in lesson 02."""
-    corpus = _corpus(profile)
-    folder, _ = _dedup_folder(profile, corpus)
-    if not (folder / "report.json").exists():
-        load_deduped_corpus(profile)
-    return json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    return json.loads((_dedup_artefact(profile).path / "report.json").read_text(encoding="utf-8"))

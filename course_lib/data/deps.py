@@ -510,54 +510,46 @@ def load_ordered_corpus(profile: str = "ci", rebuild: bool = False):
     ``paths`` (dependency order), ``text`` (:func:`repo_to_sample` with Qwen markers), ``edges``,
     ``edges_respected`` and ``tolerant_files``. Cached in ``cache_dir("deps")`` keyed by the profile's
     ``deps`` settings and the deduped corpus; rebuilt when missing. Introduced in lesson 03."""
-    import hashlib
-    import json
-    import os
-    import shutil
-
     import datasets
 
-    from course_lib.dedup import corpus_fingerprint, load_deduped_corpus
-    from course_lib.paths import cache_dir
+    from course_lib import store
+    from course_lib.dedup import _dedup_artefact, load_deduped_corpus
     from course_lib.profiles import get_profile
 
     cfg = dict(get_profile(profile).deps)
-    corpus = load_deduped_corpus(profile)
-    key = hashlib.sha256(json.dumps({"cfg": cfg, "corpus": corpus_fingerprint(corpus), "v": 1},
-                                    sort_keys=True).encode()).hexdigest()[:12]
-    folder = cache_dir("deps") / f"{profile}-{key}"
-    if (folder / "dataset").is_dir() and not rebuild:
-        return datasets.load_from_disk(str(folder / "dataset"))
-    by_repo: dict[str, dict[str, str]] = {}
-    licenses: dict[str, str] = {}
-    for repo, path, text, lic in zip(corpus["repo"], corpus["path"], corpus["content"], corpus["license"]):
-        by_repo.setdefault(repo, {})[path] = text
-        licenses.setdefault(repo, lic)
-    names = sorted(by_repo)
-    if cfg.get("max_repos"):
-        names = names[: cfg["max_repos"]]
-    rows: dict[str, list] = {k: [] for k in ("repo", "license", "n_files", "paths", "text", "edges",
-                                             "edges_respected", "tolerant_files")}
-    for name in names:
-        files = by_repo[name]
-        stats = ParseStats()
-        g = import_graph(files, stats)
-        order = order_scc(g)
-        rows["repo"].append(name)
-        rows["license"].append(licenses[name])
-        rows["n_files"].append(len(files))
-        rows["paths"].append(order)
-        rows["text"].append(repo_to_sample(files, name, markers=True, order=order))
-        rows["edges"].append(g.number_of_edges())
-        rows["edges_respected"].append(edge_respect(order, g)["all"])
-        rows["tolerant_files"].append(stats.tolerant_files)
-    ds = datasets.Dataset.from_dict(rows)
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    ds.save_to_disk(str(tmp / "dataset"))
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
-    print(f"ordered corpus ({profile}): {len(names)} repositories, {sum(rows['n_files'])} files, "
-          f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")
-    return datasets.load_from_disk(str(folder / "dataset"))
+    upstream = _dedup_artefact(profile)
+
+    def build(folder):
+        corpus = load_deduped_corpus(profile)
+        by_repo: dict[str, dict[str, str]] = {}
+        licenses: dict[str, str] = {}
+        for repo, path, text, lic in zip(corpus["repo"], corpus["path"], corpus["content"], corpus["license"]):
+            by_repo.setdefault(repo, {})[path] = text
+            licenses.setdefault(repo, lic)
+        names = sorted(by_repo)
+        if cfg.get("max_repos"):
+            names = names[: cfg["max_repos"]]
+        rows: dict[str, list] = {k: [] for k in ("repo", "license", "n_files", "paths", "text", "edges",
+                                                 "edges_respected", "tolerant_files")}
+        for name in names:
+            files = by_repo[name]
+            stats = ParseStats()
+            g = import_graph(files, stats)
+            order = order_scc(g)
+            rows["repo"].append(name)
+            rows["license"].append(licenses[name])
+            rows["n_files"].append(len(files))
+            rows["paths"].append(order)
+            rows["text"].append(repo_to_sample(files, name, markers=True, order=order))
+            rows["edges"].append(g.number_of_edges())
+            rows["edges_respected"].append(edge_respect(order, g)["all"])
+            rows["tolerant_files"].append(stats.tolerant_files)
+        ds = datasets.Dataset.from_dict(rows)
+        ds.save_to_disk(str(folder / "dataset"))
+        print(f"ordered corpus ({profile}): {len(names)} repositories, {sum(rows['n_files'])} files, "
+              f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")
+        return {"repos": len(names)}
+
+    art = store.get_or_build("deps", profile, cfg, build, upstream=[upstream.key], code=[__file__],
+                             rebuild=rebuild, log=print)
+    return datasets.load_from_disk(str(art.path / "dataset"))
