@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
+from course_lib import store
 from course_lib.filters import normalize_license
 from course_lib.repos import Repo, code_files
 
@@ -249,18 +250,20 @@ def extract_tarball(data: bytes, dest: Path) -> Path:
 
 def download_repos(client: GitHubClient, repos: list[Repo], dest: Path) -> list[Repo]:
     """Download each repository's tarball (``GET /repos/{owner}/{repo}/tarball/{ref}``) into ``dest``
-    (reused when already there) and return the repos with ``root`` and code ``files`` filled in.
+    (an artefact of :mod:`course_lib.store` per repository and version, reused when complete) and return the repos with ``root`` and code ``files`` filled in.
     A repository that fails to download is reported and skipped. Introduced in lesson 01."""
     out = []
     for repo in repos:
-        folder = Path(dest) / f"{repo.name.replace('/', '__')}@{repo.version}"
+        def fetch(folder: Path, repo: Repo = repo) -> dict:
+            data, _ = client.request_raw(f"/repos/{repo.name}/tarball/{repo.version}",
+                                         accept="application/vnd.github+json")
+            extract_tarball(data, folder / "src")
+            return {"bytes": len(data)}
+
         try:
-            if not folder.exists():
-                data, _ = client.request_raw(f"/repos/{repo.name}/tarball/{repo.version}",
-                                             accept="application/vnd.github+json")
-                tmp = folder.with_name(folder.name + ".tmp")
-                extract_tarball(data, tmp)
-                os.replace(tmp, folder)
+            art = store.get_or_build("github", repo.name.replace("/", "__"),
+                                     {"repo": repo.name, "version": repo.version}, fetch, root=Path(dest))
+            folder = art.path / "src"
             tops = [p for p in folder.iterdir() if p.is_dir()]
             root = tops[0] if len(tops) == 1 else folder
         except (GitHubError, tarfile.TarError, OSError) as exc:

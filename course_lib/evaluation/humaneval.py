@@ -249,12 +249,15 @@ def load_candidate_pool() -> list[dict[str, Any]]:
     """The shipped pool of candidate programs (``assets/sandbox/humaneval_candidates.jsonl.gz``: the
     canonical solution plus typical bugs for each HumanEval problem with docstring examples); rebuilt
     into the course cache when the asset is missing. Introduced in lesson 06."""
-    from course_lib.paths import cache_dir, repo_root
+    from course_lib import store
+    from course_lib.paths import repo_root
 
     path = repo_root() / "assets" / POOL_ASSET if repo_root() else None
     if path is None or not path.exists():
-        path = cache_dir("sandbox") / Path(POOL_ASSET).name
-        if not path.exists():
-            write_candidate_pool(path)
+        name = Path(POOL_ASSET).name
+        art = store.get_or_build("sandbox", "humaneval-pool", {"per_problem": 6, "seed": 0},
+                                 lambda folder: {"path": str(write_candidate_pool(folder / name))},
+                                 code=[__file__])
+        path = art.path / name
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
