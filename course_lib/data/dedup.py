@@ -248,9 +248,6 @@ class MinHasher:
         self.b = rng.integers(0, 2**63, size=self.num_perm, dtype=np.uint64) * np.uint64(2)
         self.last_empty = np.zeros(0, dtype=bool)
 
-    def shingle_hashes(self, text: str) -> np.ndarray:
-        """The 32-bit hashes (uint64 array, values < 2**32) of ``text``'s shingles, with repeats."""
-        return self._chunk_hashes([text])[0]
 
     def _chunk_hashes(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if self.unit == "word":

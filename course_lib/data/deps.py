@@ -212,18 +212,6 @@ def module_index(paths: Iterable[str]) -> dict[str, str]:
     return index
 
 
-def package_of(path: str, index: Mapping[str, str]) -> str | None:
-    """The package a file belongs to (its own name for ``__init__.py``), or None for a top-level
-    module. Introduced in lesson 03."""
-    names = {v: k for k, v in index.items()}
-    name = names.get(path)
-    if name is None:
-        return None
-    if path.endswith("__init__.py"):
-        return name
-    return name.rpartition(".")[0] or None
-
-
 def relative_to_absolute(importer: str, is_package: bool, level: int, module: str) -> str | None:
     """The absolute module a relative import names. ``importer`` is the importing module's dotted
     name, ``is_package`` whether it is a package's ``__init__.py``; ``level`` dots go up from the
