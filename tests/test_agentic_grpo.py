@@ -100,3 +100,13 @@ def test_verifying_a_fix_in_a_later_turn_costs_no_advantage():
     rewards.append(rule_reward(Trajectory("fixed", looping, ["a.py"], ok), f2p, p2p, gold, schemas)["reward"])
     adv = group_advantages(rewards)
     assert adv[4] < 0 and np.all(adv[[1, 3]] > 0)
+
+
+def test_exercise_accepts_epsilon_inside_the_square_root():
+    from course_lib import exercises
+
+    def inside(rewards, eps=1e-6):
+        r = np.asarray(rewards, dtype=float)
+        return (r - r.mean()) / np.sqrt(r.var() + eps)
+
+    assert exercises.check("09-1", inside, strict=True) is inside
