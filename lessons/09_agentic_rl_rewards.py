@@ -7,11 +7,11 @@
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **学习目标 (Learning goals)**
 #
-# 1. **GRPO**：组内归一化的优势 (group-normalized advantage)；按任务难度 $D_i = 1 - \text{mean success}$ 放大难组、组内按熵放大探索样本；全零优势的组保持为零。
-# 2. **Turn-level ratio + MCLA**（V2）：每一轮 (turn) 一个重要性比率并各自裁剪；平均 $K$ 次 prefill 的 log-prob 压低噪声。
-# 3. **Asymmetric PPO + hindsight critic**（V2.5）：actor 只看历史，critic 还看环境知道的事实；用 GAE 在一个「先定位文件、再编辑」的小任务上做实验。
-# 4. **三层规则 reward**（V2.5）：任务成功 > 行为惩罚 > 失败轨迹的进度分（F2 文件定位、部分测试通过）。
-# 5. **On-policy distillation**（V2.5 MOPD）：学生采样、老师打分、逐 token reverse KL，按 top-k 重合度加权并在连续低重合后截断梯度。
+# 1. **GRPO**：组内归一化的优势 (group-normalized advantage)；按任务难度 $D_i = 1 - \text{mean success}$ 放大难组、组内按熵放大探索样本；全零优势的组保持为零；动态采样（K = 8）与 RFT 筛选。
+# 2. **Turn-level ratio、IcePop 与 MCLA**（V2）：每一轮 (turn) 一个重要性比率并各自裁剪；训推概率比越界的 token 不学；平均 $K$ 次 prefill 的 log-prob 压低噪声。
+# 3. **Asymmetric PPO**（V2.5）：actor 只看历史，critic 额外读 hindsight；标准 clipped PPO + GAE，critic 回归 GAE return；hindsight 与普通 critic 在 10 个种子上比较。
+# 4. **三层规则 reward**（V2.5）：任务成功 > 行为惩罚（单轮重复调用等）> 失败轨迹的进度分（F2 文件定位、部分测试通过）。
+# 5. **MOPD**（V2.5）：冷启动、多教师路由、学生采样老师打分的逐 token reverse KL、top-k 加权与动态截断、长度分层组 batch。
 #
 # 参考：*KAT-Coder Technical Report*（V1，arXiv 2510.18779）；*KAT-Coder-V2 Technical Report*（V2）；*KAT-Coder-V2.5 Technical Report*（arXiv 2607.05471）。
 # 本课的玩具设定 (toy settings) 是为教学写的，不是报告里的原始超参数。
@@ -36,7 +36,7 @@ from course_lib.agentic.turns import (icepop_mask, ratio_noise_by_k, sequence_ra
 from course_lib.agentic.critic import CRITICS, ToyTask, advantage_quality, ppo_experiment
 from course_lib.agentic.rewards import Rollout, ToolCall, Trajectory, rft_select, rule_reward
 from course_lib.agentic.distill import (cold_start, gate_weights, mean_reverse_kl, on_policy_distill, route_teachers,
-                                        weaken)
+                                        sample_continuations, weaken)
 
 P = get_profile(PROFILE).agentic
 torch.manual_seed(SEED)
@@ -56,6 +56,8 @@ print("model:", model_note)
 #
 # - **任务难度** $D = 1 - \text{组内平均成功率}$：比 batch 平均更难的组乘以 $D_i / \bar D > 1$，简单组 $< 1$；
 # - **组内熵**：平均 token 熵更高（更「探索」）的样本乘以 $H_j / \bar H$（裁剪到 $[0.5, 2]$）。
+#
+# 讲义只说熵高于平均的样本增加权重；本课把这个权重裁剪到 $[0.5, 2]$，因为不设上限时，一个熵极高的样本会独占整组的更新。
 #
 # 所有权重都**乘在优势上**：全对或全错的组优势为零，加权后仍为零——不会凭空制造学习信号。
 
@@ -398,7 +400,8 @@ trained_teacher = getattr(model, "lesson_model_kind", "") == "tiny"
 noise_scale = P.distill_noise if trained_teacher else P.distill_fallback_noise
 lr = P.distill_lr if trained_teacher else P.distill_fallback_lr
 prompts = torch.randint(0, VOCAB, (8, 4), generator=torch.Generator().manual_seed(SEED))
-held_out = torch.randint(0, VOCAB, (16, 4 + P.distill_new_tokens), generator=torch.Generator().manual_seed(SEED + 99))
+held_prompts = torch.randint(0, VOCAB, (16, 4), generator=torch.Generator().manual_seed(SEED + 99))
+held_out = sample_continuations(teacher, held_prompts, P.distill_new_tokens, seed=SEED + 99)   # the teacher's own text
 student = weaken(teacher, noise=noise_scale, seed=SEED + 1)
 kl_start = mean_reverse_kl(student, teacher, held_out, 4)
 cs_losses = cold_start(student, teacher, prompts, steps=P.distill_steps // 2, max_new_tokens=P.distill_new_tokens,
@@ -431,7 +434,7 @@ print("weights:", [round(x, 2) for x in w[0].tolist()])
 # ### 在线阶段，以及门控的消融（有门控 vs 无门控）
 #
 # 冷启动之后的学生进入 on-policy 阶段。门控到底有没有用，是一个要测的问题：同样的学生、同样的步数，分别用门控和不用门控训练，`distill_ablation_seeds` 个种子（ci 3 个），
-# 在固定的 held-out 序列上量 reverse KL。结果照实报告。
+# 在固定的 held-out 序列（老师自己采样的 16 条）上量 reverse KL。结果照实报告。
 
 # %% slideshow={"slide_type": "-"}
 history = on_policy_distill(student, teacher, prompts, steps=P.distill_steps, max_new_tokens=P.distill_new_tokens,
