@@ -267,7 +267,7 @@ _ = record("critic_edit_blame_wrong_file", {k: q[k]["edit_adv_wrong_file"] for k
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 实验：hindsight critic vs 普通 critic，长一点的任务、多个种子
 #
-# 任务换成「定位 + `ppo_edit_steps` 步编辑」（ci 10 步，共 11 步，成功率从约 1% 起步）。每个 critic 用 `ppo_seeds` 个种子（ci 10 个）各训练 `ppo_iterations` 轮：
+# 任务换成「定位 + `ppo_edit_steps` 步编辑」（ci 10 步，共 11 步，起步时成功率很低，见下面打印的前 5 轮）。每个 critic 用 `ppo_seeds` 个种子（ci 10 个）各训练 `ppo_iterations` 轮：
 # 每轮 64 个回合、actor 在这批上做 4 步 clipped PPO（$\epsilon = 0.2$）、critic 向 GAE return 回归（学习率 0.1）。报告最后 10 轮的成功率和整个训练中优势的标准差，均值 ± 种子间标准差。
 
 # %% slideshow={"slide_type": "-"}
@@ -283,7 +283,8 @@ axes[1].boxplot([ppo[k]["final"] for k in CRITICS]); axes[1].set_xticks(range(1,
 axes[1].set_ylabel("success, last 10 iterations"); axes[1].set_title(f"{P.ppo_seeds} seeds per critic", fontsize=9)
 plt.tight_layout(); plt.show()
 for kind, res in ppo.items():
-    print(f"{kind:<10} final success {res['final_mean']:.3f} ± {res['final_std']:.3f}   "
+    print(f"{kind:<10} success first 5 iterations {res['curves'][:, :5].mean():.3f}, "
+          f"last 10 {res['final_mean']:.3f} ± {res['final_std']:.3f}   "
           f"advantage std {res['adv_std_mean']:.3f} ± {res['adv_std_sd']:.3f}   (mean ± sd over {P.ppo_seeds} seeds)")
 diff = ppo["hindsight"]["final"] - ppo["history"]["final"]
 print(f"hindsight - history, paired by seed: {diff.mean():+.3f} ± {diff.std(ddof=1):.3f}")
