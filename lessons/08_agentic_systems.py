@@ -20,22 +20,19 @@ PROFILE = "ci"   # "ci" (CPU, offline) or "full" (GPU + internet)
 SEED = 0
 
 # %% slideshow={"slide_type": "skip"}
-import json
 import time
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import course_lib
 from course_lib import exercises, get_profile, record
 from course_lib.agentic import load_lesson_model
 from course_lib.agentic.tree import (ancestor_mask, make_branching_tree, pack_tree, packed_loss,
                                      sharing_stats, unpacked_loss)
 from course_lib.agentic.emsft import byte_tokenize, error_masked_example, failed_call_flags
 from course_lib.agentic.envs import (BrokenEnvironment, apply_patch, build_environment, evaluate_patch, load_task,
-                                     naive_fail_to_pass, naive_reward, run_tests, run_tests_batch, split_f2p_p2p,
-                                     task_names)
+                                     naive_reward, run_tests_batch, task_names)
 
 P = get_profile(PROFILE).agentic
 torch.manual_seed(SEED)
@@ -190,7 +187,8 @@ for b, s in [(4, 0.5), (16, 0.9)]:
     seqs = make_branching_tree(b, P.bench_length, s, vocab_size=VOCAB, seed=b)
     pk = pack_tree(seqs); pk.tree_mask()
     best = {}
-    for label, fn in [("unpacked", lambda: unpacked_loss(model, seqs)), ("packed", lambda: packed_loss(model, pk))]:
+    for label, fn in [("unpacked", lambda seqs=seqs: unpacked_loss(model, seqs)),
+                      ("packed", lambda pk=pk: packed_loss(model, pk))]:
         t = []
         for _ in range(2):                                     # the first run warms up
             t0 = time.perf_counter(); fn().backward(); t.append(time.perf_counter() - t0)
@@ -383,7 +381,7 @@ for name in task_names():
             jobs.append((files, r.fail_to_pass + r.pass_to_pass)); meta.append((name, patch_name, truth, "checked"))
 results = run_tests_batch(jobs, timeout_s=P.env_timeout_s)                        # all sandbox runs in parallel
 rewards = {}
-for (name, patch_name, truth, kind), run in zip(meta, results):
+for (name, patch_name, _truth, kind), run in zip(meta, results):
     rewards[(name, patch_name, kind)] = naive_reward(run.passed)                  # 1.0 iff every test in the set passed
     if run.infra_error:
         print(f"note: {name}/{patch_name}/{kind}: the sandbox run failed ({run.status}) even after retries")

@@ -29,8 +29,7 @@ import torch
 
 from course_lib import exercises, get_profile, record
 from course_lib.agentic import load_lesson_model
-from course_lib.agentic.grpo import (difficulty_weights, dynamic_sampling_filter, entropy_weights, group_advantages,
-                                     length_stratified_batches, weighted_advantages)
+from course_lib.agentic.grpo import (difficulty_weights, dynamic_sampling_filter, length_stratified_batches, weighted_advantages)
 from course_lib.agentic.turns import (icepop_mask, ratio_noise_by_k, sequence_ratios, token_logprobs, token_ratios,
                                       turn_level_loss, turn_ratios)
 from course_lib.agentic.critic import CRITICS, ToyTask, advantage_quality, ppo_experiment
@@ -451,7 +450,7 @@ for s in range(P.distill_ablation_seeds):
                           k=P.distill_topk, gated=gated, seed=SEED + s)
         ablation[label].append(mean_reverse_kl(stu, teacher, held_out, 4))
 fig, ax = plt.subplots(figsize=(6, 3))
-for x, (label, vals) in enumerate(ablation.items()):
+for x, vals in enumerate(ablation.values()):
     ax.plot([x] * len(vals), vals, "o", alpha=0.7); ax.plot([x - 0.2, x + 0.2], [np.mean(vals)] * 2, "k-")
 ax.set_xticks([0, 1], list(ablation)); ax.set_ylabel("held-out reverse KL after training")
 ax.set_title(f"{P.distill_ablation_seeds} seeds; lower is closer to the teacher", fontsize=9); plt.tight_layout(); plt.show()

@@ -4,8 +4,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.agentic.critic import (ToyTask, advantage_quality, clipped_ppo_step, gae, initial_theta,
-                                      ppo_experiment, sample_episodes, train_actor, train_ppo)
+from course_lib.agentic.critic import (
+    ToyTask,
+    advantage_quality,
+    clipped_ppo_step,
+    gae,
+    initial_theta,
+    ppo_experiment,
+    sample_episodes,
+    train_actor,
+    train_ppo,
+)
 
 
 def _gae_by_definition(r, v, gamma, lam):

@@ -4,9 +4,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.agentic.distill import (cold_start, gate_weights, mean_reverse_kl, on_policy_distill,
-                                        reverse_kl_per_token, route_teachers, sample_continuations,
-                                        topk_overlap, weaken)
+from course_lib.agentic.distill import (
+    cold_start,
+    gate_weights,
+    mean_reverse_kl,
+    on_policy_distill,
+    reverse_kl_per_token,
+    route_teachers,
+    sample_continuations,
+    topk_overlap,
+    weaken,
+)
 from tests._agentic_helpers import tiny_qwen2
 
 

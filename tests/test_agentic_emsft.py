@@ -50,7 +50,7 @@ def test_a_tool_message_without_status_is_refused():
 def test_failed_call_in_context_without_loss_and_recovery_trained():
     ex = error_masked_example(TRAJ, byte_tokenize)
     by_msg = {}
-    for tok, m, i in zip(ex.input_ids, ex.loss_mask, ex.message_index):
+    for _tok, m, i in zip(ex.input_ids, ex.loss_mask, ex.message_index):
         by_msg.setdefault(i, []).append(m)
     assert sum(by_msg[1]) == 0 and len(by_msg[1]) > 0        # failed call: present, no loss
     assert sum(by_msg[3]) > 0 and sum(by_msg[5]) > 0          # recovery and final edit: trained

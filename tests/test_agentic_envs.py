@@ -5,8 +5,18 @@ import functools
 
 import pytest
 
-from course_lib.agentic.envs import (BrokenEnvironment, PatchError, apply_patch, build_environment, evaluate_patch, load_task,
-                                     naive_fail_to_pass, naive_reward, run_tests, task_names)
+from course_lib.agentic.envs import (
+    BrokenEnvironment,
+    PatchError,
+    apply_patch,
+    build_environment,
+    evaluate_patch,
+    load_task,
+    naive_fail_to_pass,
+    naive_reward,
+    run_tests,
+    task_names,
+)
 
 
 @pytest.fixture(scope="module")

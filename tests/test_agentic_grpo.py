@@ -5,9 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.agentic.grpo import (clipped_surrogate, difficulty_weights, dynamic_sampling_filter,
-                                     entropy_weights, group_advantages, length_stratified_batches,
-                                     mean_token_entropy, task_difficulty, weighted_advantages)
+from course_lib.agentic.grpo import (
+    clipped_surrogate,
+    difficulty_weights,
+    dynamic_sampling_filter,
+    entropy_weights,
+    group_advantages,
+    length_stratified_batches,
+    mean_token_entropy,
+    task_difficulty,
+    weighted_advantages,
+)
 from course_lib.agentic.rewards import ToolCall, Trajectory, rule_reward
 
 

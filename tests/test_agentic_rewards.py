@@ -3,8 +3,18 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.agentic.rewards import (RewardConfig, Rollout, ToolCall, Trajectory, f_beta, malformed_calls,
-                                        repeated_calls, repeated_text_ratio, rft_select, rule_reward)
+from course_lib.agentic.rewards import (
+    RewardConfig,
+    Rollout,
+    ToolCall,
+    Trajectory,
+    f_beta,
+    malformed_calls,
+    repeated_calls,
+    repeated_text_ratio,
+    rft_select,
+    rule_reward,
+)
 
 F2P, P2P, GOLD = ["t_new_1", "t_new_2"], ["t_old_1", "t_old_2"], ["src/calc.py"]
 SCHEMAS = {"read_file": ["path"], "edit_file": ["path", "patch"]}

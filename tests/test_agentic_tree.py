@@ -4,8 +4,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.agentic.tree import (ancestor_mask, make_branching_tree, pack_tree, packed_loss,
-                                     sharing_stats, unpacked_loss)
+from course_lib.agentic.tree import (
+    ancestor_mask,
+    make_branching_tree,
+    pack_tree,
+    packed_loss,
+    sharing_stats,
+    unpacked_loss,
+)
 from tests._agentic_helpers import tiny_qwen2
 
 SEQS = [

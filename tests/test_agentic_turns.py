@@ -4,8 +4,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.agentic.turns import (icepop_mask, mcla_logprobs, ratio_noise_by_k, sequence_ratios,
-                                      token_logprobs, turn_level_loss, turn_ratios)
+from course_lib.agentic.turns import (
+    icepop_mask,
+    mcla_logprobs,
+    ratio_noise_by_k,
+    sequence_ratios,
+    token_logprobs,
+    turn_level_loss,
+    turn_ratios,
+)
 from tests._agentic_helpers import tiny_qwen2
 
 

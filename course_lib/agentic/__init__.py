@@ -53,4 +53,5 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn).float().eval()
     model.lesson_model_kind = "random"
-    return model, f"a random-init tiny Qwen2 (vocab {config.vocab_size}, {config.num_hidden_layers} layers) because {reason}"
+    return model, (f"a random-init tiny Qwen2 (vocab {config.vocab_size}, {config.num_hidden_layers} layers) "
+                   f"because {reason}")

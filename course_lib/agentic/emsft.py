@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+
 def tool_result_failed(message: dict) -> bool:
     """True when a tool message's harness status says the call failed (``"error": True``). Non-tool
     messages are never failures. A tool message without a boolean ``"error"`` flag is refused with a

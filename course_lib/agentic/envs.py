@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Mapping
 
 from course_lib.paths import assets_dir
@@ -159,7 +158,8 @@ for _p in sorted(_FILES):
         except Exception as _exc:
             _ERRORS[_p] = "%%s: %%s" %% (type(_exc).__name__, _exc)
             continue
-        _COLLECTED += ["%%s::%%s" %% (_p, n) for n in sorted(vars(_m)) if n.startswith("test_") and callable(getattr(_m, n))]
+        _COLLECTED += ["%%s::%%s" %% (_p, n) for n in sorted(vars(_m))
+                       if n.startswith("test_") and callable(getattr(_m, n))]
 print(%r, json.dumps({"collected": _COLLECTED, "errors": _ERRORS}), flush=True)
 
 def _run(test_id):
@@ -201,7 +201,7 @@ def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner |
     Introduced in lesson 08."""
     runner = runner or default_runner()
     code, tests = bundle_code(files), [f"_run({t!r})" for t in test_ids]
-    for attempt in range(1, retries + 2):
+    for attempt in range(1, retries + 2):  # noqa: B007 - the count is reported after the loop
         res = runner(code, tests, timeout_s=timeout_s)
         marker = [ln for ln in getattr(res, "stdout", "").splitlines() if ln.startswith(COLLECT_MARK)]
         infra_error = res.status in INFRA_STATUSES or not marker
