@@ -56,8 +56,8 @@ def main(argv=None) -> list[dict]:
             seqs = make_branching_tree(b, args.length, s, vocab_size=vocab, seed=b)
             packed = pack_tree(seqs)
             stats = sharing_stats(seqs)
-            t_un = time_step(lambda: unpacked_loss(model, seqs), model, args.repeats)
-            t_pk = time_step(lambda: packed_loss(model, packed), model, args.repeats)
+            t_un = time_step(lambda seqs=seqs: unpacked_loss(model, seqs), model, args.repeats)
+            t_pk = time_step(lambda packed=packed: packed_loss(model, packed), model, args.repeats)
             row = dict(branches=b, shared=s, **stats, unpacked_s=t_un, packed_s=t_pk, speedup=t_un / t_pk)
             rows.append(row)
             print(f"{b:>8} {s:>6.0%} {stats['unpacked_tokens']:>12} {stats['packed_tokens']:>10} "

@@ -200,8 +200,11 @@ _CI: dict[str, dict[str, Any]] = {
         "mcla_ks": [1, 2, 4, 8],
         "mcla_trials": 10,
         "critic_fit_episodes": 20000,
-        "actor_iterations": 60,
-        "actor_seeds": 6,
+        "ppo_edit_steps": 10,           # the long-horizon toy task: locate + 10 edits
+        "ppo_iterations": 60,
+        "ppo_seeds": 10,                # hindsight vs plain critic, reported with the spread over seeds
+        "turn_episode_turns": 60,       # turn-level ratio demo: turns per episode (>= 50)
+        "distill_ablation_seeds": 3,    # gate vs no gate
         "distill_steps": 12,
         "distill_new_tokens": 12,
         "distill_noise": 1.5,           # the student = teacher + noise x weight std (lesson 04's tiny model)
@@ -282,7 +285,8 @@ _FULL: dict[str, dict[str, Any]] = {
     "agentic": {
         "bench_length": 1024,
         "env_runs": 3, "min_collected": 0.9, "env_timeout_s": 60.0, "mcla_ks": [1, 2, 4, 8, 16], "mcla_trials": 30,
-        "critic_fit_episodes": 100000, "actor_iterations": 200, "actor_seeds": 20,
+        "critic_fit_episodes": 100000, "ppo_edit_steps": 10, "ppo_iterations": 200, "ppo_seeds": 30,
+        "turn_episode_turns": 150, "distill_ablation_seeds": 10,
         "distill_steps": 100, "distill_new_tokens": 64, "distill_noise": 1.5, "distill_lr": 0.0003,
         "distill_fallback_noise": 0.5, "distill_fallback_lr": 0.01,
         "distill_topk": 20,

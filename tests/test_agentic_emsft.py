@@ -1,18 +1,19 @@
 """Error-masked SFT: failed calls stay in context with no loss; the recovery is trained."""
 from __future__ import annotations
 
+import pytest
 import torch
 
-from course_lib.agentic.emsft import byte_tokenize, error_masked_example, failed_call_flags
+from course_lib.agentic.emsft import byte_tokenize, error_masked_example, failed_call_flags, tool_result_failed
 from course_lib.agentic.tree import unpacked_loss
 from tests._agentic_helpers import tiny_qwen2
 
 TRAJ = [
     {"role": "user", "content": "fix the bug in util.py"},
     {"role": "assistant", "content": 'read_file({"path": "utils.py"})'},
-    {"role": "tool", "content": "Error: No such file: utils.py"},
+    {"role": "tool", "content": "Error: No such file: utils.py", "error": True},
     {"role": "assistant", "content": 'read_file({"path": "util.py"})'},
-    {"role": "tool", "content": "def add(a, b):\n    return a - b"},
+    {"role": "tool", "content": "def add(a, b):\n    return a - b", "error": False},
     {"role": "assistant", "content": "edit: return a + b"},
 ]
 
@@ -23,10 +24,33 @@ def test_failed_call_is_detected():
     assert failed_call_flags(explicit) == [True, False]
 
 
+SUCCESSFUL_CALLS_THAT_MENTION_ERRORS = [
+    "FAILED tests/test_calc.py::test_add - AssertionError: assert -1 == 3\n1 failed in 0.02s",
+    "Traceback (most recent call last):\n  File \"repro.py\", line 3\nZeroDivisionError: division by zero",
+    "class ParseError(ValueError):\n    pass",
+    "src/util.py:12:    raise ConfigError('missing key')",
+]
+
+
+@pytest.mark.parametrize("content", SUCCESSFUL_CALLS_THAT_MENTION_ERRORS)
+def test_the_status_flag_decides_not_the_text(content):
+    msgs = [{"role": "assistant", "content": "run_tests()"}, {"role": "tool", "content": content, "error": False}]
+    assert failed_call_flags(msgs) == [False, False]
+    assert not tool_result_failed(msgs[1])
+    ex = error_masked_example(msgs, byte_tokenize)
+    assert sum(m for m, i in zip(ex.loss_mask, ex.message_index) if i == 0) > 0    # the call is trained
+
+
+def test_a_tool_message_without_status_is_refused():
+    with pytest.raises(ValueError, match="message 1.*no boolean 'error' flag"):
+        failed_call_flags([{"role": "assistant", "content": "ls"}, {"role": "tool", "content": "a.py"}])
+    assert tool_result_failed({"role": "assistant", "content": "Error"}) is False
+
+
 def test_failed_call_in_context_without_loss_and_recovery_trained():
     ex = error_masked_example(TRAJ, byte_tokenize)
     by_msg = {}
-    for tok, m, i in zip(ex.input_ids, ex.loss_mask, ex.message_index):
+    for _tok, m, i in zip(ex.input_ids, ex.loss_mask, ex.message_index):
         by_msg.setdefault(i, []).append(m)
     assert sum(by_msg[1]) == 0 and len(by_msg[1]) > 0        # failed call: present, no loss
     assert sum(by_msg[3]) > 0 and sum(by_msg[5]) > 0          # recovery and final edit: trained

@@ -5,8 +5,18 @@ import functools
 
 import pytest
 
-from course_lib.agentic.envs import (PatchError, apply_patch, build_environment, evaluate_patch, load_task,
-                                     naive_fail_to_pass, naive_reward, run_tests, task_names)
+from course_lib.agentic.envs import (
+    BrokenEnvironment,
+    PatchError,
+    apply_patch,
+    build_environment,
+    evaluate_patch,
+    load_task,
+    naive_fail_to_pass,
+    naive_reward,
+    run_tests,
+    task_names,
+)
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +129,21 @@ def test_infrastructure_failures_are_retried_not_scored(runner):
     assert dead.infra_error and dead.attempts == 2 and not any(dead.passed.values())
     batch = run_tests_batch([(files, task.expected_tests)] * 3, runner=runner)
     assert [all(r.passed.values()) for r in batch] == [True, True, True]
+
+
+def test_the_gold_patch_on_a_broken_environment_is_not_a_zero_reward(runner):
+    """A sandbox that keeps failing, or an environment the builder rejected: evaluate_patch says so
+    (BrokenEnvironment) instead of returning all-False test results, which would score the gold patch
+    like a wrong answer."""
+    from types import SimpleNamespace
+
+    task = load_task("store_inventory")
+    report = build_environment(task, runner=runner)
+    assert report.ok
+    dead = lambda code, tests, **kw: SimpleNamespace(status="sandbox_error", stdout="", tests=[])
+    with pytest.raises(BrokenEnvironment, match="exclude or retry"):
+        evaluate_patch(task, report, task.gold_patch, runner=dead, retries=1)
+    broken = load_task("units_broken_env")
+    broken_report = build_environment(broken, runner=runner)
+    with pytest.raises(BrokenEnvironment, match="rejected"):
+        evaluate_patch(broken, broken_report, broken.gold_patch, runner=runner)

@@ -5,9 +5,18 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.agentic.grpo import (clipped_surrogate, difficulty_weights, entropy_weights,
-                                     group_advantages, mean_token_entropy, task_difficulty,
-                                     weighted_advantages)
+from course_lib.agentic.grpo import (
+    clipped_surrogate,
+    difficulty_weights,
+    dynamic_sampling_filter,
+    entropy_weights,
+    group_advantages,
+    length_stratified_batches,
+    mean_token_entropy,
+    task_difficulty,
+    weighted_advantages,
+)
+from course_lib.agentic.rewards import ToolCall, Trajectory, rule_reward
 
 
 def test_group_advantages_are_normalised():
@@ -48,3 +57,64 @@ def test_entropy_and_surrogate_helpers():
     adv = torch.tensor([[1.0, 1.0]])
     loss = clipped_surrogate(ratio, adv, torch.ones(1, 2), clip_eps=0.2)
     assert loss.item() == pytest.approx(-(1.2 + 0.5) / 2)
+
+
+def test_entropy_weights_are_clipped():
+    w = entropy_weights([0.01, 1.0, 10.0, 0.02])
+    assert w.max() == 2.0 and w.min() == 0.5                 # without the clip: 3.89 and 0.004
+
+
+def test_surrogate_is_normalised_by_the_mask_sum_not_the_element_count():
+    ratio = torch.ones(2, 4)
+    adv = torch.tensor([[1.0, 1.0, 5.0, 5.0], [2.0, 7.0, 7.0, 7.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])   # padding carries junk advantages
+    loss = clipped_surrogate(ratio, adv, mask, clip_eps=0.2)
+    assert loss.item() == pytest.approx(-(1 + 1 + 2) / 3)            # numel would give -4/8
+
+
+def test_dynamic_sampling_drops_all_correct_and_all_wrong_groups():
+    groups = [[1] * 8, [0] * 8, [1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 0]]
+    assert dynamic_sampling_filter(groups) == [2, 3]
+    with pytest.raises(ValueError, match="k=8"):
+        dynamic_sampling_filter([[1, 0, 1]])
+
+
+def test_length_stratified_batches_mix_every_length_band():
+    lengths = [10, 5000, 20, 4000, 30, 3000, 40, 2000, 50, 1000, 60, 900]
+    batches = length_stratified_batches(lengths, batch_size=4, num_strata=2, seed=0)
+    assert len(batches) == 3 and sorted(i for b in batches for i in b) == list(range(12))
+    for b in batches:                                            # one short and one long pair in each
+        assert sum(lengths[i] >= 900 for i in b) == 2
+    with pytest.raises(ValueError, match="multiple"):
+        length_stratified_batches(lengths, batch_size=5, num_strata=2)
+
+
+def test_verifying_a_fix_in_a_later_turn_costs_no_advantage():
+    """Four rollouts that all fix the bug: two re-run the tests in a later turn to verify the fix, two
+    do not. The repeated-call rule is per turn, so after GRPO normalisation the verifiers get no
+    negative advantage (the group is all-equal: zero everywhere). A rollout that repeats the same
+    call inside one turn is the one the rule penalises."""
+    f2p, p2p, gold, schemas = ["t1"], ["t2"], ["a.py"], {"run_tests": ["cmd"], "edit": ["path"]}
+    ok = {"t1": True, "t2": True}
+    test = '{"cmd": "pytest -q"}'
+    plain = [ToolCall("run_tests", test, turn=0), ToolCall("edit", '{"path": "a.py"}', turn=1)]
+    verify = plain + [ToolCall("run_tests", test, turn=2)]
+    rollouts = [plain, verify, plain, verify]
+    rewards = [rule_reward(Trajectory("fixed", c, ["a.py"], ok), f2p, p2p, gold, schemas)["reward"]
+               for c in rollouts]
+    adv = group_advantages(rewards)
+    assert np.all(adv[[1, 3]] >= 0) and np.allclose(adv, 0)
+    looping = verify + [ToolCall("run_tests", test, turn=2)]            # same call twice in turn 2
+    rewards.append(rule_reward(Trajectory("fixed", looping, ["a.py"], ok), f2p, p2p, gold, schemas)["reward"])
+    adv = group_advantages(rewards)
+    assert adv[4] < 0 and np.all(adv[[1, 3]] > 0)
+
+
+def test_exercise_accepts_epsilon_inside_the_square_root():
+    from course_lib import exercises
+
+    def inside(rewards, eps=1e-6):
+        r = np.asarray(rewards, dtype=float)
+        return (r - r.mean()) / np.sqrt(r.var() + eps)
+
+    assert exercises.check("09-1", inside, strict=True) is inside

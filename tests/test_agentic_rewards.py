@@ -3,8 +3,18 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.agentic.rewards import (RewardConfig, ToolCall, Trajectory, f_beta, malformed_calls,
-                                        repeated_calls, repeated_text_ratio, rule_reward)
+from course_lib.agentic.rewards import (
+    RewardConfig,
+    Rollout,
+    ToolCall,
+    Trajectory,
+    f_beta,
+    malformed_calls,
+    repeated_calls,
+    repeated_text_ratio,
+    rft_select,
+    rule_reward,
+)
 
 F2P, P2P, GOLD = ["t_new_1", "t_new_2"], ["t_old_1", "t_old_2"], ["src/calc.py"]
 SCHEMAS = {"read_file": ["path"], "edit_file": ["path", "patch"]}
@@ -28,7 +38,9 @@ def test_f2_weights_recall_over_precision():
 
 
 def test_success_needs_every_f2p_and_every_p2p():
-    assert rule_reward(_traj(ALL_PASS), F2P, P2P, GOLD, SCHEMAS)["success"] == 1.0
+    clean = rule_reward(_traj(ALL_PASS), F2P, P2P, GOLD, SCHEMAS)
+    assert clean["success"] == 1.0
+    assert clean["progress"] == 0.0 and clean["reward"] == 1.0    # progress is for failed trajectories only
     broke_old = dict(ALL_PASS, t_old_2=False)
     r = rule_reward(_traj(broke_old), F2P, P2P, GOLD, SCHEMAS)
     assert r["success"] == 0.0 and r["p2p_ok"] == 0.0
@@ -70,3 +82,24 @@ def test_behaviour_penalties():
 def test_empty_fail_to_pass_is_refused():
     with pytest.raises(ValueError, match="Fail-to-Pass"):
         rule_reward(_traj(ALL_PASS), [], P2P, GOLD, SCHEMAS)
+
+
+def test_repeated_calls_count_only_within_one_turn():
+    run = '{"cmd": "pytest tests/test_calc.py"}'
+    across = [ToolCall("run", run, turn=0), ToolCall("edit_file", '{"path": "a.py"}', turn=1),
+              ToolCall("run", run, turn=2)]
+    assert repeated_calls(across) == 0                        # verifying the fix after an edit is free
+    within = [ToolCall("run", run, turn=3), ToolCall("run", run, turn=3), ToolCall("run", run, turn=3)]
+    assert repeated_calls(within) == 2
+    assert ToolCall("run", run).turn == 0
+
+
+def test_rft_keeps_correct_clean_non_repeating_rollouts():
+    q = lambda s, turn=0: ToolCall("search", '{"q": "%s"}' % s, turn=turn)
+    rollouts = [Rollout(True, [q("a"), q("b", 1)], [False, False]),          # kept
+                Rollout(False, [q("a")], [False]),                            # wrong answer
+                Rollout(True, [q("a"), q("b")], [True, False]),              # a failed call
+                Rollout(True, [q("a"), q("a", 2)], [False, False])]          # the same query twice
+    assert rft_select(rollouts) == [0]
+    with pytest.raises(ValueError, match="rollout 0"):
+        rft_select([Rollout(True, [q("a")], [])])

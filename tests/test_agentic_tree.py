@@ -4,8 +4,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.agentic.tree import (ancestor_mask, make_branching_tree, pack_tree, packed_loss,
-                                     sharing_stats, unpacked_loss)
+from course_lib.agentic.tree import (
+    ancestor_mask,
+    make_branching_tree,
+    pack_tree,
+    packed_loss,
+    sharing_stats,
+    unpacked_loss,
+)
 from tests._agentic_helpers import tiny_qwen2
 
 SEQS = [
@@ -104,3 +110,17 @@ def test_sharing_stats_follow_the_shared_ratio():
 def test_bad_input_is_explained():
     with pytest.raises(ValueError, match="sequence 1"):
         pack_tree([[1, 2], [3, 4]], [[1, 1], [1]])
+
+
+def test_float_token_weights_give_the_unpacked_loss_and_gradients():
+    """Per-token advantages (any sign) as weights: shared nodes sum the weights of their trajectories."""
+    model = tiny_qwen2("sdpa", initializer_range=0.1)
+    g = torch.Generator().manual_seed(0)
+    weights = [[round(float(x), 3) * m for x, m in zip(torch.randn(len(mk), generator=g), mk)] for mk in MASKS]
+    packed = pack_tree(SEQS, weights)
+    ref, got = unpacked_loss(model, SEQS, weights), packed_loss(model, packed)
+    assert abs(got.item() - ref.item()) < 1e-5
+    for a, b in zip(_grads(got, model), _grads(ref, model)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    shared = packed.branch_nodes[0][3]                  # token "8" on trajectories 0, 1 and 2
+    assert packed.loss_weight[shared].item() == pytest.approx(sum(weights[b][3] for b in range(3)))

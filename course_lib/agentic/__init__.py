@@ -43,7 +43,7 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
             if ready or build:
                 path = tinymodel.get_tiny_model("base", profile=profile)
                 model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn,
-                                                             torch_dtype=torch.float32)
+                                                             dtype=torch.float32)
                 model.lesson_model_kind = "tiny"
                 return model.eval(), f"the course's tiny model from lesson 04 ({path.name})"
             reason = ("lesson 04's tiny model is not built yet (run lesson 04 or `./course model`, "
@@ -53,4 +53,5 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn).float().eval()
     model.lesson_model_kind = "random"
-    return model, f"a random-init tiny Qwen2 (vocab {config.vocab_size}, {config.num_hidden_layers} layers) because {reason}"
+    return model, (f"a random-init tiny Qwen2 (vocab {config.vocab_size}, {config.num_hidden_layers} layers) "
+                   f"because {reason}")

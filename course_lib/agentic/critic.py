@@ -104,9 +104,11 @@ def sample_episodes(task: ToyTask, theta: np.ndarray, n: int, rng: np.random.Gen
 
 def critic_keys(ep: Episodes, kind: str) -> np.ndarray:
     """Integer feature keys (N, T) of the states s_0..s_{T-1} as the critic ``kind`` sees them:
-    ``history`` (step, followed hint, good edits so far), ``hindsight`` (+ whether the hint / the
-    located file is right and whether the task's tests pass after a correct fix — facts of the
-    environment, not of the agent's later actions), ``outcome`` (+ the final success: the leak).
+    ``history`` (step, followed hint, good edits so far — the plain critic), ``hindsight`` (+ the patch
+    difference: whether the hint / the located file is the gold file, and the test distribution:
+    whether the task's tests pass after a correct fix — facts of the environment, not of the agent's
+    later actions), ``outcome`` (+ the final success and the later turns: how many good edits are
+    still to come).
     Introduced in lesson 09."""
     if kind not in CRITICS:
         raise ValueError(f"unknown critic {kind!r}; choose from {CRITICS}")
@@ -119,7 +121,10 @@ def critic_keys(ep: Episodes, kind: str) -> np.ndarray:
         file_ok = np.where(t == 0, ep.hint_correct[:, None], ep.located_correct[:, None]).astype(int)
         key = key + 10_000 * file_ok + 20_000 * ep.tests_pass[:, None].astype(int)
     elif kind == "outcome":
-        key = key + 10_000 * ep.success[:, None].astype(int)
+        file_ok = np.where(t == 0, ep.hint_correct[:, None], ep.located_correct[:, None]).astype(int)
+        later_good = ep.good_edit.sum(1)[:, None] - goods           # good edits still to come
+        key = (key + 10_000 * file_ok + 20_000 * ep.tests_pass[:, None].astype(int)
+               + 40_000 * ep.success[:, None].astype(int) + 100_000 * later_good)
     return key.astype(np.int64)
 
 
@@ -207,3 +212,69 @@ def train_actor(task: ToyTask | None = None, kind: str = "hindsight", *, iterati
         critic.fit(ep, np.cumsum(ep.rewards[:, ::-1], 1)[:, ::-1])
         curve.append(float(ep.success.mean()))
     return np.array(curve)
+
+
+def clipped_ppo_step(theta: np.ndarray, theta_old: np.ndarray, ep: Episodes, adv: np.ndarray,
+                     clip_eps: float = 0.2) -> tuple[np.ndarray, float]:
+    """Gradient (per logit) of the standard clipped PPO objective
+    ``mean_n min(rho A, clip(rho, 1-eps, 1+eps) A)`` summed over steps, for the tabular Bernoulli
+    actor, and the share of (episode, step) terms that were clipped. ``rho`` is the ratio of the
+    action's probability under ``theta`` and ``theta_old``. Introduced in lesson 09."""
+    actions = np.concatenate([ep.follow_hint[:, None], ep.good_edit], 1).astype(float)
+    p_new, p_old = sigmoid(theta)[None], sigmoid(theta_old)[None]
+    pi_new = np.where(actions == 1, p_new, 1 - p_new)
+    pi_old = np.where(actions == 1, p_old, 1 - p_old)
+    rho = pi_new / pi_old
+    unclipped = rho * adv
+    clipped = np.clip(rho, 1 - clip_eps, 1 + clip_eps) * adv
+    active = unclipped <= clipped                    # min picks the unclipped term: gradient flows
+    grad = (active * adv * rho * (actions - p_new)).mean(0)
+    return grad, float(1 - active.mean())
+
+
+def train_ppo(task: ToyTask | None = None, kind: str = "hindsight", *, iterations: int = 60,
+              batch: int = 64, epochs: int = 4, lr: float = 1.0, clip_eps: float = 0.2,
+              critic_lr: float = 0.1, lam: float = 0.95, seed: int = 0) -> dict[str, np.ndarray]:
+    """Asymmetric PPO as KAT-Coder-V2.5 describes it, on the toy task: the actor sees only the
+    history (its logits do not read any hidden fact); the critic ``kind`` reads what
+    :func:`critic_keys` gives it; advantages are GAE from that critic; the actor takes ``epochs``
+    steps of the standard clipped PPO objective on each batch; the critic regresses the GAE return
+    targets ``A + V``. Returns per iteration the batch success rate, the std of the advantages and the
+    share of clipped terms. Introduced in lesson 09."""
+    task = task or ToyTask()
+    rng = np.random.default_rng(seed)
+    theta = initial_theta(task)
+    critic = TabularCritic(kind, lr=critic_lr, init=0.0)
+    success, adv_std, clipped = [], [], []
+    for _ in range(iterations):
+        ep = sample_episodes(task, theta, batch, rng)
+        values = critic(ep)
+        adv, returns = gae(ep.rewards, values, 1.0, lam)
+        theta_old = theta.copy()
+        for _ in range(epochs):
+            grad, share = clipped_ppo_step(theta, theta_old, ep, adv, clip_eps)
+            theta = theta + lr * grad
+        critic.fit(ep, returns)
+        success.append(float(ep.success.mean()))
+        adv_std.append(float(adv.std()))
+        clipped.append(share)
+    return {"success": np.array(success), "adv_std": np.array(adv_std), "clipped": np.array(clipped)}
+
+
+def ppo_experiment(task: ToyTask | None = None, kinds: tuple[str, ...] = ("history", "hindsight"), *,
+                   seeds: int = 10, iterations: int = 60, last: int = 10, **kw) -> dict[str, dict]:
+    """:func:`train_ppo` for each critic over ``seeds`` seeds: the success curves (seeds × iterations),
+    the per-seed mean success of the ``last`` iterations, the per-seed mean advantage std, and their
+    means and standard deviations over seeds. Introduced in lesson 09."""
+    if seeds < 2:
+        raise ValueError("a spread needs at least two seeds")
+    out = {}
+    for kind in kinds:
+        runs = [train_ppo(task, kind, iterations=iterations, seed=s, **kw) for s in range(seeds)]
+        curves = np.array([r["success"] for r in runs])
+        final = curves[:, -last:].mean(1)
+        adv = np.array([r["adv_std"].mean() for r in runs])
+        out[kind] = {"curves": curves, "final": final, "final_mean": float(final.mean()),
+                     "final_std": float(final.std(ddof=1)), "adv_std": adv,
+                     "adv_std_mean": float(adv.mean()), "adv_std_sd": float(adv.std(ddof=1))}
+    return out

@@ -95,20 +95,67 @@ def weaken(model: torch.nn.Module, noise: float = 0.5, seed: int = 0) -> torch.n
 
 def on_policy_distill(student: torch.nn.Module, teacher: torch.nn.Module, prompts: torch.Tensor, *,
                       steps: int = 10, max_new_tokens: int = 16, lr: float = 1e-3, k: int = 8,
-                      threshold: float = 0.25, run: int = 4, seed: int = 0) -> list[dict[str, float]]:
-    """MOPD loop: sample with the student, score with the teacher, step on the gated reverse KL.
-    Returns the statistics of every step (KL measured before the step). Introduced in lesson 09."""
+                      threshold: float = 0.25, run: int = 4, gated: bool = True,
+                      seed: int = 0) -> list[dict[str, float]]:
+    """MOPD loop: sample with the student, score with the teacher, step on the (gated, unless
+    ``gated=False``) reverse KL; both models stay in eval mode. Returns the statistics of every step
+    (KL measured before the step). Introduced in lesson 09."""
     opt = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=0.0)
     teacher.eval()
+    student.eval()        # no dropout: the loss and the KL it reports are deterministic given the samples
     history = []
     for step in range(steps):
-        student.eval()
         seqs = sample_continuations(student, prompts, max_new_tokens, seed=seed + step)
-        student.train()
-        loss, stats = distill_loss(student, teacher, seqs, prompts.shape[1], k=k, threshold=threshold, run=run)
+        loss, stats = distill_loss(student, teacher, seqs, prompts.shape[1], k=k, threshold=threshold, run=run,
+                                   gated=gated)
         opt.zero_grad()
         loss.backward()
         opt.step()
         history.append({"step": step, "loss": float(loss.detach()), **stats})
-    student.eval()
     return history
+
+
+def cold_start(student: torch.nn.Module, teacher: torch.nn.Module, prompts: torch.Tensor, *,
+               steps: int = 10, max_new_tokens: int = 16, lr: float = 1e-3, seed: int = 0) -> list[float]:
+    """MOPD's cold start (KAT-Coder-V2.5): before the on-policy stage, supervised fine-tuning of the
+    student on the expert's own trajectories (the teacher samples, the student learns them with
+    cross-entropy), so the student starts with the basic behaviour. Returns the loss of every step.
+    Introduced in lesson 09."""
+    opt = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=0.0)
+    teacher.eval()
+    student.eval()
+    losses = []
+    for step in range(steps):
+        seqs = sample_continuations(teacher, prompts, max_new_tokens, seed=seed + step)
+        logits = student(input_ids=seqs).logits[:, prompts.shape[1] - 1:-1].float()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), seqs[:, prompts.shape[1]:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def route_teachers(task_domains: list[str], expert_scores: dict[str, dict[str, float]]) -> list[str]:
+    """Multi-teacher routing (KAT-Coder-V2): for each task, the expert that scores best on the task's
+    domain supervises the student there (``expert_scores[expert][domain]``). A domain no expert was
+    scored on is an error naming it. Introduced in lesson 09."""
+    chosen = []
+    for i, domain in enumerate(task_domains):
+        scored = {name: s[domain] for name, s in expert_scores.items() if domain in s}
+        if not scored:
+            raise ValueError(f"task {i}: no expert has a score for domain {domain!r}; "
+                             f"scored domains: {sorted({d for s in expert_scores.values() for d in s})}")
+        chosen.append(max(scored, key=scored.get))
+    return chosen
+
+
+@torch.no_grad()
+def mean_reverse_kl(student: torch.nn.Module, teacher: torch.nn.Module, sequences: torch.Tensor,
+                    prompt_len: int) -> float:
+    """Mean per-token reverse KL of the student against the teacher on fixed ``sequences`` (the
+    positions that predict tokens after the prompt): a yardstick that does not move with sampling.
+    Introduced in lesson 09."""
+    s = student(input_ids=sequences).logits[:, prompt_len - 1:-1]
+    t = teacher(input_ids=sequences).logits[:, prompt_len - 1:-1]
+    return float(reverse_kl_per_token(s, t).mean())

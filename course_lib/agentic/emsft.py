@@ -5,8 +5,11 @@ by a recovery. Dropping the failed call would teach a history that never happene
 then refers to an error the model never saw); training on it teaches the mistake. EM-SFT keeps the
 failed call's tokens in the input and sets their loss mask to 0; the recovery keeps its loss.
 
-Messages are dicts ``{"role": "system"|"user"|"assistant"|"tool", "content": str}``; a tool
-message may carry ``"error": True`` (else its content is checked for error markers).
+Messages are dicts ``{"role": "system"|"user"|"assistant"|"tool", "content": str}``; every tool
+message carries the harness's own status flag ``"error": True | False`` — True when the call could not
+be executed (unknown tool, malformed arguments, the tool crashed or timed out). A failed call is read
+from that flag, never from the text: a pytest run that reproduces the bug, a file that defines a
+``ParseError`` class or a grep hit for "Error" are successful calls whose *content* mentions errors.
 
 Introduced in lesson 08.
 """
@@ -15,24 +18,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-ERROR_MARKERS = ("Error", "Traceback (most recent call last)", "error:", "No such file",
-                 "command not found", "Invalid arguments")
-
 
 def tool_result_failed(message: dict) -> bool:
-    """True when a tool message reports a failure (``"error": True`` or an error marker in its first
-    line). Introduced in lesson 08."""
+    """True when a tool message's harness status says the call failed (``"error": True``). Non-tool
+    messages are never failures. A tool message without a boolean ``"error"`` flag is refused with a
+    ValueError: guessing from the text would mask successful calls whose output mentions errors.
+    Introduced in lesson 08."""
     if message.get("role") != "tool":
         return False
-    if "error" in message:
-        return bool(message["error"])
-    first = message.get("content", "").strip().splitlines()[:1]
-    return bool(first) and any(m in first[0] for m in ERROR_MARKERS)
+    flag = message.get("error")
+    if not isinstance(flag, bool):
+        raise ValueError(f"tool message {str(message.get('content', ''))[:60]!r} has no boolean 'error' "
+                         f"flag (got {flag!r}); record the harness's status with each tool result")
+    return flag
 
 
 def failed_call_flags(messages: Sequence[dict]) -> list[bool]:
-    """For each message: True when it is an assistant turn whose tool call failed (the next tool
-    message reports an error). Introduced in lesson 08."""
+    """For each message: True when it is an assistant turn whose tool call failed (the tool message
+    right after it has ``"error": True``). Introduced in lesson 08."""
+    for i, msg in enumerate(messages):
+        if msg.get("role") == "tool":
+            try:
+                tool_result_failed(msg)
+            except ValueError as exc:
+                raise ValueError(f"message {i}: {exc}") from None
     flags = [False] * len(messages)
     for i, msg in enumerate(messages):
         if msg.get("role") != "assistant":

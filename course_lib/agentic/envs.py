@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Mapping
 
 from course_lib.paths import assets_dir
@@ -159,7 +158,8 @@ for _p in sorted(_FILES):
         except Exception as _exc:
             _ERRORS[_p] = "%%s: %%s" %% (type(_exc).__name__, _exc)
             continue
-        _COLLECTED += ["%%s::%%s" %% (_p, n) for n in sorted(vars(_m)) if n.startswith("test_") and callable(getattr(_m, n))]
+        _COLLECTED += ["%%s::%%s" %% (_p, n) for n in sorted(vars(_m))
+                       if n.startswith("test_") and callable(getattr(_m, n))]
 print(%r, json.dumps({"collected": _COLLECTED, "errors": _ERRORS}), flush=True)
 
 def _run(test_id):
@@ -201,7 +201,7 @@ def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner |
     Introduced in lesson 08."""
     runner = runner or default_runner()
     code, tests = bundle_code(files), [f"_run({t!r})" for t in test_ids]
-    for attempt in range(1, retries + 2):
+    for attempt in range(1, retries + 2):  # noqa: B007 - the count is reported after the loop
         res = runner(code, tests, timeout_s=timeout_s)
         marker = [ln for ln in getattr(res, "stdout", "").splitlines() if ln.startswith(COLLECT_MARK)]
         infra_error = res.status in INFRA_STATUSES or not marker
@@ -306,16 +306,33 @@ def build_environment(task: EnvTask, *, runs: int = 2, min_collected: float = 0.
                      fail_to_pass=f2p, pass_to_pass=p2p, before=before, after=after)
 
 
+class BrokenEnvironment(RuntimeError):
+    """The environment, not the patch, failed: the sample has no reward (exclude it or retry it)."""
+
+
 def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runner | None = None,
-                   timeout_s: float = 10.0) -> dict[str, bool]:
+                   timeout_s: float = 10.0, retries: int = 2) -> dict[str, bool]:
     """Apply the test patch and a candidate ``patch`` (may be empty) and run the F2P + P2P tests:
-    test id → passed. A patch that does not apply fails every test. Introduced in lesson 08."""
+    test id → passed. A patch that does not apply fails every test (the patch's fault).
+
+    A broken environment is never a reward of 0: when ``report`` rejected the environment, or the
+    sandbox still fails after ``retries`` (timeout, sandbox error, no collection marker), this raises
+    :class:`BrokenEnvironment` saying which — the caller excludes the sample or retries it later.
+    (A timeout is counted as the environment's failure here; a harness that can tell a patch's
+    infinite loop from a stalled machine should score the former.) Introduced in lesson 08."""
+    if not report.ok:
+        raise BrokenEnvironment(f"environment {task.name!r} was rejected when it was built "
+                                f"({'; '.join(report.reasons)[:200]}); exclude its samples")
     tests = report.fail_to_pass + report.pass_to_pass
     try:
         files = apply_patch(apply_patch(task.files, task.test_patch), patch)
     except PatchError:
         return {t: False for t in tests}
-    return run_tests(files, tests, runner=runner, timeout_s=timeout_s).passed
+    run = run_tests(files, tests, runner=runner, timeout_s=timeout_s, retries=retries)
+    if run.infra_error:
+        raise BrokenEnvironment(f"environment {task.name!r}: the sandbox failed ({run.status}) in all "
+                                f"{run.attempts} attempts; exclude or retry this sample, do not score it 0")
+    return run.passed
 
 
 def naive_fail_to_pass(task: EnvTask, *, runner: Runner | None = None) -> list[str]:

@@ -99,3 +99,41 @@ def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch
     per_token = -torch.minimum(unclipped, clipped)
     mask = mask.float()
     return (per_token * mask).sum() / mask.sum().clamp(min=1)
+
+
+def dynamic_sampling_filter(groups_successes: Sequence[Sequence[float]], k: int = 8) -> list[int]:
+    """Dynamic sampling (KAT-Coder-V2: sample each question ``k`` = 8 times, drop the all-correct and
+    the all-wrong ones): indices of the groups that keep a learning signal. A group with other than
+    ``k`` samples is an error. Introduced in lesson 09."""
+    keep = []
+    for i, g in enumerate(groups_successes):
+        s = np.asarray(g, dtype=np.float64)
+        if s.size != k:
+            raise ValueError(f"group {i} has {s.size} samples; dynamic sampling draws k={k} per question")
+        if np.any((s != 0) & (s != 1)):
+            raise ValueError(f"group {i}: successes must be 0 or 1, got {sorted(set(s.tolist()))}")
+        if 0 < s.sum() < k:
+            keep.append(i)
+    return keep
+
+
+def length_stratified_batches(lengths: Sequence[int], batch_size: int, num_strata: int,
+                              seed: int = 0) -> list[list[int]]:
+    """Length-stratified batching (KAT-Coder-V2.5, MOPD): sort samples by length into ``num_strata``
+    equal strata and fill every batch with the same number of samples from each stratum, so long
+    trajectories stay in every batch. Returns lists of sample indices; ``batch_size`` must be a
+    multiple of ``num_strata``. Introduced in lesson 09."""
+    if batch_size % num_strata:
+        raise ValueError(f"batch_size {batch_size} is not a multiple of num_strata {num_strata}")
+    rng = np.random.default_rng(seed)
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    strata = [list(rng.permutation(part)) for part in np.array_split(order, num_strata)]
+    per = batch_size // num_strata
+    batches = []
+    while all(len(s) >= per for s in strata):
+        batch = []
+        for s in strata:
+            batch += [int(x) for x in s[:per]]
+            del s[:per]
+        batches.append(batch)
+    return batches

@@ -2,7 +2,8 @@
 
 1. **Task success** (highest weight): every Fail-to-Pass test now passes and no Pass-to-Pass test
    broke.
-2. **Behaviour penalties**: repeated text, malformed tool arguments, repeated identical tool calls.
+2. **Behaviour penalties**: repeated text, malformed tool arguments, identical tool calls repeated
+   within one turn.
 3. **Progress** (failed trajectories only): file localisation scored with F2 (recall counts more
    than precision: missing the file to edit is worse than opening one too many) and the share of
    Fail-to-Pass tests that pass — capped so that no failure ever outscores a success.
@@ -41,10 +42,12 @@ def repeated_text_ratio(text: str, n: int = 8) -> float:
 
 @dataclass
 class ToolCall:
-    """One tool call of a trajectory: the tool name and its raw (JSON) argument string."""
+    """One tool call of a trajectory: the tool name, its raw (JSON) argument string and the turn
+    (assistant message) it was made in. Introduced in lesson 09."""
 
     name: str
     arguments: str
+    turn: int = 0
 
 
 def malformed_calls(calls: Sequence[ToolCall], schemas: Mapping[str, Sequence[str]]) -> int:
@@ -63,14 +66,16 @@ def malformed_calls(calls: Sequence[ToolCall], schemas: Mapping[str, Sequence[st
 
 
 def repeated_calls(calls: Sequence[ToolCall]) -> int:
-    """Identical calls (same tool, same normalised arguments) beyond their first occurrence.
-    Introduced in lesson 09."""
+    """Identical calls (same tool, same normalised arguments) repeated *inside one turn*, beyond their
+    first occurrence in that turn (KAT-Coder-V2.5: 单轮重复调用). The same call in a later turn is not
+    counted: re-running the tests after an edit verifies the fix. Introduced in lesson 09."""
     seen, repeats = set(), 0
     for call in calls:
         try:
-            key = (call.name, json.dumps(json.loads(call.arguments), sort_keys=True))
+            args = json.dumps(json.loads(call.arguments), sort_keys=True)
         except (json.JSONDecodeError, TypeError):
-            key = (call.name, call.arguments)
+            args = call.arguments
+        key = (call.turn, call.name, args)
         repeats += key in seen
         seen.add(key)
     return repeats
@@ -85,7 +90,7 @@ class RewardConfig:
     repeated_text: float = 0.2          # × repeated-text ratio
     repeated_text_min: float = 0.3      # ratios below this are normal prose
     malformed_call: float = 0.1         # per malformed call
-    repeated_call: float = 0.05         # per repeated identical call
+    repeated_call: float = 0.05         # per identical call repeated within one turn
     max_penalty: float = 0.5
     localisation: float = 0.2           # × F2 of the files touched
     partial_tests: float = 0.2          # × share of Fail-to-Pass tests passing
@@ -127,3 +132,31 @@ def rule_reward(traj: Trajectory, fail_to_pass: Sequence[str], pass_to_pass: Seq
     total = (cfg.success if success else 0.0) + progress - penalty
     return {"reward": total, "success": float(success), "progress": progress, "penalty": penalty,
             "localisation_f2": loc, "f2p_share": f2p_passed / len(fail_to_pass), "p2p_ok": float(p2p_ok)}
+
+
+@dataclass
+class Rollout:
+    """One sampled answer for rejection-sampling fine-tuning (RFT): whether the final answer is right,
+    its tool calls, and for each call whether the harness reported it failed."""
+
+    correct: bool
+    calls: list[ToolCall] = field(default_factory=list)
+    call_failed: list[bool] = field(default_factory=list)
+
+
+def repeated_queries(calls: Sequence[ToolCall]) -> int:
+    """Identical calls anywhere in the trajectory (any turn) beyond their first occurrence: a search
+    agent that asks the same query twice. Introduced in lesson 09."""
+    return repeated_calls([ToolCall(c.name, c.arguments, turn=0) for c in calls])
+
+
+def rft_select(rollouts: Sequence[Rollout]) -> list[int]:
+    """Indices of the rollouts RFT keeps (KAT-Coder-V2 WebSearch expert): the answer is correct, no tool
+    call failed, and no query was repeated. Introduced in lesson 09."""
+    keep = []
+    for i, r in enumerate(rollouts):
+        if len(r.call_failed) != len(r.calls):
+            raise ValueError(f"rollout {i}: {len(r.calls)} calls but {len(r.call_failed)} failure flags")
+        if r.correct and not any(r.call_failed) and repeated_queries(r.calls) == 0:
+            keep.append(i)
+    return keep

@@ -29,7 +29,8 @@ class PackedTree:
 
     ``input_ids[i]`` is node i's token, ``parent[i]`` its parent node (-1 for a root),
     ``position_ids[i]`` its depth (= its position in every trajectory that contains it),
-    ``loss_weight[i]`` how many trajectories pass through node i *and* train on its token, and
+    ``loss_weight[i]`` the summed weight of the trajectories that pass through node i (with 0/1 masks:
+    how many of them train on its token), and
     ``branch_nodes[b]`` the node indices of trajectory b, in order.
     """
 
@@ -38,7 +39,7 @@ class PackedTree:
     position_ids: torch.Tensor   # (N,) long
     loss_weight: torch.Tensor    # (N,) float
     branch_nodes: list[list[int]]
-    num_loss_tokens: int         # sum of loss-mask entries over all trajectories (the normaliser)
+    num_loss_tokens: int         # non-zero loss-mask entries over all trajectories (the normaliser)
 
     def tree_mask(self) -> torch.Tensor:
         """The boolean ancestor mask (computed once, then cached)."""
@@ -60,8 +61,11 @@ def pack_tree(sequences: Sequence[Sequence[int]],
               loss_masks: Sequence[Sequence[int]] | None = None) -> PackedTree:
     """Build the prefix trie of ``sequences`` and flatten it depth-first.
 
-    ``loss_masks[b][t]`` (default all 1) says whether trajectory b trains on its token t (the
-    first token of a sequence is never predicted, whatever its mask says). Introduced in lesson 08.
+    ``loss_masks[b][t]`` (default all 1) is trajectory b's weight on its token t: 0/1 for a loss mask,
+    or any float (a per-token advantage for a policy-gradient loss). A shared node's weight is the sum
+    of the weights of the trajectories through it, and the normaliser is the number of non-zero
+    entries, exactly as :func:`unpacked_loss` computes it (the first token of a sequence is never
+    predicted, whatever its weight says). Introduced in lesson 08.
     """
     if not sequences:
         raise ValueError("pack_tree needs at least one sequence")
@@ -89,8 +93,8 @@ def pack_tree(sequences: Sequence[Sequence[int]],
                 children.append({})
                 token.append(tok)
                 weight.append(0.0)
-            if t > 0 and m:
-                weight[child] += 1.0
+            if t > 0:
+                weight[child] += float(m)
             node = child
             path.append(node)
         paths.append(path)
@@ -108,7 +112,7 @@ def pack_tree(sequences: Sequence[Sequence[int]],
             stack.append(c)
     packed_index = {node: i for i, node in enumerate(order)}
     parent = [packed_index[parent_of[n]] if parent_of[n] != 0 else -1 for n in order]
-    num_loss = int(sum(sum(1 for t, m in enumerate(mask) if t > 0 and m) for mask in loss_masks))
+    num_loss = int(sum(sum(1 for t, m in enumerate(mask) if t > 0 and float(m) != 0) for mask in loss_masks))
     return PackedTree(
         input_ids=torch.tensor([token[n] for n in order], dtype=torch.long),
         parent=torch.tensor(parent, dtype=torch.long),
@@ -172,7 +176,8 @@ def packed_loss(model: torch.nn.Module, packed: PackedTree, *,
 def unpacked_loss(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
                   loss_masks: Sequence[Sequence[int]] | None = None, *, pad_id: int = 0) -> torch.Tensor:
     """The ordinary loss: every trajectory as its own (right-padded) row of a batch; the sum of
-    token losses over all trained tokens divided by their number. Introduced in lesson 08."""
+    token losses times their mask (0/1, or float per-token weights) divided by the number of
+    non-zero mask entries. Introduced in lesson 08."""
     if loss_masks is None:
         loss_masks = [[1] * len(s) for s in sequences]
     length = max(len(s) for s in sequences)
@@ -189,7 +194,7 @@ def unpacked_loss(model: torch.nn.Module, sequences: Sequence[Sequence[int]],
     token_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
                                  reduction="none").view(len(sequences), length - 1)
     mask = lmask[:, 1:]
-    return (token_loss * mask).sum() / mask.sum().clamp(min=1)
+    return (token_loss * mask).sum() / (mask != 0).sum().clamp(min=1)
 
 
 def make_branching_tree(num_branches: int, length: int, shared_ratio: float, *, vocab_size: int,

@@ -84,3 +84,16 @@ def ratio_noise_by_k(score: Callable[[], torch.Tensor], ks=(1, 2, 4, 8), trials:
             diffs = [mcla_logprobs(score, k) - mcla_logprobs(score, k) for _ in range(trials)]
             out[k] = float(torch.stack(diffs).std())
     return out
+
+
+def icepop_mask(logp_train: torch.Tensor, logp_infer: torch.Tensor, mask: torch.Tensor, *,
+                low: float = 0.5, high: float = 2.0) -> torch.Tensor:
+    """IcePop: keep only the tokens whose train/inference probability ratio
+    ``exp(logp_train - logp_infer)`` lies in ``[low, high]``; the others get mask 0 (no gradient).
+    The trainer's and the sampler's numbers for the same token should agree; a token where they
+    disagree by more than that range is a train/infer mismatch, not a learning signal.
+    Introduced in lesson 09."""
+    if not 0 < low <= 1 <= high:
+        raise ValueError(f"need 0 < low <= 1 <= high, got low={low}, high={high}")
+    ratio = torch.exp(logp_train.detach() - logp_infer.detach())
+    return mask.float() * ((ratio >= low) & (ratio <= high)).float()
