@@ -16,13 +16,50 @@ def tiny_model(tmp_path_factory):
     return make_chat_model(tmp_path_factory.mktemp("models") / "tinychat")
 
 
+# the lecture's finetune.llamafactory dictionary (§4), typed out here from the lecture
+LECTURE_DICT = {
+    "learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000, "val_size": 0.02,
+    "optim": "adamw_torch_fused", "bf16": True, "fp16": False, "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 4, "num_train_epochs": 2.0, "template": "qwen", "stage": "sft",
+    "save_steps": 10, "resume_from_checkpoint": None, "save_strategy": "steps", "save_total_limit": 3,
+}
+
+
 def test_full_profile_has_the_lessons_hyperparameters():
+    assert sft.LESSON_HYPERPARAMETERS == LECTURE_DICT
     cfg = sft.llamafactory_config("full")
-    for key, value in {"learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000, "val_size": 0.02,
-                       "bf16": True, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
-                       "num_train_epochs": 2.0, "template": "qwen", "stage": "sft"}.items():
-        assert cfg[key] == value, key
+    for key, value in LECTURE_DICT.items():
+        assert cfg[key] == value and type(cfg[key]) is type(value), key
     assert cfg["finetuning_type"] in ("lora", "full")
+
+
+def test_full_profile_yaml_has_every_key_of_the_lecture(tiny_model, tmp_path):
+    """Render the full profile's LLaMA-Factory YAML through LazyLLM (no training) and check every key
+    of the lecture's dictionary, with the lecture's launcher."""
+    data, _ = sft.write_alpaca_json(ROWS, tmp_path / "train.json")
+    y, cmd = sft.render_train_yaml(tiny_model, data, tmp_path / "run", profile="full", launcher="sco")
+    for key, value in LECTURE_DICT.items():
+        assert key in y, key
+        assert y[key] == value and type(y[key]) is type(value), (key, y[key], value)
+    assert "llamafactory-cli train" in cmd
+
+
+def test_launcher_is_a_profile_setting():
+    import lazyllm
+
+    for profile in ("ci", "full"):
+        assert sft.launcher_settings(profile) == ("empty", {})
+    kind, options = sft.launcher_settings("full", "sco")
+    assert (kind, options) == ("sco", {"ngpus": 1, "partition": "a800", "resource": "N3lS.Ii.I60.1"})
+    assert sft.LECTURE_LAUNCHER == (kind, options)
+    assert sft.launcher_settings("ci", "slurm", {"partition": "p", "ngpus": 2}) == ("slurm", {"partition": "p", "ngpus": 2})
+    assert isinstance(sft.make_launcher("empty"), lazyllm.launcher.EmptyLauncher)
+    sco = sft.make_launcher("sco", {**options, "workspace_name": "ws"})
+    assert type(sco).__name__ == "ScoLauncher" and sco.partition == "a800" and sco.ngpus == 1 and sco.sync
+    assert type(sft.make_launcher("slurm", {"partition": "p", "ngpus": 1})).__name__ == "SlurmLauncher"
+    sft.make_launcher("remote", {"ngpus": 1})                   # LazyLLM's configured default launcher
+    with pytest.raises(ValueError, match="launcher must be one of"):
+        sft.launcher_settings("ci", "kubernetes")
 
 
 def test_ci_profile_is_cpu_safe():
@@ -50,6 +87,8 @@ def test_yaml_lazyllm_writes(profile, tiny_model, tmp_path):
     if profile == "full":
         assert "llamafactory-cli export" in cmd                       # LoRA: merge after training
         assert y["eval_strategy"] == "steps"
+    else:
+        assert y["eval_strategy"] == "no" and y["use_cpu"] is True
 
 
 def test_bad_training_rows_name_the_row(tmp_path):
