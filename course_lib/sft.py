@@ -430,6 +430,8 @@ def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from course_lib.instructions import chat_prompt
+
     tok = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     model.eval()
@@ -437,8 +439,7 @@ def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_
                         tok.eos_token_id) if isinstance(t, int) and t >= 0]
     outs = []
     for text in instructions:
-        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
-        prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        prompt = chat_prompt(tok, text, system=system)
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
         with torch.no_grad():
             gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,

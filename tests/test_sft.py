@@ -138,3 +138,30 @@ def test_real_tiny_finetune_on_cpu(tiny_model, tmp_path):
     assert res.loss_curve[-1][1] < res.loss_curve[0][1]
     (answer,) = sft.generate(res.merged_model, [ROWS[0]["instruction"]], max_new_tokens=8)
     assert isinstance(answer, str)
+
+
+def test_encode_chat_is_the_one_source_of_sft_examples(tiny_model):
+    """tokenize_chat and the drill's teacher-forced PPL build their examples with encode_chat: the
+    prompt is the generation prompt, the answer ends with <|im_end|>, labels -100 on the prompt; and
+    no other module of course_lib writes the -100 labels itself."""
+    import re
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from course_lib import instructions as I
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    sample = {"instruction": "Write f", "input": "", "output": "def f():\n    return 1"}
+    enc = I.encode_chat(tokenizer, I.to_messages(sample))
+    assert enc == I.tokenize_chat(sample, tokenizer)
+    prompt = I.chat_prompt(tokenizer, "Write f")
+    assert tokenizer.decode(enc["input_ids"][:enc["prompt_len"]]) == prompt
+    assert enc["text"].endswith("<|im_end|>") and enc["labels"][-1] == enc["input_ids"][-1]
+    assert enc["labels"][:enc["prompt_len"]] == [I.IGNORE_INDEX] * enc["prompt_len"]
+    joint = tokenizer(enc["text"], add_special_tokens=False)["input_ids"]
+    assert joint == enc["input_ids"]          # separate tokenization (LLaMA-Factory's) = joint here
+    pkg = Path(I.__file__).parent
+    writers = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+               if re.search(r"\[\s*-100\s*\]", p.read_text(encoding="utf-8"))]
+    assert writers == [], f"these modules build -100 labels themselves: {writers}"
