@@ -385,7 +385,7 @@ def _doctest_asserts(rec: FunctionRecord) -> str:
 
 def _tiny_function() -> FunctionRecord:
     """The lesson's Fibonacci example as a FunctionRecord (used when no stdlib functions are found)."""
-    src = FIBONACCI_EXAMPLE["output"]
+    src = FIBONACCI_EXAMPLE["output"].removeprefix("```python\n").split("\n\n# Unit Tests")[0]  # the function only
     return FunctionRecord("fibonacci", "lesson-05-example", src,
                           "Return the n-th Fibonacci number.", ["n"], [("fibonacci(10)", "55")])
 

@@ -424,9 +424,12 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
 # --- before / after ------------------------------------------------------------------------------
 
 def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_new_tokens: int = 64,
-             system: str | None = None) -> list[str]:
-    """Greedy answers of a chat model (transformers ``generate`` on the chat template), for
-    before/after comparisons. Introduced in lesson 05."""
+             system: str | None = None, details: bool = False) -> list:
+    """Greedy answers of a chat model (transformers ``generate`` on the chat template,
+    :func:`course_lib.instructions.chat_prompt`), for before/after comparisons. With ``details`` each
+    answer is ``{"text", "new_tokens", "stopped"}``: ``stopped`` is True when the model ended the
+    answer itself (``<|im_end|>`` / ``<|endoftext|>``), False when it ran to ``max_new_tokens``.
+    Introduced in lesson 05."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -444,5 +447,11 @@ def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_
         with torch.no_grad():
             gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
                                  pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else stop[0])
-        outs.append(tok.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=True))
+        new = gen[0, ids["input_ids"].shape[1]:].tolist()
+        answer = tok.decode(new, skip_special_tokens=True)
+        if details:
+            stopped = bool(new) and new[-1] in stop
+            outs.append({"text": answer, "new_tokens": len(new) - int(stopped), "stopped": stopped})
+        else:
+            outs.append(answer)
     return outs
