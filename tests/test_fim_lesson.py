@@ -21,4 +21,4 @@ def test_lesson_04_records(notebook_records):
     # context-level FIM: some fragments stay plain (no room for the sentinels), most are transformed
     assert 0 <= rec["context_fim_kept_plain_share"] < 0.5
     gaps = rec["middle_gap_by_step"]
-    assert len(gaps) >= 3 and gaps[-1][0] == gaps[-1][0] // 1 and all(len(g) == 2 for g in gaps)
+    assert len(gaps) >= 3 and gaps[-1][0] > gaps[0][0] and all(len(g) == 2 for g in gaps)
