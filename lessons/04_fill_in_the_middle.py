@@ -7,7 +7,7 @@
 # 1. 说清 FIM 的数据变换：在两个均匀的**字符**位置切开文档，按 PSM / SPM 重排，并用 sentinel token 标出三段；
 # 2. 理解 `fim_rate`、`spm_rate`，以及 document-level 与 context-level（在 packed sequence 上）两种做法的差别；
 # 3. 区分 **label mask**（哪些位置算 loss，L_FIM 只算 middle）与 **attention mask**（每个位置能看到谁）；
-# 4. 用同样的步数训练两次（不用 FIM / FIM 0.5），亲眼看到 "FIM for free"：左到右的 loss 几乎不变，却多了补全中间的能力。
+# 4. 用同样的步数训练两次（不用 FIM / FIM 0.5），对照论文的 "FIM for free"（左到右的 loss 几乎不变，却多了补全中间的能力），看它在这个玩具规模上测出来是什么样。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"        # "ci": CPU, offline, minutes; "full": a GPU and the hub
@@ -457,7 +457,7 @@ for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofi
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # 这样一个几分钟训练出来的 2.4M 参数模型，补全质量当然很低：这一节的目的是把**流程**看清楚——同样的 PSM prompt、同样的 `fim.infill` 函数，换成 Qwen2.5-Coder 这样在万亿 token 上用同一种数据变换训练出来的模型，就是 IDE 里的代码补全。
-# 对比两个模型的输出时注意：no-FIM 模型从没见过 `<|fim_middle|>`，它只是在 suffix 后面接着往下写；FIM 模型见过这种排列，知道 `<|fim_middle|>` 之后该接 prefix 末尾的内容，并以 `<|endoftext|>` 结束。
+# 对比两个模型的输出时注意：no-FIM 模型从没见过 `<|fim_middle|>`，它只是在 suffix 后面接着往下写；FIM 模型在训练里见过这种排列，但见过不等于学会——它这次写出了什么（包括有没有吐出 sentinel），就是上面打印的样子。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 小结
