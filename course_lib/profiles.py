@@ -148,6 +148,20 @@ _CI: dict[str, dict[str, Any]] = {
         "epochs": 1,
         "batch_size": 4,
         "max_steps": 40,                  # a fixed CPU budget (~1 minute with LLaMA-Factory's start-up)
+        # the other keys of the lecture's finetune.llamafactory dictionary, sized for a CPU
+        "val_size": 0,                    # no held-out split (needs eval_strategy 'no' on CPU)
+        "optim": "adamw_torch",           # the lecture's adamw_torch_fused is a CUDA kernel
+        "bf16": False,
+        "fp16": False,
+        "gradient_accumulation_steps": 1,
+        "save_steps": 100000,             # no intermediate checkpoints in a 40-step run
+        "save_strategy": "steps",
+        "save_total_limit": None,
+        "resume_from_checkpoint": None,
+        # LazyLLM launcher: "empty" (this machine), "sco", "slurm" or "remote" (LazyLLM's configured
+        # default); launcher_options go to lazyllm.launchers.<launcher>(...)
+        "launcher": "empty",
+        "launcher_options": {},
     },
     # lesson 06 — course_lib.sandbox / course_lib.metrics
     "sandbox": {
@@ -259,6 +273,17 @@ _FULL: dict[str, dict[str, Any]] = {
         "epochs": 2,
         "batch_size": 8,
         "max_steps": -1,
+        "val_size": 0.02,
+        "optim": "adamw_torch_fused",
+        "bf16": True,
+        "fp16": False,
+        "gradient_accumulation_steps": 4,
+        "save_steps": 10,
+        "save_strategy": "steps",
+        "save_total_limit": 3,
+        "resume_from_checkpoint": None,
+        "launcher": "empty",              # the lecture uses "sco" (see course_lib.sft.LECTURE_LAUNCHER)
+        "launcher_options": {},
     },
     "sandbox": {
         "backend": "docker",          # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)

@@ -7,7 +7,7 @@
 # 1. 说清 FIM 的数据变换：在两个均匀的**字符**位置切开文档，按 PSM / SPM 重排，并用 sentinel token 标出三段；
 # 2. 理解 `fim_rate`、`spm_rate`，以及 document-level 与 context-level（在 packed sequence 上）两种做法的差别；
 # 3. 区分 **label mask**（哪些位置算 loss，L_FIM 只算 middle）与 **attention mask**（每个位置能看到谁）；
-# 4. 用同样的步数训练两次（不用 FIM / FIM 0.5），亲眼看到 "FIM for free"：左到右的 loss 几乎不变，却多了补全中间的能力。
+# 4. 用同样的步数训练两次（不用 FIM / FIM 0.5），对照论文的 "FIM for free"（左到右的 loss 几乎不变，却多了补全中间的能力），看它在这个玩具规模上测出来是什么样。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"        # "ci": CPU, offline, minutes; "full": a GPU and the hub
@@ -27,7 +27,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import course_lib
-from course_lib import check_function, get_profile, record
+from course_lib import exercises, get_profile, record
 from course_lib import fim, tinymodel
 
 P = get_profile(PROFILE)
@@ -104,17 +104,23 @@ print("token-level split: middle starts with a whole token:", repr(tokenizer.dec
 # | 模式 | 训练样本的排列 |
 # |---|---|
 # | PSM | `<PRE>` prefix `<SUF>` suffix `<MID>` middle `<EOT>` |
-# | SPM（bigcode / StarCoder 的变体） | `<PRE>` `<SUF>` suffix `<MID>` prefix middle `<EOT>` |
+# | SPM（讲义的写法） | `<SUF>` suffix `<PRE>` prefix `<MID>` middle `<EOT>` |
+# | SPM（bigcode / StarCoder 训练代码的写法） | `<PRE>` `<SUF>` suffix `<MID>` prefix middle `<EOT>` |
 #
-# SPM 把 prefix 放在 middle 正前方，middle 就是 prefix 的"自然续写"，对 KV cache 也更友好（用户在 prefix 末尾打字时，suffix 部分的缓存不用重算）。训练时通常 `spm_rate = 0.5`：FIM 样本中一半用 PSM，一半用 SPM。
+# SPM 先给 suffix 再给 prefix：用户在光标处（prefix 末尾）打字时，变化的只是 prompt 的尾部，前面 suffix 的 KV cache 不用重算。训练时通常 `spm_rate = 0.5`：FIM 样本中一半用 PSM，一半用 SPM。
+#
+# **StarCoder 的训练代码用哪一种？** bigcode 的 Megatron-LM（`gpt_dataset.py` 里的 `permute`）拼的是第三行：`[<fim_prefix>, <fim_suffix>] suffix [<fim_middle>] prefix middle`，代码注释称之为 FIM 论文里 SPM 的 "variant 2"。原因在排列本身：`<MID>` 之后 prefix 和 middle 紧挨着，正是原文件里的顺序，middle 只是 prefix 的普通左到右续写——和不做 FIM 的训练、和 PSM 里"接着写"的技能是同一种；推理时 prompt 以用户光标前的最后一个字符结束，模型接着写即可。
+#
+# 讲义 SPM 写作 `<SUF> s <PRE> p <MID> m <EOT>`；本课两种都实现（`fim.spm_transform(..., layout="lecture" | "bigcode")`），训练和推理用 bigcode 的排列（`layout` 的默认值），因为课程模型的数据变换照 StarCoder 的训练代码做，prompt 必须和训练时的排列一致。
 
 # %% slideshow={"slide_type": "subslide"}
 example = ("def add(a, b):\n    ", "return a + b", "\n\nprint(add(1, 2))\n")
 for style in ["starcoder", "qwen2.5-coder"]:
     print(f"--- {style}: PSM")
     print(fim.psm_transform(*example, sentinels=style))
-    print(f"--- {style}: SPM")
-    print(fim.spm_transform(*example, sentinels=style))
+    for layout in ["lecture", "bigcode"]:
+        print(f"--- {style}: SPM, layout={layout!r}")
+        print(fim.spm_transform(*example, sentinels=style, layout=layout))
 
 COLORS = {"sentinel": "#444444", "prefix": "#4c72b0", "suffix": "#dd8452", "middle": "#55a868",
           "prefix+middle": "#8fbc8f", "plain": "#bbbbbb", "eot": "#c44e52", "pad": "#eeeeee"}
@@ -133,7 +139,7 @@ p, m, s = example
 fig, axes = plt.subplots(3, 1, figsize=(10, 2.6))
 draw_layout(axes[0], [("prefix", p), ("middle", m), ("suffix", s)], "original document")
 draw_layout(axes[1], [("<PRE>", ""), ("prefix", p), ("<SUF>", ""), ("suffix", s), ("<MID>", ""), ("middle", m), ("eot", "")], "PSM")
-draw_layout(axes[2], [("<PRE>", ""), ("<SUF>", ""), ("suffix", s), ("<MID>", ""), ("prefix", p), ("middle", m), ("eot", "")], "SPM")
+draw_layout(axes[2], [("<PRE>", ""), ("<SUF>", ""), ("suffix", s), ("<MID>", ""), ("prefix", p), ("middle", m), ("eot", "")], "SPM (bigcode)")
 plt.tight_layout(); plt.show()
 
 
@@ -149,30 +155,24 @@ def my_psm_transform(prefix, middle, suffix, sentinels):
     return s.prefix + prefix + s.suffix + suffix + s.middle + middle + s.eot
     ### END SOLUTION
 
-STARCODER, QWEN = fim.get_sentinels("starcoder"), fim.get_sentinels("qwen2.5-coder")
-my_psm_transform = check_function(
-    my_psm_transform, lambda p, m, s, st: fim.psm_transform(p, m, s, st),
-    cases=[(*example, STARCODER), (*example, QWEN), ("", "x = 1", "", STARCODER),
-           ("if x:\n", "    pass\n", "", QWEN), (prefix, middle, suffix, QWEN)],
-    name="PSM transform")
+my_psm_transform = exercises.check("04-1", my_psm_transform)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 练习 2：写出 SPM 变换（bigcode 变体）
+# ### 练习 2：写出 SPM 变换（两种排列）
 #
-# 返回 `<PRE><SUF> suffix <MID> prefix middle <EOT>`。
+# `layout="lecture"` 返回讲义的 `<SUF> suffix <PRE> prefix <MID> middle <EOT>`；`layout="bigcode"` 返回 StarCoder 训练代码的 `<PRE><SUF> suffix <MID> prefix middle <EOT>`。
 
 # %% slideshow={"slide_type": "-"}
-def my_spm_transform(prefix, middle, suffix, sentinels):
+def my_spm_transform(prefix, middle, suffix, sentinels, layout="lecture"):
     ### BEGIN SOLUTION
     s = sentinels
-    return s.prefix + s.suffix + suffix + s.middle + prefix + middle + s.eot
+    if layout == "bigcode":
+        return s.prefix + s.suffix + suffix + s.middle + prefix + middle + s.eot
+    return s.suffix + suffix + s.prefix + prefix + s.middle + middle + s.eot
     ### END SOLUTION
 
-my_spm_transform = check_function(
-    my_spm_transform, lambda p, m, s, st: fim.spm_transform(p, m, s, st),
-    cases=[(*example, STARCODER), (*example, QWEN), ("a", "", "c", STARCODER), (prefix, middle, suffix, QWEN)],
-    name="SPM transform")
+my_spm_transform = exercises.check("04-2", my_spm_transform)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## fim_rate 与 spm_rate
@@ -187,7 +187,8 @@ fim_docs, counts = fim.apply_fim_document_level(demo_docs, SEED, fim_rate=P.fim.
 n_fim = counts["psm"] + counts["spm"]
 fim_share, spm_share = n_fim / len(demo_docs), counts["spm"] / max(1, n_fim)
 print(counts, f"-> FIM share {fim_share:.3f} (want {P.fim.fim_rate}), SPM share among FIM {spm_share:.3f} (want {P.fim.spm_rate})")
-record("fim_share", round(fim_share, 4)); record("spm_share_within_fim", round(spm_share, 4))
+record("fim_share", round(fim_share, 4))
+_ = record("spm_share_within_fim", round(spm_share, 4))
 
 fig, ax = plt.subplots(figsize=(5, 2.4))
 ax.bar(list(counts), list(counts.values()), color=[COLORS["plain"], COLORS["middle"], COLORS["prefix+middle"]])
@@ -200,7 +201,7 @@ plt.tight_layout(); plt.show()
 # 预训练把很多文档用 `<EOT>` 拼接（packing），再切成长度为 `seq_len` 的窗口。FIM 可以放在两个位置：
 #
 # - **document-level**：先对整个文档做 FIM，再 packing。长文档被切到多个窗口里，`<PRE>`、`<SUF>`、`<MID>` 常常不在同一个窗口：模型看到 middle 时，prefix 已经不在上下文里了。
-# - **context-level**（bigcode Megatron 的做法）：先 packing，再在每个窗口内按 `<EOT>` 切出文档片段，对每个片段做 FIM（解码→按字符切→重新分词）。窗口长度保持不变：变长时截断 suffix，变短时补 `<fim_pad>`。
+# - **context-level**（bigcode Megatron 的做法）：先 packing，再在每个窗口内按 `<EOT>` 切出文档片段，对每个片段做 FIM（解码→按字符切→重新分词）。窗口长度保持不变：变长时（三个 sentinel，加上重新分词可能多出的 token）截掉 suffix 的尾部，变短时在 suffix 后面补 `<fim_pad>`；suffix 短到吸收不了多出来的 token 时，这个片段**保持原样**（普通左到右文本），绝不截断 middle——middle 正是模型要学会补全的部分。
 #
 # 先量一量 document-level 的问题有多常见（`seq_len` 取模型训练用的 256）：
 
@@ -227,6 +228,19 @@ window = tinymodel.pack_windows(plain_ids, 128, ids_of["eot"])[0]
 ctx_window, modes = fim.apply_fim_context_level(window, tokenizer, random.Random(SEED + 2), fim_rate=1.0,
                                                spm_rate=0.5, sentinels=Q)
 print("fragments in the window:", modes, "| length before/after:", len(window), len(ctx_window))
+
+# how often a fragment drawn for FIM stays plain because its suffix cannot absorb the sentinels
+# (fim_rate 1.0: every "plain" below is such a fragment), on the model's own 256-token windows
+train_windows = tinymodel.pack_windows([tokenizer(d, add_special_tokens=False)["input_ids"] for d in train_docs[:600]],
+                                       SEQ, ids_of["eot"])
+all_modes, ctx_rng = [], random.Random(SEED)
+for w in train_windows[:80]:
+    all_modes += fim.apply_fim_context_level(w, tokenizer, ctx_rng, fim_rate=1.0, sentinels=Q)[1]
+kept_plain = fim.fim_mode_counts(all_modes)["plain"]
+print(f"{len(all_modes)} fragments in {min(80, len(train_windows))} windows of {SEQ} tokens, all drawn for FIM: "
+      f"{kept_plain} ({kept_plain / len(all_modes):.1%}) stayed plain text (no room for the sentinels), the rest "
+      f"are PSM/SPM with their middle whole")
+_ = record("context_fim_kept_plain_share", round(kept_plain / len(all_modes), 4))
 
 SEG_ORDER = list(COLORS)
 def segment_image(ids):
@@ -276,14 +290,7 @@ def my_middle_only_labels(ids, middle_id, eot_id):
     return labels
     ### END SOLUTION
 
-PRE, SUF, MID, EOT = 90, 91, 92, 0
-my_middle_only_labels = check_function(
-    my_middle_only_labels, fim.middle_only_labels,
-    cases=[([PRE, 5, 6, SUF, 7, MID, 8, 9, EOT], MID, EOT),
-           ([PRE, 5, SUF, 7, MID, 8, EOT, 3, 4, EOT, PRE, SUF, MID, 1, 2, EOT], MID, EOT),
-           ([3, 4, 5], MID, EOT),
-           ([PRE, 1, SUF, 2, MID, 3, 4], MID, EOT)],
-    name="middle-only labels")
+my_middle_only_labels = exercises.check("04-3", my_middle_only_labels)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### label mask 与 attention mask 是两回事
@@ -291,7 +298,9 @@ my_middle_only_labels = check_function(
 # - **label mask**：哪些位置的预测**计入 loss**（上面的 `-100`）。
 # - **attention mask**：每个位置**能看到**哪些位置。causal LM 是下三角；packing 时还可以做成按文档分块的下三角，让一个文档看不到前一个文档。
 #
-# FIM 不需要任何特殊的 attention：`<MID>` 之后的 middle 在左边已经"看见"了 prefix 和 suffix——这正是把 middle 挪到最后的意义。
+# FIM 不需要任何特殊的 attention：`<MID>` 之后的 middle 在左边已经"看见"了 prefix 和 suffix——这正是把 middle 挪到最后的意义。下面的格子图里，middle 那几行在普通因果 mask 下已经覆盖了全部 prefix 和 suffix 列。
+#
+# 讲义说 FIM 模式下 attention mask "不再是严格的下三角"、prefix 与 suffix 双向可见；本课用普通的下三角（因果）mask 训练 PSM/SPM，因为 middle 排在最后，因果 mask 已让它看到全部上下文，StarCoder 等的训练也是如此。只有 prefix-LM 式的变体（让 prefix+suffix 这段上下文内部双向注意，`fim.prefix_lm_attention_mask`）才需要非三角的 mask——那是另一种模型，推理时也得按同样的 mask 来算。
 
 # %% slideshow={"slide_type": "-"}
 small = ([tokenizer.convert_tokens_to_ids(t) for t in [Q.prefix]] + tokenizer("x = f(a,", add_special_tokens=False)["input_ids"]
@@ -315,6 +324,18 @@ for ax, per_doc, title in [(axes[1], False, "attention: causal"), (axes[2], True
     ax.set_title(title + "\n(row = query, column = key)", fontsize=10)
 plt.tight_layout(); plt.show()
 print(f"causal LM scores {sum(l != -100 for l in labels_lm)} of {len(small)} tokens; L_FIM scores {sum(l != -100 for l in labels_fim)}")
+causal = fim.packed_attention_mask(small, ids_of["eot"], per_document=False)
+first_eot = small.index(ids_of["eot"])
+context_cols = [i for i in range(first_eot) if i < small.index(ids_of["mid"])]
+middle_rows = [i for i, l in enumerate(labels_fim) if l != -100]
+sees_all = all(causal[r, c] for r in middle_rows for c in context_cols)
+print(f"causal mask: each of the {len(middle_rows)} middle token(s) sees all {len(context_cols)} prefix/suffix/sentinel "
+      f"positions before <MID>: {sees_all}")
+print("a prefix-LM mask over that context is not lower-triangular:",
+      not np.array_equal(fim.prefix_lm_attention_mask(len(small), len(context_cols)), np.tril(np.ones((len(small),) * 2, dtype=bool))))
+### BEGIN HIDDEN TESTS
+assert sees_all and middle_rows
+### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 在 CPU 上训练一个小代码模型
@@ -326,7 +347,7 @@ print(f"causal LM scores {sum(l != -100 for l in labels_lm)} of {len(small)} tok
 # - **训练**：固定的步数（不是固定的秒数，这样结果可复现），batch 4 × 256 token，AdamW + cosine；context-level FIM，sentinel 用 Qwen2.5-Coder 风格。（小 batch、多步数：在这么小的预算里，更新次数比每步的 token 数更重要。）
 #
 # 同样的代码和种子训练两次：`nofim`（fim_rate 0）和 `base`（fim_rate 0.5）。`base` 就是后面课程用的 `get_tiny_model("base")`。
-# 结果缓存在课程 cache 里（按配置做 key）：第一次运行会真的训练（空闲的 2 核机器上每个约 1 分钟），之后直接读取。
+# 结果缓存在课程 cache 里（按配置做 key）：第一次运行会真的训练（下面打印每个模型的训练用时），之后直接读取。
 
 # %% slideshow={"slide_type": "subslide"}
 print("vocab:", len(tokenizer), "| special tokens:",
@@ -339,6 +360,11 @@ with torch.device("meta"):
     n_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
 print(f"Qwen2 config: hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, heads {cfg.num_attention_heads}/{cfg.num_key_value_heads} -> {n_params:,} parameters")
 print(f"budget: {P.tiny_model.train_steps} steps x {P.tiny_model.batch_size} x {P.tiny_model.seq_len} tokens")
+### BEGIN HIDDEN TESTS
+assert len(tokenizer) == 4096 and 2.3e6 < n_params < 2.5e6        # "4,096 个 token", "约 2.4M 参数"
+assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (192, 4, 4, 2)
+assert (P.tiny_model.batch_size, P.tiny_model.seq_len) == (4, 256) or PROFILE != "ci"
+### END HIDDEN TESTS
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
@@ -384,10 +410,18 @@ record("middle_loss_nofim", round(final["nofim"]["middle_loss"], 4))
 _ = record("middle_loss_fim", round(final["base"]["middle_loss"], 4))
 print(f"left-to-right: FIM - no FIM = {final['base']['l2r_loss'] - final['nofim']['l2r_loss']:+.3f} nats/token")
 print(f"middle tokens: FIM - no FIM = {final['base']['middle_loss'] - final['nofim']['middle_loss']:+.3f} nats/token")
+# the middle-loss gap at every evaluation of the two runs (same steps, same held-out examples)
+gaps = [(a["step"], a["middle_loss"] - b["middle_loss"]) for a, b in zip(logs["nofim"]["eval"], logs["base"]["eval"])]
+print("middle-loss gap (no FIM - FIM) by step:", ", ".join(f"{st}: {g:+.3f}" for st, g in gaps))
+half = len(gaps) // 2
+first_half, second_half = np.mean([g for _, g in gaps[1:half]]), np.mean([g for _, g in gaps[half:]])
+print(f"mean gap, first half of training {first_half:+.3f}, second half {second_half:+.3f} -> "
+      f"{'grew' if second_half > first_half else 'did not grow'} over this run")
+_ = record("middle_gap_by_step", [[st, round(g, 4)] for st, g in gaps])
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **怎么读这张图**：论文的 "FIM for free" 有两半：(1) FIM 几乎不改变左到右的 loss（中间那张，两条线应该挨得很近）；(2) FIM 模型的 middle loss 更低（右边那张），因为它学过利用 suffix。
-# 我们的规模是玩具级的（2.4M 参数、约 30 万 token、一分钟训练）：两个模型都还很弱，差距也小。**上面打印的数字才是这次真正测到的结果**——说清楚测到了什么，比复述论文更重要。论文的结论是在大得多的规模上测出来的；在本机上把 `train_steps` 调大（比如 full profile），可以看到 middle loss 的差距随训练变大。
+# 我们的规模是玩具级的（参数量、token 数和训练用时都打印在上面）：两个模型都还很弱，差距也小。**上面打印的数字才是这次真正测到的结果**——说清楚测到了什么，比复述论文更重要。论文的结论是在大得多的规模上测出来的；这次运行里 middle loss 的差距在训练过程中怎样变化，看上面按 step 打印的那一行（本课没有在更长的训练上测过，所以不说它会怎样）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 看看模型补全了什么
@@ -422,14 +456,15 @@ for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofi
     print(f"   truth : {m!r}\n   FIM   : {a_base.strip()!r}\n   no FIM: {a_nofim.strip()!r}")
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# 一分钟训练出来的 2.4M 参数模型，补全质量当然很低：这一节的目的是把**流程**看清楚——同样的 PSM prompt、同样的 `fim.infill` 函数，换成 Qwen2.5-Coder 这样在万亿 token 上用同一种数据变换训练出来的模型，就是 IDE 里的代码补全。
-# 对比两个模型的输出时注意：no-FIM 模型从没见过 `<|fim_middle|>`，它只是在 suffix 后面接着往下写；FIM 模型见过这种排列，知道 `<|fim_middle|>` 之后该接 prefix 末尾的内容，并以 `<|endoftext|>` 结束。
+# 这样一个几分钟训练出来的 2.4M 参数模型，补全质量当然很低：这一节的目的是把**流程**看清楚——同样的 PSM prompt、同样的 `fim.infill` 函数，换成 Qwen2.5-Coder 这样在万亿 token 上用同一种数据变换训练出来的模型，就是 IDE 里的代码补全。
+# 对比两个模型的输出时注意：no-FIM 模型从没见过 `<|fim_middle|>`，它只是在 suffix 后面接着往下写；FIM 模型在训练里见过这种排列，但见过不等于学会——它这次写出了什么（包括有没有吐出 sentinel），就是上面打印的样子。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 小结
 #
-# - FIM 只改数据不改模型：两个均匀的**字符**切点 → prefix / middle / suffix → PSM 或 SPM，加 sentinel；
+# - FIM 只改数据不改模型：两个均匀的**字符**切点 → prefix / middle / suffix → PSM 或 SPM（讲义的 `<SUF>s<PRE>p<MID>m`，或 StarCoder 训练代码的 `<PRE><SUF>s<MID>pm`），加 sentinel；
 # - `fim_rate`（0.5）控制多少文档做 FIM，`spm_rate` 控制 PSM/SPM 的比例；context-level FIM 保证三段落在同一个训练窗口里；
-# - label mask 决定"算哪些 loss"（L_FIM 只算 middle），attention mask 决定"能看到谁"，FIM 不需要改 attention；
-# - 同样的步数下，FIM 模型的左到右 loss 与普通模型相近，却多了补全中间的能力；
+# - label mask 决定"算哪些 loss"（L_FIM 只算 middle），attention mask 决定"能看到谁"，PSM/SPM 不需要改 attention（prefix-LM 变体才需要）；
+# - context-level FIM 放不下 sentinel 的片段保持原样，middle 永远完整；
+# - 同样的步数下两个模型的左到右 loss 和 middle loss 各差多少，以上面这次打印的数字为准；
 # - 课程的小模型就是这里的 `base`：`course_lib.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。

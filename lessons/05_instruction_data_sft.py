@@ -33,7 +33,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 import course_lib
-from course_lib import check_function, get_profile, record
+from course_lib import exercises, get_profile, record
 from course_lib import codegen, instructions, sft, teacher
 from course_lib.paths import cache_dir
 
@@ -47,10 +47,20 @@ T0 = time.time()
 # ## 1. 指令数据长什么样
 #
 # 一条指令样本 = **指令**（instruction：要做什么）+ **输入**（input：可选的上下文，例如一段代码）+ **输出**（output：期望的回答）。
-# 原课的例子：
+# 讲义的例子是一条**单元测试生成**样本：要求模型既写函数，又写验证它的测试用例（边界条件 `n=0`、`n=1` 和一个普通值 `n=10`），逼它想清楚预期行为。
 
 # %% slideshow={"slide_type": "-"}
-print(json.dumps(instructions.FIBONACCI_EXAMPLE, ensure_ascii=False, indent=2))
+FIB = instructions.FIBONACCI_EXAMPLE
+print(json.dumps(FIB, ensure_ascii=False, indent=2))
+fib_code = FIB["output"].removeprefix("```python\n").removesuffix("```")
+print("test cases in the answer:", [line for line in fib_code.splitlines() if line.startswith("assert")])
+fib_sb, fib_backend = teacher.sandbox_status()
+if fib_sb is not None:
+    fib_run = fib_sb.run_code(fib_code, backend=fib_backend)
+    print(f"the answer run as a script ({fib_run.backend}): {fib_run.status}, stdout {fib_run.stdout.strip()!r}")
+    _ = record("fibonacci_example_status", fib_run.status)
+else:
+    print("no sandbox here, the example's tests were not run:", fib_backend)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 代码模型常见的四类指令数据：
@@ -61,6 +71,8 @@ print(json.dumps(instructions.FIBONACCI_EXAMPLE, ensure_ascii=False, indent=2))
 # | 代码解释 explain | "解释这段代码" | 代码 | 自然语言说明 |
 # | 代码翻译 translate | "把这段 JavaScript 翻译成 Python" | 代码 | 代码 |
 # | 单元测试生成 unittest | "为这个函数写单元测试" | 代码 | 测试代码 |
+#
+# 讲义把 SFT 数据分成三类（生成、解释、翻译），单元测试生成单列一节；本课把它当作第四类，因为它的样本格式与前三类相同，只是 output 里是测试。
 #
 # 下面从**真实代码**构造这四类数据：在标准库里找"自包含、带 docstring"的顶层函数（只用 `ast` 解析，不 import），
 # docstring 的第一段变成指令，函数本身就是参考答案；doctest 例子变成单元测试；一个很小的 Python→JavaScript 转译器
@@ -107,7 +119,7 @@ else:
 # ## 3. Chat template 与只在答案上算 loss
 #
 # SFT 把样本排成对话：`system`（默认系统提示）→ `user`（instruction + input）→ `assistant`（output）。
-# Qwen 系列（以及本课程的小模型）用 ChatML：`<|im_start|>角色\n内容<|im_end|>`。训练时：
+# Qwen 系列（以及本课程的小模型）用 ChatML：`<|im_start|>角色\n内容<|im_end|>`。课程里只有一个函数做这件事：`instructions.encode_chat`（`tokenize_chat`、第 07 课的 PPL 都调用它）。训练时：
 #
 # * **prompt**（直到 `<|im_start|>assistant\n`）的 label 设为 `-100`，不计 loss；
 # * **answer**（代码 + 结尾的 `<|im_end|>`）的 label 就是 token 本身——模型学会写答案，也学会**停下来**。
@@ -140,10 +152,8 @@ def my_answer_only_labels(input_ids, prompt_len):
     ### END SOLUTION
 
 
-my_answer_only_labels = check_function(
-    my_answer_only_labels, instructions.answer_only_labels,
-    cases=[([5, 6, 7, 8], 2), ([1, 2, 3], 0), ([9, 9], 2), (enc["input_ids"], enc["prompt_len"])],
-    name="answer-only labels")
+my_answer_only_labels = exercises.check("05-1", my_answer_only_labels)
+print("on the Fibonacci sample:", my_answer_only_labels(enc["input_ids"], enc["prompt_len"]) == enc["labels"])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Packing：把短样本拼满一个序列
@@ -222,16 +232,7 @@ def my_rubric_score(status, defines=False, documented=False, has_tests=False):
     ### END SOLUTION
 
 
-def reference_rubric(status, defines=False, documented=False, has_tests=False):
-    return teacher.rubric_score(status, defines=defines, documented=documented, has_tests=has_tests)
-
-
-my_rubric_score = check_function(
-    my_rubric_score, reference_rubric,
-    cases=[("no code",), ("syntax_error", True, True), ("passed", True, True, True), ("passed",),
-           ("not run", True, True, True), ("failed", True, False, True), ("failed", True, False, False),
-           ("timeout", True), ("runtime_error",), ("memory_limit", True, True, True)],
-    name="auditor rubric")
+my_rubric_score = exercises.check("05-2", my_rubric_score)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### 运行管道
@@ -257,7 +258,7 @@ rows = code_rows + PLANTED
 kept, report = codegen.run_codegen_pipeline(rows, profile=PROFILE, timeout_s=P.pipeline.timeout_s)
 record("pipeline_in", report.n_input)
 record("pipeline_kept", len(kept))
-record("pipeline_funnel", report.stages)
+_ = record("pipeline_funnel", report.stages)
 
 # %% slideshow={"slide_type": "subslide"}
 display(report.funnel())
@@ -314,19 +315,34 @@ print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "plante
 # ```
 #
 # `course_lib.sft.finetune` 就是这段调用（两个配置同一条代码路径），外加 LazyLLM 不做的检查：合并后的权重存在、日志里有
-# `train_runtime`、loss 确实下降；否则停下来并打印日志的最后几行。两个配置的参数：
+# `train_runtime`、loss 确实下降；否则停下来并打印日志的最后几行。下表第一列是讲义 `finetune.llamafactory` 字典的每一个键和值，后两列是两个配置实际交给 LazyLLM 的值（full 与讲义逐项相同，测试会渲染 full 的 YAML 逐项核对）：
 
 # %% slideshow={"slide_type": "-"}
-keys = ["finetuning_type", "learning_rate", "cutoff_len", "max_samples", "val_size", "bf16", "fp16",
-        "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
-        "template", "stage", "train_on_prompt", "use_cpu"]
+keys = list(sft.LESSON_HYPERPARAMETERS) + ["finetuning_type", "max_steps", "train_on_prompt", "use_cpu"]
 cfgs = {p: sft.llamafactory_config(p) for p in ("ci", "full")}
-pd.DataFrame({p: {k: c.get(k, "") for k in keys} for p, c in cfgs.items()})
+table = pd.DataFrame({"lecture": {k: sft.LESSON_HYPERPARAMETERS.get(k, "—") for k in keys},
+                      **{p: {k: c.get(k, "") for k in keys} for p, c in cfgs.items()}}).astype(str)
+launchers = {p: sft.launcher_settings(p) for p in ("ci", "full")}
+table.loc["launcher"] = [f"{sft.LECTURE_LAUNCHER[0]}({sft.LECTURE_LAUNCHER[1]})",
+                         *(f"{k}({o})" for k, o in launchers.values())]
+### BEGIN HIDDEN TESTS
+assert all(cfgs["full"][k] == v for k, v in sft.LESSON_HYPERPARAMETERS.items())
+### END HIDDEN TESTS
+table
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 与讲义的不同，每条一行：
+#
+# * 讲义用 `launchers.sco(ngpus=1, partition='a800', resource='N3lS.Ii.I60.1')`；本课默认 `launchers.empty`（本机），因为 ci 没有集群——profile 的 `sft.launcher` 设成 `"sco"` 就是讲义的设置（`"slurm"`、`"remote"` 也可以，见 `docs/sft.md`）。
+# * 讲义 `optim: adamw_torch_fused`、`bf16: True`；ci 用 `adamw_torch`、fp32，因为 CPU 上没有 fused 的 CUDA 优化器，bf16 在这台 CPU 上也不更快。
+# * 讲义 batch 8 × 累积 4、2 个 epoch、`val_size 0.02`、每 10 步存一次；ci 用 batch 4 × 1、固定步数、不留验证集、不存中间 checkpoint，因为 CPU 上只有约一分钟的预算。
+# * 讲义微调 Qwen2.5-0.5B-Instruct；ci 微调第 04 课训练的小模型，因为 ci 不联网、只有 CPU。
 
 # %% slideshow={"slide_type": "subslide"}
 probe = ["Write a Python function `double(x)` that does the following: return twice the value x.",
          code_rows[-1]["instruction"]]
-before = sft.generate(base_model, probe, max_new_tokens=48)
+MAX_NEW = 48
+before = sft.generate(base_model, probe, max_new_tokens=MAX_NEW, details=True)
 steps = SFT_STEPS or P.sft.max_steps
 out_dir = cache_dir("sft", f"run-{PROFILE}")
 result = sft.finetune(base_model, kept, out_dir, profile=PROFILE, max_steps=steps)
@@ -336,37 +352,45 @@ for note in result.notes:
     print("note:", note)
 record("sft_train_rows", len(kept))
 record("sft_loss_first", result.loss_curve[0][1])
-record("sft_loss_last", result.loss_curve[-1][1])
+_ = record("sft_loss_last", result.loss_curve[-1][1])
 
 # %% slideshow={"slide_type": "-"}
 fig, ax = plt.subplots(figsize=(6, 3))
 result.plot_loss(ax)
 plt.show()
-after = sft.generate(result.merged_model, probe, max_new_tokens=48)
+after = sft.generate(result.merged_model, probe, max_new_tokens=MAX_NEW, details=True)
+
+def ending(g):
+    return (f"stopped at <|im_end|> after {g['new_tokens']} tokens" if g["stopped"]
+            else f"no <|im_end|>: ran to the {MAX_NEW}-token limit")
+
 for q, b, a in zip(probe, before, after):
     print("=" * 80, "\nQ:", q[:120])
-    print("--- before SFT:\n" + b[:200])
-    print("--- after SFT:\n" + a[:200])
+    print(f"--- before SFT ({ending(b)}):\n" + b["text"][:200])
+    print(f"--- after SFT ({ending(a)}):\n" + a["text"][:200])
+n_stopped = sum(a["stopped"] for a in after)
+print(f"\nafter SFT, {n_stopped} of {len(after)} answers end with <|im_end|> within {MAX_NEW} tokens")
+_ = record("sft_answers_stopped", [n_stopped, len(after)])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 小模型只训练了几十步，答案未必正确——但格式变了：它开始用代码回答指令并在 `<|im_end|>` 处停下。
+# 小模型只训练了几十步，答案未必正确。每条回答后面的括号里打印了它是自己在 `<|im_end|>` 处停下，还是写满了 token 上限——训练数据的每个答案都以 `<|im_end|>` 结尾（label 里算 loss），学会"停下来"需要的步数比这里的预算多时，回答就会一直写到上限，以上面打印的为准。
 # loss 曲线来自 LLaMA-Factory 自己的 `trainer_log.jsonl`。
 #
-# **full 配置**：同一个 `sft.finetune(...)`，基座换成 `Qwen/Qwen2.5-0.5B-Instruct`，参数用原课的
-# （`learning_rate 1e-4, cutoff_len 4096, max_samples 5000, val_size 0.02, bf16, batch 8 × grad-accum 4, 2 epochs, template qwen, stage sft, LoRA`）；
+# **full 配置**：同一个 `sft.finetune(...)`，基座换成 `Qwen/Qwen2.5-0.5B-Instruct`，参数就是上表讲义那一列（LazyLLM 默认的 LoRA）；
 # 数据管道的老师是 vLLM 上的 Qwen3-30B-A3B-Instruct（`vllm serve ...`，再把 `COURSE_TEACHER_URL` 指向它）。
 
 # %% slideshow={"slide_type": "-"}
 print("full-profile teacher command:", " ".join(teacher.VLLMTeacher().command()))
 print("full-profile SFT:", {k: cfgs["full"][k] for k in ("learning_rate", "cutoff_len", "max_samples", "val_size",
                                                           "bf16", "num_train_epochs", "finetuning_type")})
-record("notebook_seconds", round(time.time() - T0, 1))
+_ = record("notebook_seconds", round(time.time() - T0, 1))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 小结
 #
 # * 指令数据 = instruction / input / output；四类代码任务都能从**真实代码**构造，参考答案要在沙箱里**跑通**。
-# * SFT 用 chat template 排版，label mask 让 loss 只落在答案（含 `<|im_end|>`）上；packing 减少 padding 浪费。
+# * 单元测试生成样本把函数和测试用例放在同一个答案里（讲义的斐波那契例子），测试要能跑通。
+# * SFT 用 chat template 排版，label mask 让 loss 只落在答案（含 `<|im_end|>`）上（`instructions.encode_chat` 一处实现）；packing 减少 padding 浪费。
 # * LazyLLM 的 codegen 管道是"标准化 → 合成 → 审核 → 过滤 → 格式化"；要看清它丢了什么、为什么，就在每一步计数并保留原因。
 # * 审核可以不靠大模型打分，而靠**执行**：能跑、测试通过，分数才高。
-# * 同一段 `TrainableModule(...).finetune_method(finetune.llamafactory)` 在 CPU 小模型和 GPU 大模型上都能跑；跑完一定要检查权重、日志和 loss。
+# * 同一段 `TrainableModule(...).finetune_method(finetune.llamafactory)` 在 CPU 小模型和 GPU 大模型上都能跑；讲义的每个超参数都在 full 配置里，launcher 是配置项；跑完一定要检查权重、日志和 loss。

@@ -56,6 +56,25 @@ def test_spm_layout(text, seed, style):
     assert (p_and_m, suf, mode) == (prefix + middle, suffix, "spm")
 
 
+@given(code_text, st.integers(0, 2**32 - 1), st.sampled_from(STYLES))
+def test_spm_lecture_layout_round_trips(text, seed, style):
+    s = get_sentinels(style)
+    prefix, middle, suffix = split_document(text, seed)
+    out = spm_transform(prefix, middle, suffix, style, layout="lecture")
+    assert out == f"{s.suffix}{suffix}{s.prefix}{prefix}{s.middle}{middle}{s.eot}"
+    assert parse_fim(out, style) == (prefix, middle, suffix, "spm")
+
+
+def test_spm_layouts_exact_strings():
+    assert spm_transform("p", "m", "s", "starcoder", layout="lecture") == \
+        "<fim_suffix>s<fim_prefix>p<fim_middle>m<|endoftext|>"
+    assert spm_transform("p", "m", "s", "starcoder") == spm_transform("p", "m", "s", "starcoder", layout="bigcode") \
+        == "<fim_prefix><fim_suffix>s<fim_middle>pm<|endoftext|>"
+    assert fim_prompt("p", "s", "starcoder", "spm", layout="lecture") == "<fim_suffix>s<fim_prefix>p<fim_middle>"
+    with pytest.raises(ValueError, match="layout"):
+        spm_transform("p", "m", "s", layout="fim-paper")
+
+
 def test_psm_exact_string_both_styles():
     assert psm_transform("def f(", "x", "):\n", "starcoder") == \
         "<fim_prefix>def f(<fim_suffix>):\n<fim_middle>x<|endoftext|>"
@@ -119,9 +138,9 @@ def test_context_level_keeps_window_length_and_documents(tokenizer):
         new, modes = apply_fim_context_level(window, tokenizer, rng, fim_rate=1.0, sentinels=style)
         assert len(new) == len(window)
         assert new.count(eot) == window.count(eot) and len(modes) == 3
-        assert set(modes) <= {"psm", "spm"}
+        assert set(modes) <= {"psm", "spm", "plain"}   # plain: a suffix too short to absorb the sentinels
         s = get_sentinels(style)
-        assert new.count(tokenizer.token_to_id(s.prefix)) == 3
+        assert new.count(tokenizer.token_to_id(s.prefix)) == sum(m != "plain" for m in modes)
     plain, modes = apply_fim_context_level(window, tokenizer, rng, fim_rate=0.0)
     assert plain == window and modes == ["plain"] * 3
 
@@ -134,11 +153,88 @@ def test_context_level_psm_fragment_decodes_back(tokenizer):
         new, modes = apply_fim_context_level(window, tokenizer, random.Random(seed), fim_rate=1.0,
                                              spm_rate=0.0, sentinels="starcoder")
         text = tokenizer.decode(new, skip_special_tokens=False).replace("<fim_pad>", "")
+        if modes == ["plain"]:   # the suffix could not absorb the sentinels: left as it was
+            assert new == window
+            continue
         prefix, middle, suffix, mode = parse_fim(text, "starcoder")
         assert mode == "psm" or text.startswith("<fim_prefix><fim_suffix>")  # empty prefix reads as SPM
         # the suffix may have been cut to keep the window length; the rest is exact
         assert doc.startswith(prefix + middle) or (prefix + middle + suffix) == doc
         assert doc[len(prefix) + len(middle):].startswith(suffix)
+
+
+def _permute_with_truth(ids, tokenizer, rng, **kw):
+    """permute_fragment plus the split it drew (replayed from a copy of the rng's state)."""
+    replay = random.Random()
+    replay.setstate(rng.getstate())
+    text = tokenizer.decode(list(ids), skip_special_tokens=False)
+    lo, hi = split_points(len(text), replay)
+    new, mode = fim.permute_fragment(ids, tokenizer, rng, **kw)
+    return new, mode, (text[:lo], text[lo:hi], text[hi:])
+
+
+def _check_middle_whole(new, mode, truth, tokenizer, sentinels):
+    s = get_sentinels(sentinels)
+    enc = lambda t: tokenizer.encode(t, add_special_tokens=False).ids  # noqa: E731
+    prefix, middle, _ = truth
+    after_mid = new[new.index(tokenizer.token_to_id(s.middle)) + 1:]
+    assert after_mid == (enc(middle) if mode == "psm" else enc(prefix) + enc(middle))
+
+
+def test_permute_fragment_never_cuts_the_middle(tokenizer):
+    """A fragment whose suffix cannot absorb the three sentinels stays plain text (bigcode)."""
+    ids = tokenizer.encode("def add(a, b):\n    return a + b\n").ids
+    seen = {"plain": 0, "psm": 0, "spm": 0}
+    for seed in range(300):
+        new, mode, truth = _permute_with_truth(ids, tokenizer, random.Random(seed), sentinels="starcoder")
+        assert len(new) == len(ids)
+        seen[mode] += 1
+        if mode == "plain":
+            assert new == ids
+        else:
+            _check_middle_whole(new, mode, truth, tokenizer, "starcoder")
+    assert seen["plain"] > 0 and seen["psm"] > 0 and seen["spm"] > 0   # all three happen
+
+
+def test_no_middle_truncated_on_the_course_256_token_windows():
+    from course_lib.profiles import get_profile
+    from course_lib.tinymodel import EOT, code_snippets, course_tokenizer, pack_windows
+
+    P = get_profile("ci")
+    hf = course_tokenizer("ci")
+    tok = hf.backend_tokenizer
+    train, _, _ = code_snippets(P.tiny_model.snippet_chars)
+    docs = [e.ids for e in tok.encode_batch(train[:400])]
+    eot = tok.token_to_id(EOT)
+    windows = pack_windows(docs, P.tiny_model.seq_len, eot)
+    assert len(windows[0]) == 256
+    rng = random.Random(0)
+    modes = {"plain": 0, "psm": 0, "spm": 0}
+    for window in windows[:60]:
+        fragments, cur = [], []
+        for t in window:
+            if t == eot:
+                fragments.append(cur)
+                cur = []
+            else:
+                cur.append(t)
+        fragments.append(cur)
+        for frag in (f for f in fragments if f):
+            new, mode, truth = _permute_with_truth(frag, tok, rng, sentinels="qwen2.5-coder")
+            modes[mode] += 1
+            assert len(new) == len(frag)
+            if mode != "plain":
+                _check_middle_whole(new, mode, truth, tok, "qwen2.5-coder")
+    assert modes["psm"] + modes["spm"] > 50
+
+
+def test_prefix_lm_mask_is_not_triangular():
+    import numpy as np
+
+    m = fim.prefix_lm_attention_mask(5, 3)
+    assert m[0, 2] and not m[3, 4] and m[4, 0]
+    assert not np.array_equal(m, np.tril(np.ones((5, 5), dtype=bool)))
+    assert np.array_equal(fim.prefix_lm_attention_mask(5, 0), np.tril(np.ones((5, 5), dtype=bool)))
 
 
 def test_context_level_rejects_tokenizer_without_sentinels():

@@ -18,3 +18,7 @@ def test_lesson_04_records(notebook_records):
     assert rec["l2r_loss_fim"] < rec["l2r_loss_nofim"] + 0.3
     for name in ("base", "nofim"):
         assert 0 <= rec[f"line_infill_exact_{name}"] <= 1 and 0 <= rec[f"line_infill_similarity_{name}"] <= 1
+    # context-level FIM: some fragments stay plain (no room for the sentinels), most are transformed
+    assert 0 <= rec["context_fim_kept_plain_share"] < 0.5
+    gaps = rec["middle_gap_by_step"]
+    assert len(gaps) >= 3 and gaps[-1][0] > gaps[0][0] and all(len(g) == 2 for g in gaps)

@@ -19,3 +19,6 @@ def test_lesson_05_records(notebook_records):
     assert all(s["in"] == s["kept"] + s["dropped"] for s in funnel)
     assert rec["pipeline_kept"] == funnel[-1]["kept"] == rec["sft_train_rows"] > 0
     assert rec["sft_loss_last"] < rec["sft_loss_first"]
+    assert rec["fibonacci_example_status"] == "passed"                   # the lecture's test cases run
+    stopped, total = rec["sft_answers_stopped"]
+    assert 0 <= stopped <= total == 2

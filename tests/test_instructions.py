@@ -56,10 +56,19 @@ def tokenizer(tmp_path_factory):
 
 
 def test_fibonacci_example_is_instruction_input_output_and_runs():
+    """The lecture's unit-test sample, with its tests: they run and pass."""
+    import contextlib
+    import io
+
     ex = I.FIBONACCI_EXAMPLE
     assert set(ex) == {"instruction", "input", "output"}
-    ns = {}
-    exec(ex["output"], ns)  # our own constant, not untrusted code
+    assert ex["output"].startswith("```python\n") and ex["output"].endswith("\n```")
+    code = ex["output"][len("```python\n"):-len("```")]
+    assert "assert fibonacci(10) == 55" in code
+    ns, out = {}, io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, ns)  # our own constant, not untrusted code
+    assert out.getvalue() == "All tests passed\n"
     assert [ns["fibonacci"](n) for n in range(8)] == [0, 1, 1, 2, 3, 5, 8, 13]
 
 
@@ -142,3 +151,4 @@ def test_references_pass_in_the_sandbox(code_file):
     ins = I.build_instruction_set([code_file], verify=True)
     assert "sandbox" in ins.verified_by
     assert ins.counts().get("unittest") == 1
+

@@ -16,13 +16,50 @@ def tiny_model(tmp_path_factory):
     return make_chat_model(tmp_path_factory.mktemp("models") / "tinychat")
 
 
+# the lecture's finetune.llamafactory dictionary (§4), typed out here from the lecture
+LECTURE_DICT = {
+    "learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000, "val_size": 0.02,
+    "optim": "adamw_torch_fused", "bf16": True, "fp16": False, "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 4, "num_train_epochs": 2.0, "template": "qwen", "stage": "sft",
+    "save_steps": 10, "resume_from_checkpoint": None, "save_strategy": "steps", "save_total_limit": 3,
+}
+
+
 def test_full_profile_has_the_lessons_hyperparameters():
+    assert sft.LESSON_HYPERPARAMETERS == LECTURE_DICT
     cfg = sft.llamafactory_config("full")
-    for key, value in {"learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000, "val_size": 0.02,
-                       "bf16": True, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
-                       "num_train_epochs": 2.0, "template": "qwen", "stage": "sft"}.items():
-        assert cfg[key] == value, key
+    for key, value in LECTURE_DICT.items():
+        assert cfg[key] == value and type(cfg[key]) is type(value), key
     assert cfg["finetuning_type"] in ("lora", "full")
+
+
+def test_full_profile_yaml_has_every_key_of_the_lecture(tiny_model, tmp_path):
+    """Render the full profile's LLaMA-Factory YAML through LazyLLM (no training) and check every key
+    of the lecture's dictionary, with the lecture's launcher."""
+    data, _ = sft.write_alpaca_json(ROWS, tmp_path / "train.json")
+    y, cmd = sft.render_train_yaml(tiny_model, data, tmp_path / "run", profile="full", launcher="sco")
+    for key, value in LECTURE_DICT.items():
+        assert key in y, key
+        assert y[key] == value and type(y[key]) is type(value), (key, y[key], value)
+    assert "llamafactory-cli train" in cmd
+
+
+def test_launcher_is_a_profile_setting():
+    import lazyllm
+
+    for profile in ("ci", "full"):
+        assert sft.launcher_settings(profile) == ("empty", {})
+    kind, options = sft.launcher_settings("full", "sco")
+    assert (kind, options) == ("sco", {"ngpus": 1, "partition": "a800", "resource": "N3lS.Ii.I60.1"})
+    assert sft.LECTURE_LAUNCHER == (kind, options)
+    assert sft.launcher_settings("ci", "slurm", {"partition": "p", "ngpus": 2}) == ("slurm", {"partition": "p", "ngpus": 2})
+    assert isinstance(sft.make_launcher("empty"), lazyllm.launcher.EmptyLauncher)
+    sco = sft.make_launcher("sco", {**options, "workspace_name": "ws"})
+    assert type(sco).__name__ == "ScoLauncher" and sco.partition == "a800" and sco.ngpus == 1 and sco.sync
+    assert type(sft.make_launcher("slurm", {"partition": "p", "ngpus": 1})).__name__ == "SlurmLauncher"
+    sft.make_launcher("remote", {"ngpus": 1})                   # LazyLLM's configured default launcher
+    with pytest.raises(ValueError, match="launcher must be one of"):
+        sft.launcher_settings("ci", "kubernetes")
 
 
 def test_ci_profile_is_cpu_safe():
@@ -50,6 +87,8 @@ def test_yaml_lazyllm_writes(profile, tiny_model, tmp_path):
     if profile == "full":
         assert "llamafactory-cli export" in cmd                       # LoRA: merge after training
         assert y["eval_strategy"] == "steps"
+    else:
+        assert y["eval_strategy"] == "no" and y["use_cpu"] is True
 
 
 def test_bad_training_rows_name_the_row(tmp_path):
@@ -99,3 +138,30 @@ def test_real_tiny_finetune_on_cpu(tiny_model, tmp_path):
     assert res.loss_curve[-1][1] < res.loss_curve[0][1]
     (answer,) = sft.generate(res.merged_model, [ROWS[0]["instruction"]], max_new_tokens=8)
     assert isinstance(answer, str)
+
+
+def test_encode_chat_is_the_one_source_of_sft_examples(tiny_model):
+    """tokenize_chat and the drill's teacher-forced PPL build their examples with encode_chat: the
+    prompt is the generation prompt, the answer ends with <|im_end|>, labels -100 on the prompt; and
+    no other module of course_lib writes the -100 labels itself."""
+    import re
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from course_lib import instructions as I
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    sample = {"instruction": "Write f", "input": "", "output": "def f():\n    return 1"}
+    enc = I.encode_chat(tokenizer, I.to_messages(sample))
+    assert enc == I.tokenize_chat(sample, tokenizer)
+    prompt = I.chat_prompt(tokenizer, "Write f")
+    assert tokenizer.decode(enc["input_ids"][:enc["prompt_len"]]) == prompt
+    assert enc["text"].endswith("<|im_end|>") and enc["labels"][-1] == enc["input_ids"][-1]
+    assert enc["labels"][:enc["prompt_len"]] == [I.IGNORE_INDEX] * enc["prompt_len"]
+    joint = tokenizer(enc["text"], add_special_tokens=False)["input_ids"]
+    assert joint == enc["input_ids"]          # separate tokenization (LLaMA-Factory's) = joint here
+    pkg = Path(I.__file__).parent
+    writers = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+               if re.search(r"\[\s*-100\s*\]", p.read_text(encoding="utf-8"))]
+    assert writers == [], f"these modules build -100 labels themselves: {writers}"

@@ -53,8 +53,9 @@ def vllm_server_command(model: str | Path, knobs: VLLMKnobs, *, port: int = 8000
 
 def chat_prompt(tokenizer, user: str) -> str:
     """The model's chat-formatted prompt for one user message (the tokenizer's chat template)."""
-    return tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
-                                         add_generation_prompt=True)
+    from course_lib.instructions import chat_prompt as _chat_prompt
+
+    return _chat_prompt(tokenizer, user)
 
 
 def _stop_ids(tokenizer) -> list[int]:
@@ -155,28 +156,26 @@ def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]],
 
     tok, model = load_model(model_path, threads=threads)
     model.to(device)
-    end = STOP_TOKENS[0] if tok.convert_tokens_to_ids(STOP_TOKENS[0]) not in (None, tok.unk_token_id) else (
-        tok.eos_token or "")
+    from course_lib.instructions import IGNORE_INDEX, encode_chat
+
     total_nll, total_tokens = 0.0, 0
     for start in range(0, len(pairs), batch_size):
         ids_list, labels_list = [], []
         for prompt, ref in pairs[start:start + batch_size]:
-            p_ids = tok(chat_prompt(tok, prompt), add_special_tokens=False)["input_ids"]
-            a_ids = tok(ref + end, add_special_tokens=False)["input_ids"]
-            ids = (p_ids + a_ids)[:max_length]
-            labels = ([-100] * len(p_ids) + a_ids)[:max_length]
-            ids_list.append(ids)
-            labels_list.append(labels)
+            ex = encode_chat(tok, [{"role": "user", "content": prompt}, {"role": "assistant", "content": ref}],
+                             max_len=max_length)
+            ids_list.append(ex["input_ids"])
+            labels_list.append(ex["labels"])
         width = max(len(x) for x in ids_list)
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
         input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids_list], device=device)
-        labels = torch.tensor([y + [-100] * (width - len(y)) for y in labels_list], device=device)
+        labels = torch.tensor([y + [IGNORE_INDEX] * (width - len(y)) for y in labels_list], device=device)
         attn = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids_list], device=device)
         with torch.no_grad():
             logits = model(input_ids=input_ids, attention_mask=attn).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1)
         tgt = labels[:, 1:]
-        mask = tgt != -100
+        mask = tgt != IGNORE_INDEX
         picked = logp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         total_nll += float(-(picked * mask).sum())
         total_tokens += int(mask.sum())

@@ -5,7 +5,9 @@ rearranged with sentinel tokens so that the middle comes last (Bavarian et al. 2
 Training of Language Models to Fill in the Middle"; bigcode Megatron's ``permute``):
 
 * PSM: ``<PRE> prefix <SUF> suffix <MID> middle <EOT>``
-* SPM (the bigcode/StarCoder variant): ``<PRE> <SUF> suffix <MID> prefix middle <EOT>``
+* SPM as the lecture (and the FIM paper's main text) writes it: ``<SUF> suffix <PRE> prefix <MID> middle <EOT>``
+* SPM as bigcode's training code (StarCoder/SantaCoder, Megatron-LM ``permute``) builds it, the layout
+  the course trains with: ``<PRE> <SUF> suffix <MID> prefix middle <EOT>``
 
 A fraction ``fim_rate`` of documents is transformed (half of those as SPM with ``spm_rate=0.5``), the
 rest stay plain left-to-right text. The transform can be applied to whole documents before packing
@@ -19,6 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 IGNORE_INDEX = -100
+PERMUTE_VERSION = 2
+"""Bumped when :func:`permute_fragment` changes the training data it makes (part of the tiny model's
+cache key)."""
 
 
 @dataclass(frozen=True)
@@ -100,25 +105,35 @@ def psm_transform(prefix: str, middle: str, suffix: str,
     return f"{s.prefix}{prefix}{s.suffix}{suffix}{s.middle}{middle}" + (s.eot if eot else "")
 
 
-def spm_transform(prefix: str, middle: str, suffix: str,
-                  sentinels: str | FimSentinels = "starcoder", *, eot: bool = True) -> str:
-    """SPM layout (bigcode variant): ``<PRE> <SUF> suffix <MID> prefix middle <EOT>``.
+SPM_LAYOUTS = ("bigcode", "lecture")
 
-    The prefix moves right before the middle, so the middle continues the prefix as plain text.
+
+def spm_transform(prefix: str, middle: str, suffix: str,
+                  sentinels: str | FimSentinels = "starcoder", *, eot: bool = True,
+                  layout: str = "bigcode") -> str:
+    """SPM layout. ``layout="lecture"``: ``<SUF> suffix <PRE> prefix <MID> middle <EOT>``, as the
+    lecture writes it; ``layout="bigcode"`` (the default): ``<PRE> <SUF> suffix <MID> prefix middle
+    <EOT>``, what bigcode's Megatron-LM ``permute`` builds for StarCoder and what the course's tiny model
+    is trained with, so prompts made here match the training data. In the bigcode layout the prefix
+    runs straight into the middle after ``<MID>``: the middle is a plain continuation of the prefix.
     Introduced in lesson 04."""
     s = get_sentinels(sentinels)
-    return f"{s.prefix}{s.suffix}{suffix}{s.middle}{prefix}{middle}" + (s.eot if eot else "")
+    end = s.eot if eot else ""
+    if layout == "bigcode":
+        return f"{s.prefix}{s.suffix}{suffix}{s.middle}{prefix}{middle}{end}"
+    if layout == "lecture":
+        return f"{s.suffix}{suffix}{s.prefix}{prefix}{s.middle}{middle}{end}"
+    raise ValueError(f"layout must be one of {SPM_LAYOUTS}, got {layout!r}")
 
 
 def fim_prompt(prefix: str, suffix: str, sentinels: str | FimSentinels = "starcoder",
-               mode: str = "psm") -> str:
-    """The inference prompt asking a FIM model for the middle between ``prefix`` and ``suffix``.
-
-    Introduced in lesson 04."""
+               mode: str = "psm", *, layout: str = "bigcode") -> str:
+    """The inference prompt asking a FIM model for the middle between ``prefix`` and ``suffix``
+    (``layout`` chooses the SPM layout, see :func:`spm_transform`). Introduced in lesson 04."""
     if mode == "psm":
         return psm_transform(prefix, "", suffix, sentinels, eot=False)
     if mode == "spm":
-        return spm_transform(prefix, "", suffix, sentinels, eot=False)
+        return spm_transform(prefix, "", suffix, sentinels, eot=False, layout=layout)
     raise ValueError(f"mode must be 'psm' or 'spm', got {mode!r}")
 
 
@@ -128,9 +143,14 @@ def parse_fim(text: str, sentinels: str | FimSentinels = "starcoder") -> tuple[s
     A plain document (no sentinel) comes back as ``(text, "", "", "plain")``. SPM cannot tell where
     the prefix ends and the middle starts from the text alone, so for SPM the returned prefix holds
     ``prefix + middle`` and middle is ``""``. A PSM string with an empty prefix is the same string as
-    an SPM one and reads as SPM. Introduced in lesson 04."""
+    an SPM one and reads as SPM. The lecture's SPM layout (starting with ``<SUF>``) keeps the split
+    and comes back exactly. Introduced in lesson 04."""
     s = get_sentinels(sentinels)
     body = text[: -len(s.eot)] if text.endswith(s.eot) else text
+    if body.startswith(s.suffix):  # the lecture's SPM: <SUF> suffix <PRE> prefix <MID> middle
+        suffix, _, rest = body[len(s.suffix):].partition(s.prefix)
+        prefix, _, middle = rest.partition(s.middle)
+        return prefix, middle, suffix, "spm"
     if not body.startswith(s.prefix):
         return text, "", "", "plain"
     body = body[len(s.prefix):]
@@ -200,10 +220,15 @@ class _Codec:
 def permute_fragment(ids: Sequence[int], tokenizer: Any, rng: random.Random, *,
                      spm_rate: float = 0.5, sentinels: str | FimSentinels = "starcoder",
                      keep_length: bool = True) -> tuple[list[int], str]:
-    """FIM-transform one tokenized fragment (no EOT inside): decode, split at two character
-    positions, re-tokenize the three parts, add sentinel ids. With ``keep_length`` the suffix is cut
-    (or the result padded with ``<fim_pad>``) so the fragment keeps its length, as bigcode does to keep
-    packed contexts full. Returns ``(new_ids, mode)``. Introduced in lesson 04."""
+    """FIM-transform one tokenized fragment (no EOT inside) the way bigcode's Megatron-LM ``permute``
+    does: decode, split at two character positions, re-tokenize the three parts, add sentinel ids
+    (SPM in the bigcode layout). With ``keep_length`` the fragment keeps its length so packed contexts
+    stay full: when the new fragment is longer (three sentinels, and re-tokenizing may add tokens) the
+    *suffix* gives up the extra tokens; when it is shorter the suffix is padded with ``<fim_pad>``
+    (before ``<MID>``, so the middle is still followed directly by what ends the document). A suffix
+    too short to absorb the extra tokens leaves the fragment as plain text, mode ``"plain"``: the
+    middle, the part the model learns to infill, is never cut. Returns ``(new_ids, mode)``.
+    Introduced in lesson 04."""
     c = _Codec(tokenizer)
     s = get_sentinels(sentinels)
     pre_id, mid_id, suf_id, pad_id = (c.token_id(t) for t in (s.prefix, s.middle, s.suffix, s.pad))
@@ -212,22 +237,23 @@ def permute_fragment(ids: Sequence[int], tokenizer: Any, rng: random.Random, *,
     if keep_length:
         extra = len(p) + len(m) + len(sx) + 3 - len(ids)
         if extra > 0:
-            sx = sx[: max(0, len(sx) - extra)]
+            if len(sx) <= extra:  # bigcode: "no space to truncate the suffix" -> keep the sample
+                return list(ids), "plain"
+            sx = sx[: len(sx) - extra]
+        elif extra < 0:
+            sx = sx + [pad_id] * (-extra)
     if rng.random() < spm_rate:
-        new, mode = [pre_id, suf_id, *sx, mid_id, *p, *m], "spm"
-    else:
-        new, mode = [pre_id, *p, suf_id, *sx, mid_id, *m], "psm"
-    if keep_length:
-        new = new[: len(ids)] + [pad_id] * max(0, len(ids) - len(new))
-    return new, mode
+        return [pre_id, suf_id, *sx, mid_id, *p, *m], "spm"
+    return [pre_id, *p, suf_id, *sx, mid_id, *m], "psm"
 
 
 def apply_fim_context_level(window: Sequence[int], tokenizer: Any, rng: random.Random, *,
                             fim_rate: float = 0.5, spm_rate: float = 0.5,
                             sentinels: str | FimSentinels = "starcoder") -> tuple[list[int], list[str]]:
     """Context-level FIM (bigcode): split a packed window at ``<EOT>`` into document fragments and
-    FIM-transform each with probability ``fim_rate``; the window keeps its length. Returns the new
-    window and the mode of each fragment. Introduced in lesson 04."""
+    FIM-transform each with probability ``fim_rate`` (:func:`permute_fragment`); the window keeps its
+    length. Returns the new window and the mode of each fragment ("plain" also for a fragment drawn for
+    FIM whose suffix could not absorb the sentinels). Introduced in lesson 04."""
     c = _Codec(tokenizer)
     eot_id = c.token_id(get_sentinels(sentinels).eot)
     out: list[int] = []
@@ -306,6 +332,20 @@ def packed_attention_mask(ids: Sequence[int], eot_id: int, *, per_document: bool
             d += 1
     causal = np.tril(np.ones((n, n), dtype=bool))
     return causal & (doc[:, None] == doc[None, :]) if per_document else causal
+
+
+def prefix_lm_attention_mask(n: int, context_len: int):
+    """The (n, n) attention matrix of a *prefix-LM*: the first ``context_len`` positions see each other
+    in both directions, the rest is causal. A FIM variant that wanted prefix and suffix to attend to
+    each other bidirectionally would need this; PSM/SPM do not — after ``<MID>`` the causal mask
+    already shows the middle every prefix and suffix token. Introduced in lesson 04."""
+    import numpy as np
+
+    if not 0 <= context_len <= n:
+        raise ValueError(f"context_len must be in 0..{n}, got {context_len}")
+    mask = np.tril(np.ones((n, n), dtype=bool))
+    mask[:context_len, :context_len] = True
+    return mask
 
 
 def fim_segments(ids: Sequence[int], prefix_id: int, suffix_id: int, middle_id: int, eot_id: int,

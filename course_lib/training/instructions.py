@@ -34,19 +34,14 @@ from typing import Any, Iterable, Mapping, Sequence
 KINDS = ("codegen", "explain", "translate", "unittest")
 
 FIBONACCI_EXAMPLE = {
-    "instruction": "编写一个Python函数，计算斐波那契数列的第n项。",
+    "instruction": "编写一个函数计算斐波那契数列的第 n 项，并编写测试用例。",
     "input": "",
-    "output": (
-        "def fibonacci(n):\n"
-        "    if n <= 1:\n"
-        "        return n\n"
-        "    a, b = 0, 1\n"
-        "    for _ in range(2, n + 1):\n"
-        "        a, b = b, a + b\n"
-        "    return b"
-    ),
+    "output": "```python\ndef fibonacci(n):\n if n <= 1: return n\n return fibonacci(n-1) + fibonacci(n-2)\n\n"
+              "# Unit Tests\nassert fibonacci(0) == 0\nassert fibonacci(1) == 1\nassert fibonacci(10) == 55\n"
+              "print('All tests passed')\n```",
 }
-"""The lesson's example of one instruction sample (instruction / input / output)."""
+"""The lecture's unit-test-generation sample exactly as it gives it (instruction / input / output):
+the function and its test cases in one fenced answer."""
 
 IGNORE_INDEX = -100
 """Label value that the loss ignores (PyTorch ``CrossEntropyLoss(ignore_index=-100)``)."""
@@ -390,7 +385,7 @@ def _doctest_asserts(rec: FunctionRecord) -> str:
 
 def _tiny_function() -> FunctionRecord:
     """The lesson's Fibonacci example as a FunctionRecord (used when no stdlib functions are found)."""
-    src = FIBONACCI_EXAMPLE["output"]
+    src = FIBONACCI_EXAMPLE["output"].removeprefix("```python\n").split("\n\n# Unit Tests")[0]  # the function only
     return FunctionRecord("fibonacci", "lesson-05-example", src,
                           "Return the n-th Fibonacci number.", ["n"], [("fibonacci(10)", "55")])
 
@@ -501,32 +496,49 @@ def answer_only_labels(input_ids: Sequence[int], prompt_len: int) -> list[int]:
     return [IGNORE_INDEX if i < prompt_len else int(t) for i, t in enumerate(input_ids)]
 
 
-def tokenize_chat(sample: Mapping[str, Any], tokenizer, *, system: str | None = None,
-                  max_len: int | None = None) -> dict:
-    """Format a sample with the tokenizer's chat template and build the answer-only label mask.
+def chat_prompt(tokenizer, user: str, *, system: str | None = None) -> str:
+    """The chat-formatted prompt for one user message, ending where the assistant's answer starts
+    (the tokenizer's chat template with ``add_generation_prompt=True``): what a model reads at
+    inference and, in :func:`encode_chat`, the part of a training sample that gets no loss.
+    Introduced in lesson 05."""
+    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
-    The prompt is everything up to and including ``<|im_start|>assistant\\n`` (the template with
-    ``add_generation_prompt=True``); the answer is the rest (its ``<|im_end|>`` included, so the model
-    learns to stop). Returns ``input_ids``, ``labels``, ``attention_mask``, ``prompt_len`` and ``text``.
-    Introduced in lesson 05.
+
+def encode_chat(tokenizer, messages: Sequence[Mapping[str, str]], *, max_len: int | None = None) -> dict:
+    """The one place the course builds an SFT example: chat formatting plus answer-only labels.
+
+    ``messages`` ends with the assistant's answer. The prompt (everything before it, rendered with
+    ``add_generation_prompt=True``) and the answer (its text and the template's end-of-turn token,
+    ``<|im_end|>`` for ChatML, so the model learns to stop; not the newline after it) are tokenized
+    separately and concatenated, as LLaMA-Factory does; labels are ``-100`` on the prompt
+    (:func:`answer_only_labels`). Returns ``input_ids``, ``labels``, ``attention_mask``,
+    ``prompt_len`` and ``text``. Introduced in lesson 05.
     """
-    messages = to_messages(sample, system)
+    messages = list(messages)
+    if not messages or messages[-1].get("role") != "assistant":
+        raise ValueError("encode_chat needs messages that end with the assistant's answer")
     prompt_text = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
     full_text = tokenizer.apply_chat_template(messages, tokenize=False)
     if not full_text.startswith(prompt_text):
         raise ValueError("the chat template renders the prompt differently with and without the answer; "
                          "the answer-only mask needs the prompt to be a prefix")
     end = full_text.rstrip("\n")  # the template's trailing newline after <|im_end|> is not trained on
-    prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-    ids = tokenizer(end, add_special_tokens=False)["input_ids"]
-    if ids[:len(prompt_ids)] != prompt_ids:
-        raise ValueError("tokenizing the prompt alone and inside the full text gives different tokens; "
-                         "the template must end the prompt on a token boundary")
+    prompt_ids = list(tokenizer(prompt_text, add_special_tokens=False)["input_ids"])
+    ids = prompt_ids + list(tokenizer(end[len(prompt_text):], add_special_tokens=False)["input_ids"])
     if max_len is not None:
         ids = ids[:max_len]
-    labels = answer_only_labels(ids, len(prompt_ids))
-    return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids),
+    return {"input_ids": ids, "labels": answer_only_labels(ids, len(prompt_ids)), "attention_mask": [1] * len(ids),
             "prompt_len": len(prompt_ids), "text": end}
+
+
+def tokenize_chat(sample: Mapping[str, Any], tokenizer, *, system: str | None = None,
+                  max_len: int | None = None) -> dict:
+    """Format an instruction sample as a chat and build its answer-only label mask
+    (:func:`encode_chat` on :func:`to_messages`). Returns ``input_ids``, ``labels``,
+    ``attention_mask``, ``prompt_len`` and ``text``. Introduced in lesson 05.
+    """
+    return encode_chat(tokenizer, to_messages(sample, system), max_len=max_len)
 
 
 def pack_sequences(examples: Sequence[Mapping[str, Sequence[int]]], max_len: int) -> list[dict]:

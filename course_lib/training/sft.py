@@ -15,7 +15,9 @@ LazyLLM/LLaMA-Factory traps handled here (checked on this machine):
 * ``update()`` needs a deploy method → ``deploy.dummy`` (its relay server is stopped afterwards);
 * CPU needs ``fp16=False, bf16=False, use_cpu=True``; ``report_to='none'`` (tensorboard is absent);
   ``preprocessing_num_workers=1``; ``val_size=0`` also needs ``eval_strategy='no'``;
-* the launcher must be ``launchers.empty(sync=True)`` (the default wants GPUs);
+* the launcher is a profile setting (``sft.launcher``): ``launchers.empty(sync=True)`` on this machine
+  (LazyLLM's own default, ``remote``, resolves to its configured launcher), ``sco`` as in the
+  lecture, ``slurm``;
 * ``llamafactory-cli`` must be on ``PATH`` (the virtual environment's ``bin``);
 * the chat template is guessed from the model *folder name*: the model is linked under a name that
   maps to ``qwen``; unknown keys are dropped silently, so the template is also passed explicitly;
@@ -43,11 +45,18 @@ from course_lib.profiles import get_profile
 
 TEMPLATE = "qwen"
 LESSON_HYPERPARAMETERS = {
-    "stage": "sft", "template": TEMPLATE, "learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000,
-    "val_size": 0.02, "bf16": True, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 4,
-    "num_train_epochs": 2.0,
+    "learning_rate": 1e-4, "cutoff_len": 4096, "max_samples": 5000, "val_size": 0.02,
+    "optim": "adamw_torch_fused", "bf16": True, "fp16": False, "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 4, "num_train_epochs": 2.0, "template": "qwen", "stage": "sft",
+    "save_steps": 10, "resume_from_checkpoint": None, "save_strategy": "steps", "save_total_limit": 3,
 }
-"""The lesson's SFT settings (the full profile uses them as they are)."""
+"""Every key of the lecture's ``finetune.llamafactory`` dictionary (§4) except its launcher, with the
+lecture's values; the full profile renders all of them into the train YAML."""
+
+LECTURE_LAUNCHER = ("sco", {"ngpus": 1, "partition": "a800", "resource": "N3lS.Ii.I60.1"})
+"""The lecture's launcher: ``launchers.sco(ngpus=1, partition='a800', resource='N3lS.Ii.I60.1')``."""
+
+LAUNCHERS = ("empty", "sco", "slurm", "remote")
 
 
 class FinetuneError(RuntimeError):
@@ -85,8 +94,10 @@ class SFTResult:
 
 def llamafactory_config(profile: str = "ci", *, finetuning_type: str | None = None, **overrides: Any) -> dict:
     """The keyword arguments given to ``finetune.llamafactory`` in ``profile`` (they become the keys of
-    the train YAML). ``full``: the lesson's hyperparameters; ``ci``: the same call sized for a
-    CPU and a tiny model. ``overrides`` win. Introduced in lesson 05.
+    the train YAML), read from the profile's ``sft`` section: ``full`` has every value of the
+    lecture's dictionary (:data:`LESSON_HYPERPARAMETERS`), ``ci`` the same keys sized for a CPU and a
+    tiny model. ``overrides`` win. The launcher is separate (:func:`launcher_settings`).
+    Introduced in lesson 05.
     """
     P = get_profile(profile).sft
     cfg: dict[str, Any] = {
@@ -96,30 +107,63 @@ def llamafactory_config(profile: str = "ci", *, finetuning_type: str | None = No
         "learning_rate": P.learning_rate,
         "cutoff_len": P.cutoff_len,
         "max_samples": P.max_samples,
+        "val_size": P.val_size,
+        "optim": P.optim,
+        "bf16": P.bf16,
+        "fp16": P.fp16,
+        "per_device_train_batch_size": P.batch_size,
+        "gradient_accumulation_steps": P.gradient_accumulation_steps,
         "num_train_epochs": float(P.epochs),
+        "max_steps": P.max_steps,
+        "save_steps": P.save_steps,
+        "save_strategy": P.save_strategy,
+        "save_total_limit": P.save_total_limit,
+        "resume_from_checkpoint": P.resume_from_checkpoint,
         "lr_scheduler_type": "cosine",
         "warmup_ratio": 0.1,
         "logging_steps": 1 if profile == "ci" else 10,
-        "save_steps": 100000 if profile == "ci" else 500,
         "overwrite_cache": True,
         "plot_loss": True,
         "train_on_prompt": False,          # answer-only loss
         "report_to": "none",
         "preprocessing_num_workers": 1 if profile == "ci" else 16,
         "seed": get_profile(profile).seed,
+        "use_cpu": get_profile(profile).device == "cpu",
     }
-    if profile == "ci":
-        cfg.update({"per_device_train_batch_size": P.get("batch_size", 8), "max_steps": P.get("max_steps", -1),
-                    "gradient_accumulation_steps": 1, "val_size": 0, "eval_strategy": "no",
-                    "fp16": False, "bf16": False, "use_cpu": True})
+    if P.val_size:
+        cfg.update({"eval_strategy": "steps", "eval_steps": 100, "per_device_eval_batch_size": 8})
     else:
-        cfg.update({k: v for k, v in LESSON_HYPERPARAMETERS.items() if k != "learning_rate"})
-        cfg.update({"learning_rate": P.learning_rate, "fp16": False, "use_cpu": False,
-                    "eval_strategy": "steps", "eval_steps": 100, "per_device_eval_batch_size": 8})
+        cfg["eval_strategy"] = "no"        # val_size 0 without this: "Please specify dataset for evaluation"
     if cfg["finetuning_type"] == "lora":
         cfg.update({"lora_rank": 8, "lora_target": "all"})
     cfg.update(overrides)
     return cfg
+
+
+def launcher_settings(profile: str = "ci", launcher: str | None = None,
+                      launcher_options: Mapping[str, Any] | None = None) -> tuple[str, dict]:
+    """Which LazyLLM launcher runs the fine-tune, and its options: the profile's ``sft.launcher``
+    (``"empty"``: this machine, the default; ``"sco"``, ``"slurm"``, ``"remote"``: LazyLLM's
+    configured default) and ``sft.launcher_options``. ``"sco"`` without options gets the lecture's
+    (:data:`LECTURE_LAUNCHER`). Introduced in lesson 05."""
+    P = get_profile(profile).sft
+    kind = launcher or P.launcher
+    if kind not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
+    options = dict(P.launcher_options if launcher_options is None else launcher_options)
+    if kind == "sco" and not options:
+        options = dict(LECTURE_LAUNCHER[1])
+    return kind, options
+
+
+def make_launcher(kind: str, options: Mapping[str, Any] | None = None):
+    """``lazyllm.launchers.<kind>(**options, sync=True)`` (training waits for the job). ``sco`` needs a
+    workspace: ``workspace_name=`` in the options or ``LAZYLLM_SCO_WORKSPACE``. Introduced in lesson 05."""
+    import lazyllm
+
+    if kind not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
+    return getattr(lazyllm.launchers, kind)(**dict(options or {}), sync=True)
 
 
 _EXPORT_YAML = "export_size: 1\nexport_device: cpu\nexport_legacy_format: false\n"
@@ -227,27 +271,36 @@ def _lazyllm_env(work: Path):
         os.environ["PATH"] = old_path
 
 
-def _finetune_kwargs(cfg: dict, work: Path) -> dict:
-    import lazyllm
-
+def _finetune_kwargs(cfg: dict, work: Path, launcher=None) -> dict:
     kw = dict(cfg)
-    kw["launcher"] = lazyllm.launchers.empty(sync=True)
+    kw["launcher"] = launcher if launcher is not None else make_launcher("empty")
     if kw.get("finetuning_type") == "lora":
         kw["export_config_path"] = str(_export_config(work))
     return kw
 
 
+def _split_launcher(profile: str, overrides: dict) -> tuple[dict, Any]:
+    """Take ``launcher`` / ``launcher_options`` out of the overrides and build the launcher."""
+    overrides = dict(overrides)
+    kind, options = launcher_settings(profile, overrides.pop("launcher", None),
+                                      overrides.pop("launcher_options", None))
+    return overrides, make_launcher(kind, options)
+
+
 def render_train_yaml(base_model_path: str | os.PathLike, train_file: str | os.PathLike, out_dir: str | os.PathLike,
                       *, profile: str = "ci", **overrides: Any) -> tuple[dict, str]:
     """Let LazyLLM write the train YAML it would run (no training): returns (the YAML as a dict, the
-    shell command LazyLLM would launch). Introduced in lesson 05."""
+    shell command LazyLLM would launch). ``launcher`` / ``launcher_options`` in ``overrides`` choose
+    the launcher (:func:`launcher_settings`). Introduced in lesson 05."""
     import yaml
 
     out_dir = Path(out_dir)
+    overrides, launcher = _split_launcher(profile, overrides)
     cfg = llamafactory_config(profile, **overrides)
     with _lazyllm_env(out_dir) as lazyllm:
         base = template_safe_path(base_model_path, out_dir / "models")
-        ft = lazyllm.finetune.llamafactory(str(base), str(out_dir / "target"), **_finetune_kwargs(cfg, out_dir))
+        ft = lazyllm.finetune.llamafactory(str(base), str(out_dir / "target"),
+                                           **_finetune_kwargs(cfg, out_dir, launcher))
         cmd = ft.cmd(str(Path(train_file).resolve()))
         return yaml.safe_load(Path(ft.temp_yaml_file).read_text()), cmd
 
@@ -330,13 +383,16 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
     """Fine-tune ``base_model_path`` on instruction / input / output rows through LazyLLM →
     LLaMA-Factory, the lesson's code path, and check that it really trained.
 
-    ``overrides`` go to :func:`llamafactory_config` (e.g. ``max_steps=30``, ``finetuning_type='lora'``).
+    ``overrides`` go to :func:`llamafactory_config` (e.g. ``max_steps=30``, ``finetuning_type='lora'``);
+    ``launcher="sco"|"slurm"|"remote"|"empty"`` and ``launcher_options={...}`` override the profile's
+    launcher (:func:`launcher_settings`).
     Returns an :class:`SFTResult`; raises :class:`FinetuneError` (with the log's last lines) when
     LazyLLM reports success but no trained, merged model exists. Introduced in lesson 05.
     """
     t0 = time.time()
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    overrides, launcher = _split_launcher(profile, overrides)
     cfg = llamafactory_config(profile, **overrides)
     train_file, n = write_alpaca_json(train_rows, out_dir / "data" / "sft_train.json")
     base_path = resolve_base_model(base_model_path, profile)
@@ -349,7 +405,7 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
         module = (lazyllm.TrainableModule(str(base), str(target))
                   .mode("finetune")
                   .trainset(str(train_file))
-                  .finetune_method((lazyllm.finetune.llamafactory, _finetune_kwargs(cfg, out_dir)))
+                  .finetune_method((lazyllm.finetune.llamafactory, _finetune_kwargs(cfg, out_dir, launcher)))
                   .deploy_method(lazyllm.deploy.dummy))
         started = time.time()
         try:
@@ -368,11 +424,16 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
 # --- before / after ------------------------------------------------------------------------------
 
 def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_new_tokens: int = 64,
-             system: str | None = None) -> list[str]:
-    """Greedy answers of a chat model (transformers ``generate`` on the chat template), for
-    before/after comparisons. Introduced in lesson 05."""
+             system: str | None = None, details: bool = False) -> list:
+    """Greedy answers of a chat model (transformers ``generate`` on the chat template,
+    :func:`course_lib.instructions.chat_prompt`), for before/after comparisons. With ``details`` each
+    answer is ``{"text", "new_tokens", "stopped"}``: ``stopped`` is True when the model ended the
+    answer itself (``<|im_end|>`` / ``<|endoftext|>``), False when it ran to ``max_new_tokens``.
+    Introduced in lesson 05."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from course_lib.instructions import chat_prompt
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
@@ -381,11 +442,16 @@ def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_
                         tok.eos_token_id) if isinstance(t, int) and t >= 0]
     outs = []
     for text in instructions:
-        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
-        prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        prompt = chat_prompt(tok, text, system=system)
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
         with torch.no_grad():
             gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
                                  pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else stop[0])
-        outs.append(tok.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=True))
+        new = gen[0, ids["input_ids"].shape[1]:].tolist()
+        answer = tok.decode(new, skip_special_tokens=True)
+        if details:
+            stopped = bool(new) and new[-1] in stop
+            outs.append({"text": answer, "new_tokens": len(new) - int(stopped), "stopped": stopped})
+        else:
+            outs.append(answer)
     return outs

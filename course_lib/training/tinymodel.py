@@ -254,7 +254,9 @@ def _model_settings(profile: str) -> dict[str, Any]:
 
 
 def _config_key(name: str, settings: dict[str, Any]) -> str:
-    blob = json.dumps({"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings,
+    from course_lib.fim import PERMUTE_VERSION
+
+    blob = json.dumps({"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings, "fim": PERMUTE_VERSION,
                        "version": BUILD_VERSION, "python": sys.version_info[:2]}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
