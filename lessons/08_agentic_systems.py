@@ -399,6 +399,7 @@ record("env_naive_wrong_rewards", naive_errors)
 _ = record("env_checked_wrong_rewards", checked_errors)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+#
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 坏掉的环境不是 0 分
 #

@@ -157,7 +157,8 @@ def test_solutions_and_notebooks_are_exactly_what_the_lesson_sources_make(repo):
 def test_lesson_source_round_trips(repo):
     for src in lesson_source_paths():
         nb = read_lesson_source(src)
-        assert lesson_source_text(nb) == src.read_text(encoding="utf-8"), src.name
+        assert lesson_source_text(nb) == src.read_text(encoding="utf-8"), (
+            f"{src.name} is not in canonical form: run `./course notebooks` and commit")
 
 
 def test_student_notebooks_contain_no_solutions(repo):

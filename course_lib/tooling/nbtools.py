@@ -170,14 +170,18 @@ def _write_if_changed(target: Path, text: str, check: bool, drifted: list[Path])
 def build_notebooks(check: bool = False) -> list[Path]:
     """Write ``solutions/*.ipynb`` from ``lessons/*.py``, then ``notebooks/*.ipynb`` from those.
 
-    With ``check=True`` write nothing and return the notebooks that are missing, differ from what
-    the build makes, or have no source (stray). ``./course notebooks [--check]``."""
+    The sources themselves are rewritten in jupytext's canonical form (cell separators, blank
+    comment lines), so a later diff shows only real changes. With ``check=True`` write nothing and
+    return the files that are missing, differ from what the build makes, or have no source (stray).
+    ``./course notebooks [--check]``."""
     drifted: list[Path] = []
     expected = set()
     for src in lesson_source_paths():
         target = _root() / "solutions" / (src.stem + ".ipynb")
         expected.add(target.name)
-        _write_if_changed(target, dumps(read_lesson_source(src)), check, drifted)
+        nb = read_lesson_source(src)
+        _write_if_changed(src, lesson_source_text(nb), check, drifted)  # the canonical text of the source
+        _write_if_changed(target, dumps(nb), check, drifted)
     for stray in lesson_paths("solutions"):
         if stray.name not in expected:
             drifted.append(stray)
