@@ -115,7 +115,7 @@ def test_licence_normalisation_is_total(s):
 
 
 def test_license_verdict_reasons():
-    assert license_verdict("GPL-3.0")[1] == "copyleft: GPL-3.0"
+    assert license_verdict("GPL-3.0")[1] == "copyleft: GPL-3.0-only"
     assert license_verdict(None) == (False, "no licence metadata")
     assert license_verdict("Weird-1.0")[1].startswith("unknown licence")
     assert normalize_license("License :: OSI Approved :: Apache Software License") == "Apache-2.0"
@@ -251,3 +251,28 @@ def test_redaction_is_linear_on_one_long_line(text):
     t0 = time.perf_counter()
     redact_secrets(text)
     assert time.perf_counter() - t0 < 0.5, "a 100 KB line must take well under a second"
+
+
+# --- licences as SPDX expressions (license-expression) -------------------------------------------
+@pytest.mark.parametrize("text,ok,reason", [
+    ("MPL-2.0 AND (Apache-2.0 OR MIT)", False, "copyleft: MPL-2.0"),     # AND binds the MPL part
+    ("(Apache-2.0 OR MIT) AND BSD-3-Clause", True, "Apache-2.0 AND BSD-3-Clause"),
+    ("MIT AND Proprietary", False, "unknown licence: 'Proprietary'"),   # unknown part of an AND
+    ("MIT OR Proprietary", True, "MIT"),
+    ("GPL-3.0-only OR MIT AND Apache-2.0", True, "MIT AND Apache-2.0"),  # AND before OR
+    ("GPL-3.0-only OR MIT AND LGPL-2.1-only", False, "copyleft: GPL-3.0-only"),
+    ("The MIT License (MIT)", True, "MIT"),
+    ("MIT/X11", True, "MIT"),
+    ("License :: OSI Approved :: MIT License", True, "MIT"),
+    ("GPL-2.0-only WITH Classpath-exception-2.0", False, "copyleft: GPL-2.0-only"),
+])
+def test_spdx_expressions_are_parsed_not_split(text, ok, reason):
+    assert license_verdict(text) == (ok, reason)
+    assert is_permissive_license(text) is ok
+
+
+def test_normalize_license_renders_the_expression():
+    assert normalize_license("mpl-2.0 and (apache-2.0 or mit)") == "MPL-2.0 AND (Apache-2.0 OR MIT)"
+    assert normalize_license("The MIT License (MIT)") == "MIT"
+    assert normalize_license("GPL-3.0") == "GPL-3.0-only"
+    assert normalize_license("Proprietary") is None
