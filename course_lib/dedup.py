@@ -409,6 +409,18 @@ def lsh_candidate_pairs(signatures: np.ndarray, bands: int, rows: int,
 
 # --- 5. verification and the public entry point -----------------------------------------------------
 
+def _check_docs(docs: Any, where: str) -> list[str]:
+    """``docs`` as a list of strings; TypeError for one string, bytes or a non-string element."""
+    if isinstance(docs, (str, bytes, bytearray)):
+        raise TypeError(f"{where} needs a sequence of documents (e.g. a list of str), got a single "
+                        f"{type(docs).__name__}; wrap it: {where}([text, ...])")
+    docs = list(docs)
+    for i, d in enumerate(docs):
+        if not isinstance(d, str):
+            raise TypeError(f"{where}: document {i} is a {type(d).__name__}, not a str")
+    return docs
+
+
 def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_perm: int = 128,
                          shingle: str = "word5", bands: int | None = None, rows: int | None = None,
                          verify: str | None = "exact", fn_weight: float = 0.95,
@@ -421,11 +433,13 @@ def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_per
     candidates are verified; 128 permutations at 0.8 give 16 bands x 8 rows) ->
     verification: ``"exact"`` keeps pairs whose exact shingle Jaccard reaches the threshold (precision
     1 against exact Jaccard; recall = the banding's), ``"estimate"`` uses signature agreement, ``None``
-    keeps every candidate. Documents without shingles are never reported. Introduced in lesson 02.
+    keeps every candidate. Documents without shingles are never reported. ``docs`` must be a sequence
+    of strings: a single ``str`` (or ``bytes``) raises ``TypeError`` (iterating it would treat each
+    character as a document), as does a non-string element (its index is named). Introduced in lesson 02.
     """
+    docs = _check_docs(docs, "find_near_duplicates")
     if verify not in ("exact", "estimate", None):
         raise ValueError(f"verify must be 'exact', 'estimate' or None, got {verify!r}")
-    docs = list(docs)
     if bands is None or rows is None:
         bands, rows = choose_bands(threshold, num_perm, fp_weight=1.0 - fn_weight, fn_weight=fn_weight)
     hasher = MinHasher(num_perm=num_perm, shingle=shingle, seed=seed)

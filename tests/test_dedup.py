@@ -232,3 +232,10 @@ def test_lesson_02_records(notebook_records):
     assert rec["planted_precision"] == 1.0 and rec["planted_recall"] >= 0.95
     assert rec["dedup_removed"] > 0 and rec["dedup_kept"] > rec["dedup_removed"]
     assert rec["minhash_max_abs_error"]["course_lib"] < 0.2
+
+
+def test_find_near_duplicates_rejects_a_single_string():
+    with pytest.raises(TypeError, match="single str"):
+        dedup.find_near_duplicates("text")
+    with pytest.raises(TypeError, match="document 1"):
+        dedup.find_near_duplicates(["a b c", 3])
