@@ -266,7 +266,6 @@ body = "".join(f"import os\nfrom .m{i % 7} import x\ndef f{i}(a, b):\n    '''doc
 files = {"pkg/__init__.py": "", "pkg/huge.py": body, **{f"pkg/m{i}.py": "import os\n" for i in range(7)}}
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 order = deps.order_files(files)
-deps.parse_imports(body)
 grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
 print(len(body), grown)
 """
