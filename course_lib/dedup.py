@@ -686,6 +686,39 @@ def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str],
                        exact_groups=groups, near_pairs=pairs, clusters=clusters)
 
 
+def repo_level_duplicates(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str], *,
+                          threshold: float = 0.8, num_perm: int = 128, shingle: str = "word5",
+                          seed: int = 0) -> dict[str, Any]:
+    """Near dedup at the repository level, as DeepSeek-Coder does it: each repository's files are
+    concatenated (in path order) into one document and those documents are deduplicated like files
+    (:func:`find_near_duplicates`, exact verification), so a repository is kept or dropped *whole* and
+    a kept one never loses files. Returns ``{"repos": [names], "pairs": [(repo_a, repo_b, jaccard)],
+    "clusters": [[names]]}``. Introduced in lesson 02."""
+    docs = _check_docs(docs, "repo_level_duplicates")
+    by_repo: dict[str, list[tuple[str, str]]] = {}
+    for d, r, p in zip(docs, repos, paths):
+        by_repo.setdefault(r, []).append((p, d))
+    names = sorted(by_repo)
+    texts = ["\n".join(d for _, d in sorted(by_repo[r])) for r in names]
+    pairs = find_near_duplicates(texts, threshold, num_perm=num_perm, shingle=shingle, seed=seed)
+    sims = [(names[i], names[j], round(jaccard(shingles(texts[i], shingle), shingles(texts[j], shingle)), 4))
+            for i, j in pairs]
+    clusters = [[names[i] for i in c] for c in clusters_from_pairs(len(names), pairs)]
+    return {"repos": names, "pairs": sims, "clusters": clusters}
+
+
+def partially_removed_repos(removed: Sequence[Mapping[str, Any]], repos: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """``{repo: (files removed, files it had)}`` for the repositories that file-level dedup left
+    incomplete (some, not all, of their files removed). Introduced in lesson 02."""
+    total: dict[str, int] = {}
+    for r in repos:
+        total[r] = total.get(r, 0) + 1
+    lost: dict[str, int] = {}
+    for rec in removed:
+        lost[rec["repo"]] = lost.get(rec["repo"], 0) + 1
+    return {r: (k, total[r]) for r, k in sorted(lost.items()) if k < total.get(r, 0)}
+
+
 # --- 7. the lesson's artefact -----------------------------------------------------------------------
 
 def _corpus(profile: str, rebuild: bool = False):
