@@ -417,7 +417,7 @@ def _check_docs(docs: Any, where: str) -> list[str]:
     docs = list(docs)
     for i, d in enumerate(docs):
         if not isinstance(d, str):
-            raise TypeError(f"{where}: document {i} is a {type(d).__name__}, not a str")
+            raise TypeError(f"{where}: document {i} is {type(d).__name__}, not str")
     return docs
 
 
