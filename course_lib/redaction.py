@@ -122,7 +122,7 @@ _URL_PASSWORD_RE = re.compile(
     r"://(?P<user>[^\s:/@\"'<>]{1,64}):(?P<v>[^\s:/@\"'<>]{1,128})@(?P<host>[A-Za-z0-9.\-\[\]]+)")
 _EMAIL_LOCAL_RE = re.compile(r"(?<![A-Za-z0-9._%+\-@])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}$")
 _EMAIL_DOMAIN_RE = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+(?:" + _TLDS + r")(?![A-Za-z0-9\-])",
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,8}(?:" + _TLDS + r")(?![A-Za-z0-9\-])",
     re.IGNORECASE)
 _IPV4_ANCHOR_RE = re.compile(r"\.\d{1,3}\.\d{1,3}\.")
 _IPV4_RE = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)")
