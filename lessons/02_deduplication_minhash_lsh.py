@@ -67,6 +67,8 @@ for g in exact_groups[:5]:
 #
 # - **词 n-gram**（bigcode 的做法）：按 `[^A-Za-z_0-9]` 切词，取连续 5 个词；对代码的缩进、标点不敏感。
 # - **字符 n-gram**：连续 n 个字符，对很短的文本也有用，但集合大得多。
+#
+# 讲义 的伪代码用字符 5-gram（`text[i:i+k]`）、128 个哈希、16 个 band × 8 行、阈值 0.8；本课 默认用词 5-gram，哈希数、分桶和阈值与讲义相同，因为词 shingle 对缩进和空格不敏感、集合小得多（bigcode 的做法），字符 shingle 仍可用 `shingle="char5"` 选。
 
 # %% slideshow={"slide_type": "-"}
 snippet = "for i in range(n):\n    total += values[i] * weight"
@@ -110,7 +112,7 @@ my_minhash = exercises.check("02-1", my_minhash)
 # ### 手写版、`course_lib` 与 `datasketch` 都估得准吗？
 #
 # 取若干真实文件，各做一份"改了一部分行"的拷贝，得到一批 Jaccard 分布在 0.3–1 之间的文件对。
-# 三种实现的估计都应落在精确 Jaccard 的 ±2σ 带里（128 个排列时 σ ≤ 0.044）。
+# 三种实现的估计都应落在精确 Jaccard 的 ±2σ 带里（σ 的上界在 $J=0.5$ 处，下面打印）。
 
 # %% slideshow={"slide_type": "-"}
 rng = random.Random(SEED)
@@ -152,6 +154,7 @@ print(f"docs per CPU-second: scratch {n / t_scratch:,.0f}   course_lib {n / max(
       f"datasketch {n / t_ds:,.0f}   (tiny sample; benchmarks/bench_dedup.py measures properly)")
 errors = {k: float((est[k] - est.exact).abs().max()) for k in ("scratch", "course_lib", "datasketch")}
 print("max |estimate - exact|:", {k: round(v, 3) for k, v in errors.items()})
+print(f"largest sigma with {NUM_PERM} permutations (J = 0.5): {np.sqrt(0.25 / NUM_PERM):.3f}")
 record("minhash_max_abs_error", errors);
 
 # %% slideshow={"slide_type": "-"}
@@ -182,7 +185,7 @@ print("share of pairs inside ±2σ:", inside)
 # 3. 排列用 multiply-add-shift：$h_k(x) = ((a_k x + b_k) \bmod 2^{64}) \gg 32$，对一批 shingle 一次算出
 #    `(num_perm, shingles)` 矩阵，`np.minimum.reduceat` 按文档取每行最小值。
 #
-# 重复的 shingle 不改变最小值，所以不必先建 `set`。基准见 `benchmarks/bench_dedup.py`（20,000 个文件上约为 datasketch 的 8×）。
+# 重复的 shingle 不改变最小值，所以不必先建 `set`。上面打印了这个小样本上的速度；认真的基准见 `benchmarks/bench_dedup.py`（结果记在 `docs/dedup_deps.md`）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. LSH 分桶：S 曲线
@@ -400,7 +403,7 @@ assert fork_pairs and fork_pairs[0][2] >= CFG.threshold
 #
 # **环境**：datatrove 0.10 需要 numpy ≥ 2 和新版 huggingface-hub，而第05/07课的 LLaMA-Factory 栈需要 numpy < 2，
 # 两者装不进同一个环境。所以 `course_lib.dedup_scaleout` 给它单独建一个小环境 `.venv-datatrove`
-# （`python -m course_lib.dedup_scaleout setup`，约 150 MB，不含 torch），把语料写成 JSONL，在那个环境里
+# （`./course setup` 会建好它，也可以手动 `python -m course_lib.dedup_scaleout setup`；不含 torch），把语料写成 JSONL，在那个环境里
 # 以子进程运行四个阶段（脚本有 `if __name__ == "__main__":` 保护——local executor 用 forkserver 启动 worker，
 # 没有它会卡住），再读回它删了哪些文件。分词器传了自己的 `[A-Za-z_0-9]+`，不需要 spacy。
 

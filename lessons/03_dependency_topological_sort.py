@@ -307,6 +307,9 @@ ax.set_ylabel("share of import edges respected")
 ax.set_title(f"{len(repos)} installed packages, {int(weighted['edges'].iloc[0])} edges")
 plt.show()
 record("edge_share", share.round(4).to_dict())
+### BEGIN HIDDEN TESTS
+assert share["scc"] >= share["deepseek"] > share["kahn_fallback"] > share["alphabetical"]
+### END HIDDEN TESTS
 record("scc_acyclic_min", float(acyclic["scc"]));
 
 # %% [markdown] slideshow={"slide_type": "slide"}
