@@ -368,9 +368,6 @@ partial = dedup.partially_removed_repos(report["removed_files"], repos)
 print(f"file-level dedup left {len(partial)} of {len(set(repos))} repositories incomplete, e.g.",
       dict(list(partial.items())[:5]))
 
-repo_level = dedup.repo_level_duplicates(docs, repos, paths, threshold=CFG.threshold, num_perm=CFG.num_perm)
-print(f"repository-level near duplicates in the real corpus: {len(repo_level['pairs'])} pairs {repo_level['pairs'][:5]}")
-
 fork_of = max(set(repos), key=lambda r: (2 <= repos.count(r) <= 12, repos.count(r), r))
 fork_idx = [i for i, r in enumerate(repos) if r == fork_of]
 fork_docs = [docs[i] for i in fork_idx]
@@ -379,9 +376,11 @@ with_fork = dedup.repo_level_duplicates(docs + fork_docs, repos + [f"{fork_of}-f
                                         paths + [paths[i] for i in fork_idx],
                                         threshold=CFG.threshold, num_perm=CFG.num_perm)
 fork_pairs = [p for p in with_fork["pairs"] if f"{fork_of}-fork" in p[:2]]
+real_pairs = [p for p in with_fork["pairs"] if f"{fork_of}-fork" not in p[:2]]
+print(f"repository-level near duplicates among the real repositories: {len(real_pairs)} pairs {real_pairs[:5]}")
 print(f"planted fork of {fork_of} ({len(fork_idx)} files): found as {fork_pairs}")
 record("repos_left_incomplete", len(partial))
-record("repo_level_pairs_real", len(repo_level["pairs"]))
+record("repo_level_pairs_real", len(real_pairs))
 ### BEGIN HIDDEN TESTS
 assert fork_pairs and fork_pairs[0][2] >= CFG.threshold
 ### END HIDDEN TESTS
