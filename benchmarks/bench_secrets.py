@@ -5,6 +5,8 @@
    detect-secrets has no e-mail detector, so the comparison counts keys, passwords and IPs only;
    the course's own scores are also printed with e-mails.
 2. Speed on real files: raw (unredacted) files of the ci corpus's repositories.
+3. Worst cases: one ~100 KB line built to defeat backtracking (repeated secret words, BEGIN markers,
+   dotted numbers, ``@`` + labels); the course's scanner is linear, so each takes milliseconds.
 
 Prints ratios course / detect-secrets measured in this run. Run:
     PYTHONPATH=$PWD python benchmarks/bench_secrets.py [--files 100]
@@ -81,10 +83,24 @@ def real_file_speed(n_files: int) -> None:
           f"(its time is the per-line plugin engine; the temp file costs little)")
 
 
+def long_line_cost() -> None:
+    from course_lib.redaction import redact_secrets
+
+    print("\none ~100 KB line, course_lib.redact_secrets:")
+    for label, text in (("'token' * 20000", "token" * 20000), ("'secret' * 17000", "secret" * 17000),
+                        ("'password = ' * 9000", "password = " * 9000),
+                        ("BEGIN marker + 50 chars, x1300", ("-----BEGIN RSA PRIVATE KEY-----" + "A" * 50) * 1300),
+                        ("'x@' + 'a.' * 50000", "x@" + "a." * 50000), ("'1.1.1.' * 17000", "1.1.1." * 17000)):
+        t0 = time.perf_counter()
+        redact_secrets(text)
+        print(f"  {label:<32} {len(text):>7,} chars  {1000 * (time.perf_counter() - t0):7.1f} ms")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--files", type=int, default=100, help="real files for the speed comparison")
     args = p.parse_args(argv)
+    long_line_cost()
     try:
         import detect_secrets  # noqa: F401
     except ImportError:

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import networkx as nx
 import pandas as pd
 
-from course_lib import check_function, get_profile, record
+from course_lib import exercises, get_profile, record
 from course_lib import deps
 from course_lib.deps import ImportRef
 
@@ -33,9 +33,61 @@ P = get_profile(PROFILE)
 print(P.summary().splitlines()[0])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 1. 原课的正则解析器
+# ## 1. 为什么要排序：讲义的例子
 #
-# 很多教程从一条正则开始：行首的 `import X` 或 `from X import ...`。下面这个文件把它会踩的坑都放在一起。
+# 把一个仓库拼成一条序列训练，模型学的是整条序列的似然：
+#
+# $$P(\text{repo}) = \prod_i P(f_i \mid f_{<i}) = P(f_1)\,P(f_2 \mid f_1)\,P(f_3 \mid f_1, f_2)\cdots$$
+#
+# 如果 $f_2$ 依赖 $f_1$，先看到 $f_1$ 的定义，预测 $f_2$（$P(f_2 \mid f_1)$）就容易得多——"先看定义，再看使用"。
+# 讲义的例子：`utils.py` 定义工具函数，`model.py` 导入 `utils`，`train.py` 导入 `model`，理想顺序是 `utils.py → model.py → train.py`。
+#
+# 讲义的实现是一条正则 `^(?:from|import)\s+(\w+)`（MULTILINE）取行首 `from`/`import` 后的第一个词，`{模块}.py` 在仓库里就连一条边，
+# 再用 networkx 拓扑排序；有环时打印警告并**退回输入顺序**。`deps.lecture_parse_imports` / `deps.lecture_topological_sort_files`
+# 是它的复述（返回值多一个"是否退回"的标记，代替讲义的 print），先照原样跑讲义的例子：
+
+# %% slideshow={"slide_type": "-"}
+LECTURE_FILES = {
+    "train.py": "from model import MyModel\n...",
+    "utils.py": "def help(): pass",
+    "model.py": "import utils\nclass MyModel: pass",
+}
+lecture_order, fell_back = deps.lecture_topological_sort_files(LECTURE_FILES)
+print("lecture's sort:", lecture_order, "| fell back to input order:", fell_back)
+print("course's order_files:", deps.order_files(LECTURE_FILES))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 一个环就让讲义的做法前功尽弃：`model.py` 和 `layers.py` 互相导入时，`nx.topological_sort` 抛 `NetworkXUnfeasible`，
+# 整个仓库退回输入顺序——`train.py` 排在它依赖的所有文件之前，环外本来可以遵守的边也一起丢了。
+
+# %% slideshow={"slide_type": "-"}
+CYCLE_FILES = {
+    "train.py": "from model import MyModel\n",
+    "model.py": "import utils\nimport layers\nclass MyModel: pass\n",
+    "layers.py": "import model\n",
+    "utils.py": "def help(): pass\n",
+}
+cycle_order, cycle_fell_back = deps.lecture_topological_sort_files(CYCLE_FILES)
+course_cycle_order = deps.order_files(CYCLE_FILES)
+print("lecture's sort:", cycle_order, "| fell back to input order:", cycle_fell_back)
+print("course's order_files:", course_cycle_order)
+g_cycle = deps.import_graph(CYCLE_FILES)
+print("import edges respected — lecture:", deps.edge_respect(cycle_order, g_cycle)["all"],
+      " course:", deps.edge_respect(course_cycle_order, g_cycle)["all"])
+### BEGIN HIDDEN TESTS
+assert lecture_order == ["utils.py", "model.py", "train.py"] and not fell_back
+assert cycle_fell_back and cycle_order == list(CYCLE_FILES)
+assert course_cycle_order.index("utils.py") < course_cycle_order.index("model.py") < course_cycle_order.index("train.py")
+### END HIDDEN TESTS
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 讲义 用一条正则解析 import、有环时退回输入顺序；本课 用 AST 解析（第 2–3 节）并把环缩成一个点（第 5 节），因为正则读不懂相对导入、
+# 缩进里的导入和字符串，而退回输入顺序会连环外的边一起放弃。
+#
+# ### 正则会踩的坑
+#
+# 下面这个文件把正则会踩的坑都放在一起。`deps.lecture_parse_imports` 是讲义的正则（`\w+`）；`deps.regex_imports` 是常见的变体
+# （允许缩进，取 `\S+`），两者都错，错法不同。
 
 # %% slideshow={"slide_type": "-"}
 TRICKY = '''"""Module docs. Example:
@@ -60,10 +112,13 @@ SQL = """
 import inside_a_string
 """
 '''
-print("regex:", deps.regex_imports(TRICKY))
+print("lecture regex:", deps.lecture_parse_imports(TRICKY))
+print("variant regex:", deps.regex_imports(TRICKY))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 逐条看：
+#
+# 下表是变体正则（`\S+`）的结果；讲义的正则只认行首、且 `\w` 不含点号，所以**所有**相对导入和 `try`/函数里缩进的导入它都直接漏掉。
 #
 # | 写法 | 正则的结果 | 问题 |
 # |---|---|---|
@@ -128,11 +183,7 @@ def my_relative_to_absolute(importer, is_package, level, module):
     ### END SOLUTION
 
 
-my_relative_to_absolute = check_function(my_relative_to_absolute, deps.relative_to_absolute, cases=[
-    ("pkg.sub.mod", False, 1, "util"), ("pkg.sub.mod", False, 2, "core"), ("pkg.sub.mod", False, 2, ""),
-    ("pkg.sub", True, 1, "x"), ("pkg.sub", True, 2, ""), ("pkg.mod", False, 3, "x"), ("top", False, 1, "x"),
-    ("a.b.c.d", False, 3, "e.f"),
-], name="relative -> absolute")
+my_relative_to_absolute = exercises.check("03-1", my_relative_to_absolute)
 
 # %% slideshow={"slide_type": "-"}
 SRC_REPO = {
@@ -219,13 +270,8 @@ def graph(edges, extra=()):
     return g
 
 
-my_deepseek_order = check_function(my_deepseek_order, deps.order_deepseek, cases=[
-    (graph([("a", "b"), ("b", "c")]),),
-    (graph([("c", "b"), ("b", "a")], extra=["z"]),),
-    (graph([("a", "b"), ("b", "a"), ("a", "c"), ("d", "c")]),),          # a cycle, then c
-    (graph([("x", "y"), ("y", "z"), ("z", "x"), ("z", "w"), ("w", "v")]),),
-    (deps.import_graph(SRC_REPO),),
-], name="DeepSeek smallest in-degree")
+my_deepseek_order = exercises.check("03-2", my_deepseek_order)
+print(my_deepseek_order(graph([("a", "a"), ("c", "b")])))   # a self-loop is not a dependency
 
 # %% slideshow={"slide_type": "-"}
 for name, fn in deps.STRATEGIES.items():
@@ -261,6 +307,9 @@ ax.set_ylabel("share of import edges respected")
 ax.set_title(f"{len(repos)} installed packages, {int(weighted['edges'].iloc[0])} edges")
 plt.show()
 record("edge_share", share.round(4).to_dict())
+### BEGIN HIDDEN TESTS
+assert share["scc"] >= share["deepseek"] > share["kahn_fallback"] > share["alphabetical"]
+### END HIDDEN TESTS
 record("scc_acyclic_min", float(acyclic["scc"]));
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -301,6 +350,7 @@ record("tolerant_files", tolerant);
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 小结
 #
+# - 顺序的理由：$P(\text{repo})=\prod_i P(f_i \mid f_{<i})$，被依赖的文件在前。讲义的正则 + networkx 在它的例子上给出 `utils.py → model.py → train.py`，但一个环就退回输入顺序。
 # - 正则解析会读字符串、丢 `a, b`、不懂相对导入；AST 解析 + 上下文 + 容错回退（计数）才可靠。
 # - 模块解析：`__init__.py` 决定包的边界，第一个非包目录是导入根（`src/` 布局自然成立）；相对导入按点数上升。
 # - 拓扑排序要确定性（平局按名字）；有环时，SCC 缩点保证环外的边全部遵守，环内用 DeepSeek 的最小入度规则。

@@ -56,4 +56,9 @@ if command -v npm >/dev/null; then
 else
   say "note: npm not found; install Node.js so the slides can open offline (see README, Troubleshooting)"
 fi
+# 7. datatrove for lesson 02's scale-out section, in its own venv .venv-datatrove: datatrove needs
+#    numpy >= 2 and huggingface-hub >= 1.6, the LLaMA-Factory stack of this venv numpy < 2 and hub < 1.
+#    Idempotent (a quick import check when it exists); about 1.5-2.5 min the first time.
+"$VENV/bin/python" -m course_lib.dedup_scaleout setup \
+  || say "WARNING: could not create .venv-datatrove; lesson 02 skips its datatrove section and says why (retry: $VENV/bin/python -m course_lib.dedup_scaleout setup --force)"
 say "done in $((SECONDS - T0)) s"

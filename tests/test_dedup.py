@@ -232,3 +232,29 @@ def test_lesson_02_records(notebook_records):
     assert rec["planted_precision"] == 1.0 and rec["planted_recall"] >= 0.95
     assert rec["dedup_removed"] > 0 and rec["dedup_kept"] > rec["dedup_removed"]
     assert rec["minhash_max_abs_error"]["course_lib"] < 0.2
+    assert rec["repo_level_pairs_real"] >= 0 and rec["repos_left_incomplete"] >= 0
+    from course_lib import dedup_scaleout
+    if dedup_scaleout.datatrove_status()["ready"]:   # ./course setup creates .venv-datatrove
+        assert rec["datatrove_ran"] is True
+        assert rec["datatrove_only_jaccard_median"] < 0.8 if "datatrove_only_jaccard_median" in rec else True
+
+
+def test_find_near_duplicates_rejects_a_single_string():
+    with pytest.raises(TypeError, match="single str"):
+        dedup.find_near_duplicates("text")
+    with pytest.raises(TypeError, match="document 1"):
+        dedup.find_near_duplicates(["a b c", 3])
+
+
+def test_repo_level_dedup_keeps_or_drops_whole_repositories():
+    base = [" ".join(f"w{(i * 7 + k) % 97} v{k}" for k in range(120)) for i in range(4)]
+    fork = list(base)
+    fork[1] = fork[1].replace("v3 ", "v3x ", 1)
+    docs = base + fork + ["unrelated text " * 40]
+    repos = ["orig"] * 4 + ["fork"] * 4 + ["other"]
+    paths = [f"m{i}.py" for i in range(4)] * 2 + ["x.py"]
+    out = dedup.repo_level_duplicates(docs, repos, paths)
+    assert out["clusters"] == [["fork", "orig"]]
+    assert out["pairs"][0][:2] == ("fork", "orig") and out["pairs"][0][2] > 0.9
+    removed = [{"repo": "fork"}, {"repo": "other"}]
+    assert dedup.partially_removed_repos(removed, repos) == {"fork": (1, 4)}

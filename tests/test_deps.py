@@ -216,3 +216,67 @@ def test_lesson_03_records(notebook_records):
     assert share["scc"] >= share["deepseek"] >= share["kahn_fallback"] >= share["alphabetical"]
     assert rec["scc_acyclic_min"] == 1.0
     assert rec["ordered_repos"] > 0
+
+
+# --- the lecture's version, run as the lecture gives it ------------------------------------------------
+LECTURE_FILES = {"train.py": "from model import MyModel\n...", "utils.py": "def help(): pass",
+                 "model.py": "import utils\nclass MyModel: pass"}
+
+
+def test_lecture_example_gives_the_lecture_order():
+    assert deps.lecture_topological_sort_files(LECTURE_FILES) == (["utils.py", "model.py", "train.py"], False)
+    assert deps.order_files(LECTURE_FILES) == ["utils.py", "model.py", "train.py"]
+
+
+def test_lecture_regex_failures():
+    src = ("import os, sys\nfrom . import sibling\nfrom .helpers import util\ntry:\n    import ujson\n"
+           "except ImportError:\n    pass\nS = '''\nimport inside_a_string\n'''\n")
+    assert deps.lecture_parse_imports(src) == ["os", "inside_a_string"]
+
+
+def test_lecture_falls_back_to_input_order_on_a_cycle():
+    files = {"train.py": "from model import M\n", "model.py": "import utils\nimport layers\n",
+             "layers.py": "import model\n", "utils.py": "X = 1\n"}
+    order, fell_back = deps.lecture_topological_sort_files(files)
+    assert fell_back and order == list(files)           # train.py before everything it needs
+    course = deps.order_files(files)
+    assert course.index("utils.py") < course.index("model.py") < course.index("train.py")
+    assert course.index("layers.py") < course.index("train.py")
+
+
+# --- bad input: large files, wrong types ------------------------------------------------------------
+def test_parse_imports_rejects_non_text():
+    with pytest.raises(TypeError):
+        deps.parse_imports(b"import os\n")
+
+
+def test_large_file_is_streamed_with_a_warning():
+    body = "import os\nfrom .m import x\n" + "def f(a):\n    return a\n" * (deps.MAX_AST_CHARS // 20)
+    with pytest.warns(deps.LargeFileWarning, match="big.py"):
+        refs, parser = deps.parse_imports(body, name="big.py")
+    assert parser == "tolerant" and [r.written() for r in refs] == ["os", ".m"]
+
+
+_MEMORY_PROBE = r"""
+import resource, sys, warnings
+from course_lib import deps
+warnings.simplefilter("ignore")
+body = "".join(f"import os\nfrom .m{i % 7} import x\ndef f{i}(a, b):\n    '''doc {i}'''\n"
+               f"    return a + b * {i}  # c\n\n" for i in range(25000))
+files = {"pkg/__init__.py": "", "pkg/huge.py": body, **{f"pkg/m{i}.py": "import os\n" for i in range(7)}}
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+order = deps.order_files(files)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+print(len(body), grown)
+"""
+
+
+def test_order_files_memory_stays_within_20x_of_a_multi_mb_file(repo):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _MEMORY_PROBE], capture_output=True, text=True,
+                         cwd=repo, timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 0, out.stderr
+    size, grown = map(int, out.stdout.split())
+    assert size > 2_000_000
+    assert grown <= 20 * size, f"order_files grew the process by {grown / size:.1f}x its input"

@@ -115,7 +115,7 @@ def test_licence_normalisation_is_total(s):
 
 
 def test_license_verdict_reasons():
-    assert license_verdict("GPL-3.0")[1] == "copyleft: GPL-3.0"
+    assert license_verdict("GPL-3.0")[1] == "copyleft: GPL-3.0-only"
     assert license_verdict(None) == (False, "no licence metadata")
     assert license_verdict("Weird-1.0")[1].startswith("unknown licence")
     assert normalize_license("License :: OSI Approved :: Apache Software License") == "Apache-2.0"
@@ -198,3 +198,81 @@ def test_shannon_entropy():
 def test_redact_secrets_rejects_non_text():
     with pytest.raises(TypeError, match="needs a str"):
         redact_secrets(b"bytes")  # type: ignore[arg-type]
+
+
+# --- redaction: lesson 01's own false positives, realistic passwords, truncated keys, long lines -----
+@pytest.mark.parametrize("text", [
+    "    Return a Tuple[str, int] e.g., ['7.1.4.34', 1806]",          # an AIX version (cpython)
+    '                    # comment state" and "8.2.4.45 Markup declaration open',  # HTML spec section
+    "requires = ['pkg==2.0.0.1']",
+])
+def test_version_strings_and_section_numbers_are_not_ips(text):
+    assert redact_secrets(text).findings == ()
+
+
+def test_a_public_ip_in_code_is_still_redacted():
+    assert redact_secrets("ipv4_address='132.65.0.123'").text == "ipv4_address='<IP_ADDRESS>'"
+
+
+@pytest.mark.parametrize("value", ["MySecretPass99!", "S3cr3t!pass", "TestPassword#2024"])
+def test_realistic_passwords_are_not_placeholders(value):
+    assert redact_secrets(f'password = "{value}"').text == 'password = "<PASSWORD>"'
+
+
+@pytest.mark.parametrize("value", ["your_password_here", "changeme", "my-secret-key", "${DB_PASSWORD}"])
+def test_placeholder_passwords_stay(value):
+    assert redact_secrets(f'password = "{value}"').findings == ()
+
+
+def _key_body(lines=3):
+    return "\n".join("MIIEpAIBAAKCAQEA" + "x9Yz" * 12 for _ in range(lines))
+
+
+def test_truncated_private_key_block_is_redacted():
+    text = 'KEY = """-----BEGIN RSA PRIVATE KEY-----\n' + _key_body() + '\n"""\nprint(KEY)\n'
+    res = redact_secrets(text)
+    assert [f.kind for f in res.findings] == ["private_key"]
+    assert res.text == 'KEY = """<KEY>\n"""\nprint(KEY)\n'
+    assert "MIIE" not in res.text
+
+
+def test_complete_private_key_block_and_escaped_newlines():
+    full = "-----BEGIN EC PRIVATE KEY-----\n" + _key_body() + "\n-----END EC PRIVATE KEY-----"
+    assert redact_secrets(full + "\nrest").text == "<KEY>\nrest"
+    escaped = full.replace("\n", "\\n")
+    assert redact_secrets(f'{{"pk": "{escaped}"}}').text == '{"pk": "<KEY>"}'
+
+
+@pytest.mark.parametrize("text", ["token" * 20000, "secret" * 17000, "password = " * 9000,
+                                  ("-----BEGIN RSA PRIVATE KEY-----" + "A" * 50) * 1300,
+                                  "x@" + "a." * 50000, "1.1.1." * 17000])
+def test_redaction_is_linear_on_one_long_line(text):
+    import time
+    t0 = time.perf_counter()
+    redact_secrets(text)
+    assert time.perf_counter() - t0 < 0.5, "a 100 KB line must take well under a second"
+
+
+# --- licences as SPDX expressions (license-expression) -------------------------------------------
+@pytest.mark.parametrize("text,ok,reason", [
+    ("MPL-2.0 AND (Apache-2.0 OR MIT)", False, "copyleft: MPL-2.0"),     # AND binds the MPL part
+    ("(Apache-2.0 OR MIT) AND BSD-3-Clause", True, "Apache-2.0 AND BSD-3-Clause"),
+    ("MIT AND Proprietary", False, "unknown licence: 'Proprietary'"),   # unknown part of an AND
+    ("MIT OR Proprietary", True, "MIT"),
+    ("GPL-3.0-only OR MIT AND Apache-2.0", True, "MIT AND Apache-2.0"),  # AND before OR
+    ("GPL-3.0-only OR MIT AND LGPL-2.1-only", False, "copyleft: GPL-3.0-only"),
+    ("The MIT License (MIT)", True, "MIT"),
+    ("MIT/X11", True, "MIT"),
+    ("License :: OSI Approved :: MIT License", True, "MIT"),
+    ("GPL-2.0-only WITH Classpath-exception-2.0", False, "copyleft: GPL-2.0-only"),
+])
+def test_spdx_expressions_are_parsed_not_split(text, ok, reason):
+    assert license_verdict(text) == (ok, reason)
+    assert is_permissive_license(text) is ok
+
+
+def test_normalize_license_renders_the_expression():
+    assert normalize_license("mpl-2.0 and (apache-2.0 or mit)") == "MPL-2.0 AND (Apache-2.0 OR MIT)"
+    assert normalize_license("The MIT License (MIT)") == "MIT"
+    assert normalize_license("GPL-3.0") == "GPL-3.0-only"
+    assert normalize_license("Proprietary") is None

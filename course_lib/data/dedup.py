@@ -404,6 +404,18 @@ def lsh_candidate_pairs(signatures: np.ndarray, bands: int, rows: int,
 
 # --- 5. verification and the public entry point -----------------------------------------------------
 
+def _check_docs(docs: Any, where: str) -> list[str]:
+    """``docs`` as a list of strings; TypeError for one string, bytes or a non-string element."""
+    if isinstance(docs, (str, bytes, bytearray)):
+        raise TypeError(f"{where} needs a sequence of documents (e.g. a list of str), got a single "
+                        f"{type(docs).__name__}; wrap it: {where}([text, ...])")
+    docs = list(docs)
+    for i, d in enumerate(docs):
+        if not isinstance(d, str):
+            raise TypeError(f"{where}: document {i} is {type(d).__name__}, not str")
+    return docs
+
+
 def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_perm: int = 128,
                          shingle: str = "word5", bands: int | None = None, rows: int | None = None,
                          verify: str | None = "exact", fn_weight: float = 0.95,
@@ -416,11 +428,13 @@ def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_per
     candidates are verified; 128 permutations at 0.8 give 16 bands x 8 rows) ->
     verification: ``"exact"`` keeps pairs whose exact shingle Jaccard reaches the threshold (precision
     1 against exact Jaccard; recall = the banding's), ``"estimate"`` uses signature agreement, ``None``
-    keeps every candidate. Documents without shingles are never reported. Introduced in lesson 02.
+    keeps every candidate. Documents without shingles are never reported. ``docs`` must be a sequence
+    of strings: a single ``str`` (or ``bytes``) raises ``TypeError`` (iterating it would treat each
+    character as a document), as does a non-string element (its index is named). Introduced in lesson 02.
     """
+    docs = _check_docs(docs, "find_near_duplicates")
     if verify not in ("exact", "estimate", None):
         raise ValueError(f"verify must be 'exact', 'estimate' or None, got {verify!r}")
-    docs = list(docs)
     if bands is None or rows is None:
         bands, rows = choose_bands(threshold, num_perm, fp_weight=1.0 - fn_weight, fn_weight=fn_weight)
     hasher = MinHasher(num_perm=num_perm, shingle=shingle, seed=seed)
@@ -665,6 +679,39 @@ def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str],
     removed.sort(key=lambda r: r["index"])
     return DedupResult(keep=[i for i in range(n) if i not in gone], removed=removed,
                        exact_groups=groups, near_pairs=pairs, clusters=clusters)
+
+
+def repo_level_duplicates(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str], *,
+                          threshold: float = 0.8, num_perm: int = 128, shingle: str = "word5",
+                          seed: int = 0) -> dict[str, Any]:
+    """Near dedup at the repository level, as DeepSeek-Coder does it: each repository's files are
+    concatenated (in path order) into one document and those documents are deduplicated like files
+    (:func:`find_near_duplicates`, exact verification), so a repository is kept or dropped *whole* and
+    a kept one never loses files. Returns ``{"repos": [names], "pairs": [(repo_a, repo_b, jaccard)],
+    "clusters": [[names]]}``. Introduced in lesson 02."""
+    docs = _check_docs(docs, "repo_level_duplicates")
+    by_repo: dict[str, list[tuple[str, str]]] = {}
+    for d, r, p in zip(docs, repos, paths):
+        by_repo.setdefault(r, []).append((p, d))
+    names = sorted(by_repo)
+    texts = ["\n".join(d for _, d in sorted(by_repo[r])) for r in names]
+    pairs = find_near_duplicates(texts, threshold, num_perm=num_perm, shingle=shingle, seed=seed)
+    sims = [(names[i], names[j], round(jaccard(shingles(texts[i], shingle), shingles(texts[j], shingle)), 4))
+            for i, j in pairs]
+    clusters = [[names[i] for i in c] for c in clusters_from_pairs(len(names), pairs)]
+    return {"repos": names, "pairs": sims, "clusters": clusters}
+
+
+def partially_removed_repos(removed: Sequence[Mapping[str, Any]], repos: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """``{repo: (files removed, files it had)}`` for the repositories that file-level dedup left
+    incomplete (some, not all, of their files removed). Introduced in lesson 02."""
+    total: dict[str, int] = {}
+    for r in repos:
+        total[r] = total.get(r, 0) + 1
+    lost: dict[str, int] = {}
+    for rec in removed:
+        lost[rec["repo"]] = lost.get(rec["repo"], 0) + 1
+    return {r: (k, total[r]) for r, k in sorted(lost.items()) if k < total.get(r, 0)}
 
 
 # --- 7. the lesson's artefact -----------------------------------------------------------------------

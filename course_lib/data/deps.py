@@ -26,7 +26,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import networkx as nx
 
@@ -42,6 +42,40 @@ def regex_imports(source: str) -> list[str]:
     (``import a.b as c`` gives ``a.b``), and keeps relative dots without knowing the package.
     Introduced in lesson 03."""
     return [m.group(1) or m.group(2).rstrip(",") for m in REGEX_IMPORT.finditer(source)]
+
+
+# The lecture's own version (§4 "代码实战：简易拓扑排序"), restated: one regex that takes the first word
+# after a line-initial ``from``/``import``; an edge ``{module}.py -> importer`` when that file exists; and
+# when networkx finds a cycle, a warning and the files in their input order.
+LECTURE_IMPORT_RE = re.compile(r"^(?:from|import)\s+(\w+)", re.MULTILINE)
+
+
+def lecture_parse_imports(file_content: str) -> list[str]:
+    """The lecture's import parser, as the lecture gives it: ``re.findall`` of
+    ``^(?:from|import)\\s+(\\w+)`` (MULTILINE) — the first word after a line-initial ``from`` or
+    ``import``. It misses indented imports (``try``/function bodies), keeps only the first of
+    ``import a, b``, gives nothing for ``from . import x`` / ``from .m import x`` (``\\w`` cannot match
+    a dot) and reads ``import`` lines inside strings. Introduced in lesson 03."""
+    return LECTURE_IMPORT_RE.findall(file_content)
+
+
+def lecture_topological_sort_files(files: Mapping[str, str]) -> tuple[list[str], bool]:
+    """The lecture's ``topological_sort_files``: nodes are the file names, an edge ``f"{module}.py" ->
+    filename`` for each module :func:`lecture_parse_imports` finds whose file is in ``files`` (no
+    self-loops), then ``networkx.topological_sort``; on a cycle (``NetworkXUnfeasible``) the files in
+    their input order. Returns ``(order, fell_back)`` — the lecture prints a warning instead of the flag.
+    Introduced in lesson 03."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(files)
+    for filename, content in files.items():
+        for module in lecture_parse_imports(content):
+            dependency = f"{module}.py"
+            if dependency in files and dependency != filename:
+                dag.add_edge(dependency, filename)
+    try:
+        return list(nx.topological_sort(dag)), False
+    except nx.NetworkXUnfeasible:
+        return list(files), True
 
 
 # --- 2. AST and tolerant parsers --------------------------------------------------------------------
@@ -111,50 +145,61 @@ def ast_imports(source: str) -> list[ImportRef]:
 
 
 def tolerant_imports(source: str) -> list[ImportRef]:
-    """Imports of a file the AST cannot parse (e.g. Python 2 code): the tokenizer's logical lines that
-    start with ``import``/``from`` (so strings and comments are never read as imports); where even the
-    tokenizer fails, a line scan with comments stripped. Context is ``top`` for unindented lines, else
-    ``if``. Introduced in lesson 03."""
+    """Imports of a file the AST cannot parse (e.g. Python 2 code) or that is too large for it: the
+    tokenizer's logical lines that start with ``import``/``from`` (so strings and comments are never
+    read as imports); where even the tokenizer fails, a line scan with comments stripped. Context is
+    ``top`` for unindented lines, else ``if``. Streams: memory stays a small multiple of the input.
+    Introduced in lesson 03."""
     refs: list[ImportRef] = []
     try:
-        lines = _logical_lines(source)
+        for line in _logical_lines(source):
+            _add_import_line(refs, *line)
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        lines = [(i, len(l) - len(l.lstrip()), l.split("#", 1)[0].split())
-                 for i, l in enumerate(source.splitlines(), 1)]
-    for lineno, indent, words in lines:
-        ctx = "top" if indent == 0 else "if"
-        if len(words) >= 2 and words[0] == "import":
-            for part in " ".join(words[1:]).split(","):
-                name = part.split(" as ")[0].strip().strip("()")
-                if re.fullmatch(r"[\w.]+", name):
-                    refs.append(ImportRef(name, 0, (), lineno, ctx))
-        elif len(words) >= 4 and words[0] == "from" and words[2] == "import":
-            target = words[1]
-            level = len(target) - len(target.lstrip("."))
-            module = target[level:]
-            names = tuple(n.strip("(), ") for n in " ".join(words[3:]).split(",") if n.strip("(), "))
-            names = tuple(n.split(" as ")[0].strip() for n in names)
-            if re.fullmatch(r"[\w.]*", module):
-                refs.append(ImportRef(module, level, names, lineno, ctx))
+        refs = []
+        for i, raw in enumerate(io.StringIO(source), 1):
+            words = raw.split("#", 1)[0].split()
+            if words and words[0] in ("import", "from"):
+                _add_import_line(refs, i, len(raw) - len(raw.lstrip()), words)
     return refs
 
 
-def _logical_lines(source: str) -> list[tuple[int, int, list[str]]]:
-    """(line number, indent, words) of each logical line, strings and comments removed; a ``.`` glues
-    to the tokens it touches, so ``from .x import y`` gives the words ``from .x import y``."""
-    out: list[tuple[int, int, list[str]]] = []
+def _add_import_line(refs: list[ImportRef], lineno: int, indent: int, words: list[str]) -> None:
+    ctx = "top" if indent == 0 else "if"
+    if len(words) >= 2 and words[0] == "import":
+        for part in " ".join(words[1:]).split(","):
+            name = part.split(" as ")[0].strip().strip("()")
+            if re.fullmatch(r"[\w.]+", name):
+                refs.append(ImportRef(name, 0, (), lineno, ctx))
+    elif len(words) >= 4 and words[0] == "from" and words[2] == "import":
+        target = words[1]
+        level = len(target) - len(target.lstrip("."))
+        module = target[level:]
+        names = tuple(n.strip("(), ") for n in " ".join(words[3:]).split(",") if n.strip("(), "))
+        names = tuple(n.split(" as ")[0].strip() for n in names)
+        if re.fullmatch(r"[\w.]*", module):
+            refs.append(ImportRef(module, level, names, lineno, ctx))
+
+
+def _logical_lines(source: str) -> Iterator[tuple[int, int, list[str]]]:
+    """(line number, indent, words) of each logical line that starts with ``import`` or ``from``,
+    strings and comments removed; a ``.`` glues to the tokens it touches, so ``from .x import y``
+    gives the words ``from .x import y``. A generator that keeps only the current line's words."""
     words: list[str] = []
-    start, indent, prev_end, prev_string = 0, 0, None, ""
+    start, indent, prev_end, prev_string, skip = 0, 0, None, "", False
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
-            if words:
-                out.append((start, indent, words))
-            words, prev_end = [], None
+            if words and not skip:
+                yield start, indent, words
+            words, prev_end, skip = [], None, False
             continue
-        if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.STRING):
+        if skip or tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
+                                tokenize.STRING):
             continue
         if not words:
             start, indent = tok.start
+            if tok.string not in ("import", "from"):
+                skip = True  # not an import statement: nothing of this line is kept
+                continue
         touching = prev_end == tok.start and words
         if touching and ("." in (tok.string, prev_string) or tok.string == "..."
                          or words[-1].endswith(".")):
@@ -162,13 +207,34 @@ def _logical_lines(source: str) -> list[tuple[int, int, list[str]]]:
         else:
             words.append(tok.string)
         prev_end, prev_string = tok.end, tok.string
-    return out
 
 
-def parse_imports(source: str) -> tuple[list[ImportRef], str]:
+# Above this many characters a file is not given to ``ast.parse`` (its tree takes ~400 bytes per byte of
+# source: 5 MB -> 2 GB): it is parsed by the streaming tokenizer parser instead, with a warning.
+# Equal to the corpus's file-size filter (``filters.MAX_FILE_BYTES``), so corpus files always get the AST.
+MAX_AST_CHARS = 200_000
+
+
+class LargeFileWarning(UserWarning):
+    """A file was too large for the AST parser and was parsed by the streaming tokenizer parser."""
+
+
+def parse_imports(source: str, *, name: str = "<source>") -> tuple[list[ImportRef], str]:
     """``(imports, parser)``: :func:`ast_imports` when the file parses (``parser == "ast"``), else
-    :func:`tolerant_imports` (``parser == "tolerant"``). Never raises on bad input.
-    Introduced in lesson 03."""
+    :func:`tolerant_imports` (``parser == "tolerant"``). A file over :data:`MAX_AST_CHARS` characters
+    is not given to the AST (whose tree would take ~400x the file's size in memory): it is streamed
+    through the tokenizer parser (``parser == "tolerant"``) and a :class:`LargeFileWarning` names it
+    (``name``); memory then stays within a small multiple of the input. Raises ``TypeError`` for
+    anything but a ``str``; never raises on bad Python. Introduced in lesson 03."""
+    if not isinstance(source, str):
+        raise TypeError(f"parse_imports needs the source as a str, got {type(source).__name__}")
+    if len(source) > MAX_AST_CHARS:
+        import warnings
+
+        warnings.warn(f"{name}: {len(source):,} characters is over deps.MAX_AST_CHARS "
+                      f"({MAX_AST_CHARS:,}); parsed by the streaming tokenizer parser instead of the AST "
+                      f"(import contexts are then only top-level vs indented)", LargeFileWarning, stacklevel=2)
+        return tolerant_imports(source), "tolerant"
     try:
         return ast_imports(source), "ast"
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -321,7 +387,7 @@ def import_graph(files: Mapping[str, str], stats: ParseStats | None = None) -> n
         text = files[path]
         if not isinstance(text, str):
             text = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else ""
-        refs, parser = parse_imports(text)
+        refs, parser = parse_imports(text, name=path)
         if parser == "ast":
             stats.parsed_ast += 1
         else:

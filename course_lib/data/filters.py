@@ -263,7 +263,7 @@ COPYLEFT_PREFIXES = ("GPL", "LGPL", "AGPL", "MPL", "EPL", "EUPL", "CDDL", "OSL",
 
 # Free-text licence names (metadata ``License:`` fields, trove classifiers) → SPDX.
 _LICENSE_ALIASES: tuple[tuple[str, str], ...] = (
-    (r"^mit( license)?$|^mit license|expat", "MIT"),
+    (r"^(?:the )?mit( license)?(?: \(mit\))?$|^mit license|^mit\s*/\s*x11$|expat", "MIT"),
     (r"mit no attribution|^mit-0$", "MIT-0"),
     (r"apache(?: software)?(?: license)?,?(?: version)? ?2(\.0)?|^apache$|apache software license", "Apache-2.0"),
     (r"bsd[- ]?0|zero-clause bsd|0bsd", "0BSD"),
@@ -285,39 +285,17 @@ _LICENSE_ALIASES: tuple[tuple[str, str], ...] = (
     (r"general public license|^gpl", "GPL-3.0"),
     (r"eclipse public", "EPL-2.0"),
 )
-_SPDX_CASE = {s.lower(): s for s in PERMISSIVE_SPDX}
+@functools.lru_cache(maxsize=1)
+def _spdx_licensing():
+    """license-expression's SPDX licensing (its bundled licence database: offline)."""
+    from license_expression import get_spdx_licensing
+
+    return get_spdx_licensing()
 
 
-def normalize_license(name_or_spdx: str | None) -> str | None:
-    """Best-effort SPDX id for a licence name, SPDX id, trove classifier or licence text; None when
-    unknown. For an SPDX expression with OR the most permissive alternative is returned; with AND the
-    most restrictive one.
-
-    Introduced in lesson 01.
-    """
-    if not name_or_spdx or not isinstance(name_or_spdx, str):
-        return None
-    s = name_or_spdx.strip()
-    if s.startswith("License ::"):
-        s = s.split("::")[-1].strip()
-        if s in ("OSI Approved", "Other/Proprietary License", ""):
-            return None
-    s = s.strip("() ")
-    if re.search(r"\s+OR\s+", s):
-        parts = [normalize_license(p) for p in re.split(r"\s+OR\s+", s)]
-        perm = [p for p in parts if p and _spdx_is_permissive(p)]
-        return perm[0] if perm else next((p for p in parts if p), None)
-    if re.search(r"\s+AND\s+|\s+WITH\s+", s):
-        parts = [normalize_license(p) for p in re.split(r"\s+AND\s+|\s+WITH\s+", s)]
-        if any(p is None for p in parts[:1]):
-            return None
-        non_perm = [p for p in parts if p and not _spdx_is_permissive(p)]
-        return non_perm[0] if non_perm else parts[0]
-    low = s.lower()
-    if low in _SPDX_CASE:
-        return _SPDX_CASE[low]
-    if re.fullmatch(r"(a?l?gpl|mpl|epl|eupl)-\d(\.\d)?(-only|-or-later|\+)?", low):
-        return s.upper().replace("-ONLY", "").replace("-OR-LATER", "").replace("+", "")
+def _alias_to_spdx(s: str) -> str | None:
+    """A free-text licence name or licence text → one SPDX id (None when not recognised)."""
+    low = s.lower().strip()
     first = low[:300]
     for pattern, spdx in _LICENSE_ALIASES:
         if re.search(pattern, first):
@@ -340,25 +318,103 @@ def normalize_license(name_or_spdx: str | None) -> str | None:
     return None
 
 
+def parse_license(name_or_spdx: str | None):
+    """The licence as a parsed SPDX expression (a ``license_expression`` object), or None.
+
+    An SPDX expression is parsed by the maintained ``license-expression`` parser (parentheses,
+    ``AND`` binding tighter than ``OR``, ``WITH`` exceptions, deprecated ids such as ``GPL-3.0`` mapped
+    to ``GPL-3.0-only``). Common metadata strings that are not expressions are normalised first: trove
+    classifiers (``License :: OSI Approved :: MIT License``), names (``The MIT License (MIT)``,
+    ``MIT/X11``, ``Apache Software License``) and the opening words of a licence text. An expression
+    may keep unknown parts (``MIT AND Proprietary``): :func:`license_verdict` rejects those.
+
+    Introduced in lesson 01.
+    """
+    if not name_or_spdx or not isinstance(name_or_spdx, str):
+        return None
+    s = name_or_spdx.strip()
+    if s.startswith("License ::"):
+        s = s.split("::")[-1].strip()
+        if s in ("OSI Approved", "Other/Proprietary License", ""):
+            return None
+    licensing = _spdx_licensing()
+    expr = None
+    if len(s) <= 300 and "\n" not in s:
+        try:
+            expr = licensing.parse(s, validate=False, strict=False, simple=False)
+        except Exception:  # not an SPDX expression: a name or a licence text
+            expr = None
+    single_unknown = expr is not None and not getattr(expr, "args", ()) and licensing.unknown_license_keys(expr)
+    if expr is None or single_unknown:
+        alias = _alias_to_spdx(s)
+        if alias is None:
+            return expr  # an unknown single id stays as written (the verdict says "unknown")
+        expr = licensing.parse(alias, validate=False)
+    return expr
+
+
+def normalize_license(name_or_spdx: str | None) -> str | None:
+    """The licence as an SPDX expression string (``"MIT"``, ``"Apache-2.0 OR GPL-2.0-only"``,
+    ``"GPL-3.0-only"``), or None when nothing licence-like is recognised (an unknown single name such
+    as ``"Proprietary"`` gives None). See :func:`parse_license`.
+
+    Introduced in lesson 01.
+    """
+    expr = parse_license(name_or_spdx)
+    if expr is None:
+        return None
+    if not getattr(expr, "args", ()) and _spdx_licensing().unknown_license_keys(expr):
+        return None
+    return expr.render()
+
+
 def _spdx_is_permissive(spdx: str) -> bool:
     return spdx in PERMISSIVE_SPDX
 
 
+def _symbol_key(symbol) -> str:
+    inner = getattr(symbol, "license_symbol", None)  # ``X WITH exception``: judged as X
+    return (inner or symbol).key
+
+
+def _verdict_of(expr, unknown: set[str]) -> tuple[bool, str]:
+    args = getattr(expr, "args", ())
+    if not args:
+        key = _symbol_key(expr)
+        if key in unknown:
+            return False, f"unknown licence: {key[:40]!r}"
+        if _spdx_is_permissive(key):
+            return True, key
+        if key.upper().startswith(COPYLEFT_PREFIXES):
+            return False, f"copyleft: {key}"
+        return False, f"not on the allow-list: {key}"
+    parts = [_verdict_of(a, unknown) for a in args]
+    if type(expr).__name__ == "OR":   # the user may choose any alternative: one allowed one suffices
+        allowed = [p for p in parts if p[0]]
+        return (True, allowed[0][1]) if allowed else parts[0]
+    refused = [p for p in parts if not p[0]]  # AND: every part must be allowed
+    return (False, refused[0][1]) if refused else (True, " AND ".join(p[1] for p in parts))
+
+
 def license_verdict(name_or_spdx: str | None) -> tuple[bool, str]:
-    """``(allowed, reason)``: e.g. ``(True, "MIT")``, ``(False, "copyleft: GPL-3.0")``,
-    ``(False, "unknown licence: 'Proprietary'")``. Introduced in lesson 01."""
-    spdx = normalize_license(name_or_spdx)
-    if spdx is None:
-        return False, f"unknown licence: {str(name_or_spdx)[:40]!r}" if name_or_spdx else "no licence metadata"
-    if _spdx_is_permissive(spdx):
-        return True, spdx
-    if spdx.upper().startswith(COPYLEFT_PREFIXES):
-        return False, f"copyleft: {spdx}"
-    return False, f"not on the allow-list: {spdx}"
+    """``(allowed, reason)`` for a licence string: ``(True, "MIT")``, ``(False, "copyleft:
+    GPL-3.0-only")``, ``(False, "unknown licence: 'Proprietary'")``, ``(False, "no licence metadata")``.
+
+    The string is parsed as an SPDX expression (:func:`parse_license`) and judged by its structure:
+    an ``OR`` is allowed when one alternative is allowed, an ``AND`` only when every part is (so an
+    unknown or copyleft part of an ``AND`` rejects: ``MIT AND Proprietary`` is refused, ``MPL-2.0 AND
+    (Apache-2.0 OR MIT)`` is refused for MPL-2.0). Introduced in lesson 01."""
+    if not name_or_spdx:
+        return False, "no licence metadata"
+    expr = parse_license(name_or_spdx)
+    if expr is None:
+        return False, f"unknown licence: {str(name_or_spdx)[:40]!r}"
+    return _verdict_of(expr, set(_spdx_licensing().unknown_license_keys(expr)))
 
 
 def is_permissive_license(name_or_spdx: str) -> bool:
-    """True when the licence (SPDX id, SPDX expression, classifier or common name) is on the permissive
+    """True when the licence (SPDX id, SPDX expression, classifier or common name) is allowed by
+    :func:`license_verdict`: every ``AND`` part and at least one ``OR`` alternative on the permissive
     allow-list :data:`PERMISSIVE_SPDX`; copyleft and unknown licences give False.
 
     Introduced in lesson 01.

@@ -88,10 +88,6 @@ def shannon_entropy(s: str) -> float:
 
 # --- provider formats (each pattern's group 'v', or the whole match, is the secret) --------------
 _KEY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    ("private_key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?=(?:[\\nrA-Za-z0-9+/=:,\-\s\"'])*?[A-Za-z0-9+/=]{40})"
-        r"[\s\S]{40,}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
     ("aws_access_key", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])")),
     ("aws_secret_key", re.compile(
         r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)\W{0,4}[=:]\s*[\"']?"
@@ -109,23 +105,24 @@ _KEY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
 # Each detector first finds a cheap literal anchor (a keyword, "://", "@", ":", ".") and only then runs
 # the full pattern there: scanning 50 MB of code with every full regex takes minutes in pure Python.
 _KEY_ANCHORS = {
-    "private_key": ("PRIVATE KEY",), "aws_access_key": ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA"),
+    "aws_access_key": ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA"),
     "aws_secret_key": ("secret",), "github_token": ("gh", "github_pat_"), "slack_webhook": ("hooks.slack.com",),
     "slack_token": ("xox",), "stripe_key": ("_live_", "_test_"), "openai_key": ("sk-",), "jwt": ("eyJ",),
 }
 _SECRET_WORDS = r"password|passwd|passphrase|pwd|secret|token|api_?key|apikey|access_?key|auth_?key|private_?key"
-# name = "value" / name: 'value' / "name": "value" / NAME=value (.env); the keyword anchors the match
+# name = "value" / name: 'value' / "name": "value" / NAME=value (.env). The match starts at the
+# beginning of the whole name (an identifier that contains a secret word): anchoring at name starts and
+# the possessive ``*+`` keep the scan linear even on one 100 KB line such as ``"token" * 20000``.
+_SECRET_WORD_RE = re.compile(_SECRET_WORDS, re.IGNORECASE)
 _ASSIGN_RE = re.compile(
-    r"(?i:" + _SECRET_WORDS + r")[A-Za-z0-9_]*[\"']?\]?[ \t]*(?::=|=>|[:=])[ \t]*"
+    r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z0-9_]++)[\"']?\]?[ \t]*+(?::=|=>|[:=])[ \t]*+"
     r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{4,200})(?P=q)|(?P<bv>[A-Za-z0-9_\-+/=.!@#$%^&*]{8,200})(?=[ \t]|$|[;,]))",
     re.MULTILINE)
-_ASSIGN_ANCHOR_RE = re.compile(r"(?:" + _SECRET_WORDS + r")[a-z0-9_]*[\"']?\]?[ \t]*(?::=|=>|[:=])")
-_NAME_START_RE = re.compile(r"[A-Za-z0-9_]*$")
 _URL_PASSWORD_RE = re.compile(
     r"://(?P<user>[^\s:/@\"'<>]{1,64}):(?P<v>[^\s:/@\"'<>]{1,128})@(?P<host>[A-Za-z0-9.\-\[\]]+)")
 _EMAIL_LOCAL_RE = re.compile(r"(?<![A-Za-z0-9._%+\-@])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}$")
 _EMAIL_DOMAIN_RE = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+(?:" + _TLDS + r")(?![A-Za-z0-9\-])",
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.){1,8}(?:" + _TLDS + r")(?![A-Za-z0-9\-])",
     re.IGNORECASE)
 _IPV4_ANCHOR_RE = re.compile(r"\.\d{1,3}\.\d{1,3}\.")
 _IPV4_RE = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)")
@@ -138,12 +135,28 @@ _TEMPLATE_RE = re.compile(r"\{[^}]*\}|\$\{|\$[A-Za-z_]|%\(|%s|<[A-Za-z_ -]+>|\*\
 _HASH_PREFIX_RE = re.compile(r"^(?:sha(?:1|224|256|384|512)|md5|blake2b?)[-:=]", re.IGNORECASE)
 
 
+# Words a placeholder is made of ("your_password_here", "my-secret-key", "ChangeMe"). A value made of
+# these words only is a placeholder; one with anything else ("MySecretPass99!") is treated as real.
+PLACEHOLDER_WORDS = frozenset({
+    "your", "my", "the", "a", "an", "secret", "secrets", "password", "passwd", "pass", "pwd", "passphrase",
+    "example", "sample", "dummy", "fake", "test", "testing", "change", "changeme", "me", "here", "this",
+    "key", "api", "token", "access", "auth", "value", "placeholder", "redacted", "foo", "bar", "baz",
+    "insert", "enter", "put", "replace", "with", "goes", "demo", "some", "xxx", "xxxx", "not", "real",
+    "default", "todo", "none", "null", "string", "str", "private", "client", "app", "db", "user",
+})
+_WORD_SPLIT_RE = re.compile(r"[\s_\-.]+|(?<=[a-z])(?=[A-Z])")
+
+
 def _looks_like_placeholder(value: str) -> bool:
+    """A documentation value, not a credential: a known placeholder, template syntax (``{x}``, ``${X}``,
+    ``os.environ``), at most two distinct characters, or made only of :data:`PLACEHOLDER_WORDS`
+    (so ``"your_password_here"`` is a placeholder and ``"MySecretPass99!"`` is not)."""
     v = value.strip()
     low = v.lower()
-    return (low in PLACEHOLDER_VALUES or bool(_TEMPLATE_RE.search(v)) or len(set(v)) <= 2
-            or "example" in low or "password" in low or "secret" in low
-            or low.startswith(("your", "my_", "<", "dummy", "fake", "test", "change")))
+    if low in PLACEHOLDER_VALUES or _TEMPLATE_RE.search(v) or len(set(v)) <= 2 or "example" in low:
+        return True
+    words = [w.lower() for w in _WORD_SPLIT_RE.split(v) if w]
+    return bool(words) and all(w in PLACEHOLDER_WORDS for w in words)
 
 
 def _is_high_entropy(value: str) -> bool:
@@ -164,14 +177,27 @@ def _is_code_reference(value: str) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", value) is not None
 
 
+_IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_IDENT_REST_RE = re.compile(r"[A-Za-z0-9_]*+")
+_SECRET_WORD_LOWER_RE = re.compile(_SECRET_WORDS)
+
+
 def _assignment_findings(text: str) -> list[Finding]:
+    """``name = value`` where the name contains a secret word. Each identifier is looked at once (the
+    scan skips anchors inside the identifier it has just read), so the cost is linear in the text."""
     out = []
     low = text.lower()
-    if len(low) == len(text):  # fast path: find anchors in the lower-cased copy (same offsets)
-        matches = (_ASSIGN_RE.match(text, a.start()) for a in _ASSIGN_ANCHOR_RE.finditer(low))
-    else:
-        matches = _ASSIGN_RE.finditer(text)
-    for m in matches:
+    anchors = (_SECRET_WORD_LOWER_RE.finditer(low) if len(low) == len(text)
+               else _SECRET_WORD_RE.finditer(text))
+    done = -1
+    for anchor in anchors:
+        if anchor.start() < done:
+            continue  # inside the identifier already examined
+        start = anchor.start()
+        while start > done and start > 0 and text[start - 1] in _IDENT_CHARS:
+            start -= 1
+        done = _IDENT_REST_RE.match(text, anchor.start()).end()
+        m = _ASSIGN_RE.match(text, start)
         if m is None:
             continue
         group = "qv" if m.group("qv") is not None else "bv"
@@ -180,9 +206,9 @@ def _assignment_findings(text: str) -> list[Finding]:
             continue
         if group == "bv" and (_is_code_reference(value) or "(" in value):
             continue
-        prefix = _NAME_START_RE.search(text, max(0, m.start() - 64), m.start())
-        name = (text[prefix.start():m.start()] if prefix else "") + m.group().split("=")[0].split(":")[0]
-        name = name.lower()
+        if "://" in value:
+            continue  # an endpoint URL (``token_uri = "https://..."``); URL passwords are found separately
+        name = m.group("name").lower()
         is_password_name = any(k in name for k in ("password", "passwd", "passphrase", "pwd"))
         if is_password_name and len(value) >= 6 and " " not in value.strip() and not _UUID_RE.match(value):
             kind = "password"
@@ -192,6 +218,55 @@ def _assignment_findings(text: str) -> list[Finding]:
             continue
         out.append(Finding(kind, m.start(group), m.end(group), value))
     return out
+
+
+_PK_BEGIN_RE = re.compile(r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,4}PRIVATE KEY(?: BLOCK)?-----")
+_PK_END_RE = re.compile(r"-----END (?:[A-Z0-9]{1,16} ){0,4}PRIVATE KEY(?: BLOCK)?-----")
+_PK_BODY_LINE_RE = re.compile(r"[ \t\r\"',+]*+(?:[A-Za-z0-9+/=]++|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*+)?[ \t\r\"',+]*+")
+_PK_MIN_BODY = 40
+
+
+def _private_key_findings(text: str) -> list[Finding]:
+    """``-----BEGIN ... PRIVATE KEY-----`` blocks: up to the END line, or -- when the block is
+    truncated (no END line) -- up to the last line of base64 after BEGIN. Lines may be real newlines or
+    ``\\n`` escapes inside a string literal. Needs at least 40 base64 characters, so a bare marker
+    (``if pem.startswith("-----BEGIN RSA PRIVATE KEY-----")``) is not a key."""
+    out, pos = [], 0
+    while True:
+        begin = _PK_BEGIN_RE.search(text, pos)
+        if begin is None:
+            return out
+        p, body_end, body_chars, end = begin.end(), begin.end(), 0, None
+        while p < len(text):
+            if text.startswith("\\n", p):
+                p += 2
+                continue
+            if text[p] == "\n":
+                p += 1
+                continue
+            if text.startswith("-----END", p):
+                m = _PK_END_RE.match(text, p)
+                end = m.end() if m else None
+                break
+            line = _PK_BODY_LINE_RE.match(text, p)
+            stop = line.end()
+            if stop < len(text) and text[stop] != "\n" and not text.startswith("\\n", stop) \
+                    and not text.startswith("-----END", stop):
+                break  # not a key line: the block ended without an END line
+            if stop == p:
+                break
+            segment = text[p:stop]
+            chars = sum(1 for ch in segment if ch.isalnum() or ch in "+/=")
+            if chars:
+                body_chars += chars
+                body_end = p + len(segment.rstrip(" \t\"',+\r"))
+            p = stop
+        if body_chars >= _PK_MIN_BODY:
+            stop = end if end is not None else body_end
+            out.append(Finding("private_key", begin.start(), stop, text[begin.start():stop]))
+            pos = stop
+        else:
+            pos = begin.end()
 
 
 def _url_password_findings(text: str) -> list[Finding]:
@@ -252,8 +327,8 @@ def _ipv4_findings(text: str) -> list[Finding]:
             continue
         value = m.group()
         octets = value.split(".")
-        if all(len(o) == 1 for o in octets) or octets[3] == "0" or value in EXAMPLE_IPS:
-            continue  # 1.2.3.4 / 9.7.5.2 (examples, section numbers), x.y.z.0 (networks)
+        if all(len(o) == 1 for o in octets[:3]) or octets[3] == "0" or value in EXAMPLE_IPS:
+            continue  # 7.1.4.34 / 8.2.4.45 (versions, spec section numbers), x.y.z.0 (networks)
         ip = ipaddress.IPv4Address(value)
         if ip.is_global and not ip.is_multicast and value not in WELL_KNOWN_DNS:
             out.append(Finding("ipv4", start, m.end(), value))
@@ -300,7 +375,7 @@ def find_secrets(text: str) -> list[Finding]:
     (then provider-specific, then longer) finding. Introduced in lesson 01."""
     if not isinstance(text, str) or not text:
         return []
-    found: list[Finding] = []
+    found: list[Finding] = _private_key_findings(text) if "PRIVATE KEY" in text else []
     low = text.lower()
     for kind, pattern in _KEY_PATTERNS:
         if not any(a in (low if a.islower() else text) for a in _KEY_ANCHORS[kind]):

@@ -1,0 +1,67 @@
+"""Lesson 01's exercises: a file-filter rule, e-mail redaction, public-IPv4 redaction."""
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from course_lib import filters
+from course_lib.exercises import Exercise
+from course_lib.redaction import redact_secrets
+
+_GOOD = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(8)) + "\n"
+
+
+def redact_emails(text: str) -> str:
+    """E-mail addresses → ``<EMAIL>`` (the course's detector restricted to e-mail)."""
+    return redact_secrets(text, kinds={"email"}).text
+
+
+_KEEP_IPS = ("8.8.8.8", "1.1.1.1")
+_VERSION_BEFORE = re.compile(r"(?:==|>=|<=|~=|!=|\bv|\bversion\W{0,3})$", re.IGNORECASE)
+_IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d]|\.\d)")
+
+
+def redact_public_ipv4(text: str) -> str:
+    """The exercise's rule: a dotted quad that is a public address (``ipaddress.ip_address(s).is_global``)
+    becomes ``<IP_ADDRESS>``, except 8.8.8.8 / 1.1.1.1, a version (right after ``==``, ``>=``, ``<=``,
+    ``~=``, ``!=``, ``v`` or ``version``) and part of a longer dotted number (``1.2.3.4.5``)."""
+    def replace(m: re.Match) -> str:
+        value = m.group(0)
+        if _VERSION_BEFORE.search(text[max(0, m.start() - 12):m.start()]):
+            return value
+        try:
+            ip = ipaddress.ip_address(value)
+        except ValueError:
+            return value
+        return "<IP_ADDRESS>" if ip.is_global and value not in _KEEP_IPS else value
+    return _IPV4.sub(replace, text)
+
+
+EXERCISES = [
+    Exercise(
+        id="01-1", name="low alphanumeric fraction", reference=filters.has_low_alnum_fraction,
+        cases=[("a.py", _GOOD), ("a.py", "# ----- ===== +++++\n" * 5), ("a.py", ""), ("a.py", "ab!!!!!!"),
+               ("a.py", "ab!!!!!"), ("a.py", "变量 = 1  # 中文注释也算字母\n"),
+               ("a.py", "x = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"),          # digits count: isalnum, not isalpha
+               ("a.py", "数据 = [((1)), ((2))]  ##\n")],
+        description="True when fewer than 25% of the characters are str.isalnum(); empty text counts 0."),
+    Exercise(
+        id="01-2", name="e-mail redaction", reference=redact_emails,
+        cases=["# Author: Wang Fang <wang.fang.dev@gmail.com>",
+               "MAINTAINERS = ['li.lei@tsinghua.edu.cn', 'han.meimei@pku.edu.cn']",
+               "EMAIL = 'someone@example.com'  # docs",
+               "CONTACT = 'Someone@Example.COM'",
+               "no address here: x = a @ b",
+               "y = x@self.weight  # a matrix product, not an address",
+               "out = attn@value.transpose(-1, -2)",
+               "ops-team+alerts@acme-corp.io and jane@example.org"],
+        description="E-mails → <EMAIL> except example.com/.org/.net; the domain must end in a real TLD."),
+    Exercise(
+        id="01-3", name="public IPv4 redaction", reference=redact_public_ipv4,
+        cases=["SERVER = '52.14.3.9'", "local 192.168.1.20 and 127.0.0.1", "nameserver 8.8.8.8",
+               "ssh deploy@104.16.7.9 -p 22", "ALLOWED = ['10.0.0.1', '151.42.17.188']",
+               "requires = ['pkg==2.0.0.1', 'other>=10.1.0.2']", "release = 'v52.14.3.9'",
+               "carrier-grade NAT 100.64.0.1", "see 1.3.6.1.4.1.311; host 151.42.17.188",
+               "1.1.1.1 is a resolver"],
+        description="Public IPv4 → <IP_ADDRESS>; private/loopback/shared, 8.8.8.8, 1.1.1.1, versions kept."),
+]

@@ -1,0 +1,54 @@
+"""Plausible wrong answers to lesson 02's exercises."""
+import zlib
+
+import numpy as np
+
+PRIME = (1 << 61) - 1
+
+
+# 02-1 MinHash from scratch
+def minhash_python_hash(shingle_set, params):
+    base = [hash(s) & 0xFFFFFFFF for s in shingle_set]
+    return [min(((a * x + b) % PRIME for x in base), default=PRIME) for a, b in params]
+
+
+def minhash_no_modulus(shingle_set, params):
+    base = [zlib.crc32(s.encode("utf-8")) for s in shingle_set]
+    return [min((a * x + b for x in base), default=PRIME) for a, b in params]
+
+
+def minhash_empty_is_zero(shingle_set, params):
+    base = [zlib.crc32(s.encode("utf-8")) for s in shingle_set]
+    return [min(((a * x + b) % PRIME for x in base), default=0) for a, b in params]
+
+
+def minhash_takes_max(shingle_set, params):
+    base = [zlib.crc32(s.encode("utf-8")) for s in shingle_set]
+    return [max(((a * x + b) % PRIME for x in base), default=PRIME) for a, b in params]
+
+
+# 02-2 S-curve
+def s_curve_swapped(s, bands, rows):
+    s = np.asarray(s, dtype=float)
+    return 1.0 - (1.0 - s ** bands) ** rows
+
+
+def s_curve_missing_complement(s, bands, rows):
+    s = np.asarray(s, dtype=float)
+    return (1.0 - s ** rows) ** bands
+
+
+def s_curve_one_band(s, bands, rows):
+    s = np.asarray(s, dtype=float)
+    return s ** rows
+
+
+def s_curve_scalar_only(s, bands, rows):
+    import math
+    return 1.0 - math.pow(1.0 - math.pow(float(s), rows), bands)
+
+
+WRONG_ANSWERS = {
+    "02-1": [minhash_python_hash, minhash_no_modulus, minhash_empty_is_zero, minhash_takes_max],
+    "02-2": [s_curve_swapped, s_curve_missing_complement, s_curve_one_band, s_curve_scalar_only],
+}
