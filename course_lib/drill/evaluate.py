@@ -40,18 +40,6 @@ def category_of(status: str) -> str:
     return _STATUS_TO_CATEGORY.get(status, "Error")
 
 
-def _sandbox():
-    import importlib
-
-    try:
-        sandbox = importlib.import_module("course_lib.sandbox")
-    except ImportError as exc:
-        raise SandboxUnavailable(
-            "course_lib.sandbox (lesson 06) is not importable here, so step 5 cannot run code; "
-            f"install the course package (`pip install -e .`) ({exc})") from exc
-    return sandbox
-
-
 def _excerpt(text: str | None) -> str:
     text = (text or "").strip()
     if len(text) <= ERROR_EXCERPT_CHARS:
@@ -80,15 +68,13 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memor
     """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.sandbox.run_many``."""
     if not items:
         return []
-    sb = _sandbox()
+    from course_lib import sandbox
+
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     if backend and backend != "auto":
         kw["backend"] = backend
-    resolve = getattr(sb, "resolve_backend", None)
     try:
-        if resolve is not None:
-            resolve(kw.get("backend"))
-        results = sb.run_many(list(items), workers=workers, **kw)
+        results = sandbox.run_many(list(items), workers=workers, progress=False, **kw)
     except (FileNotFoundError, OSError, RuntimeError, ValueError) as exc:
         raise SandboxUnavailable(f"the sandbox backend could not start ({exc}); install bubblewrap "
                                  "(`apt-get install bubblewrap`) or Docker") from exc
