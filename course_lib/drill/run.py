@@ -236,6 +236,18 @@ def fence_if_bare(answer: str) -> str:
     return "```python\n" + answer.strip("\n") + "\n```"
 
 
+def reference_in_pipeline_format(response: str) -> str:
+    """The reference answer as the pipeline's SFT rows hold it: its Python code in one python fence.
+
+    PPL is scored on this for every variant (base, raw SFT, pipeline SFT), so all are measured on the
+    same tokens. A reference without Python code is used as it is. Introduced in lesson 07.
+    """
+    from course_lib.drill.extract import extract_code
+
+    code = extract_code(response)
+    return response if code is None else fence_if_bare(code)
+
+
 def to_sft_rows(records: list[dict]) -> list[dict]:
     """Training rows ``{"instruction", "input", "output"}`` from tiny-codes rows or pipeline records.
 
@@ -448,6 +460,8 @@ def step_inference(cfg: DrillConfig) -> dict:
                    "finished": a["finished"]}
             if r.get("tests"):
                 rec["tests"], rec["entry_point"] = r["tests"], r.get("entry_point")
+            if r.get("eval_part"):
+                rec["eval_part"] = r["eval_part"]
             records.append(rec)
         write_json_output(files["answers"], records, conf)
         tokens = sum(a["new_tokens"] for a in answers)
@@ -458,7 +472,8 @@ def step_inference(cfg: DrillConfig) -> dict:
                                                 for p in problems]) if problems else []
         write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
                                                for p, a in zip(problems, he_answers)], conf)
-        pairs = [(r["prompt"], r["response"]) for r in evals[: cfg.ppl_samples or len(evals)]]
+        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
+                 for r in evals[: cfg.ppl_samples or len(evals)]]
         device = "cuda" if cfg.inference_backend == "vllm" else "cpu"
         ppl = inference.teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers, device=device)
         write_json_output(files["ppl"], ppl, conf)
@@ -477,7 +492,7 @@ def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
             "backend": cfg.sandbox_backend}
 
 
-REPORT_COLUMNS = ["id", "task", "category", "sandbox_status", "duration_s", "error", "has_fence",
+REPORT_COLUMNS = ["id", "task", "eval_part", "category", "sandbox_status", "duration_s", "error", "has_fence",
                   "has_code", "has_tests", "correct", "test_status", "answer_chars"]
 
 
