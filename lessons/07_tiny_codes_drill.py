@@ -26,6 +26,7 @@ FORCE = False       # True: 重做所有步骤
 
 # %% slideshow={"slide_type": "skip"}
 import json
+import os
 import time
 
 import pandas as pd
@@ -70,8 +71,14 @@ t_start = time.time()
 # ci 版本用**同一段代码**读取课程自己生成的 tiny-codes 形状样本 `assets/tiny_codes/`：同样的 11 列 + `idx`，
 # 答案里是可运行的 Python，并另附隐藏测试（hub 的数据没有测试）。
 #
-# 为了让"SFT 之后"的分数衡量**泛化**而不是背模板，整组 (任务族, 操作, 过滤条件) 组合被留作评测集：
-# 训练时每个操作、每个过滤条件都出现过，但从没见过这些组合。
+# 讲义用 hub 上的 5,000 条训练 / 1,000 条评测；本课 ci 用课程生成的 1,000 / 200 条同形状样本，因为 hub 数据是 gated 的、也没有可以判对错的测试。
+#
+# 评测集分两部分，分别报告隐藏测试的 pass@1：
+# - **new instances**：训练里见过的任务组合，但函数名用训练中从未出现的词、测试用新的输入值——模型学会"解这类题"了吗？
+# - **held-out combinations**：整组 (任务族, 操作, 过滤条件) 从未在训练中出现（每个操作、每个过滤条件都出现过）——它能组合学到的东西吗？
+#
+# **这是课程对"有噪声的合成数据"的模拟**：真实的 tiny-codes 答案里有只有文字没有代码的、代码算错的、跑不起来的、写成别的语言的、被截断的。
+# ci 的训练行按 `taskgen.DEFECT_RATES` 给出的比例带上这五种缺陷（下一格打印），评测行没有缺陷。第 2 步的流水线要把它们清掉。
 
 # %% slideshow={"slide_type": "-"}
 info = run.step_download(cfg)
@@ -88,11 +95,17 @@ print("\nRESPONSE:\n" + row["response"])
 print("\nHIDDEN TESTS (" + row["task"] + "):\n" + row["tests"])
 
 # %% slideshow={"slide_type": "-"}
+from course_lib.drill import taskgen
+
+print("eval rows per part:", pd.Series([r.get("eval_part", "-") for r in evals]).value_counts().to_dict())
 train_tasks = {r["subtopic"] + " | " + r["main_topic"] for r in train}
-eval_tasks = {r.get("task") for r in evals}
-print("task combinations in train:", len(train_tasks), "| held-out combinations in eval:", len(eval_tasks))
-print("overlap:", len({r["subtopic"] + " | " + r["main_topic"] for r in evals} & train_tasks))
-pd.Series([r["task"] for r in evals]).value_counts().rename("eval rows").to_frame().T
+for part in taskgen.EVAL_PARTS:
+    combos = {r["subtopic"] + " | " + r["main_topic"] for r in evals if r.get("eval_part") == part}
+    print(f"{part}: {len(combos)} task combinations, {len(combos & train_tasks)} of them seen in training")
+hidden = taskgen.load_hidden_tests(cfg.hidden_tests)
+defects = pd.Series([hidden[int(r["idx"])].get("defect") or "(clean)" for r in train]).value_counts()
+pd.DataFrame({"train rows": defects, "share": (defects / len(train)).round(3),
+              "stated rate": pd.Series(taskgen.DEFECT_RATES)})
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 练习 1：从回答里抽取代码
@@ -176,7 +189,8 @@ for v in cfg.trained_variants():
     res = json.loads((cfg.paths.model_for(v) / "sft_result.json").read_text())
     h = res["loss_history"]
     ax.plot([x["step"] for x in h], [x["loss"] for x in h], marker=".", label=f"{v} ({res['rows']} rows)")
-    print(f"{v}: loss {h[0]['loss']:.2f} → {h[-1]['loss']:.2f}; model {res['model_path']}")
+    where = os.path.relpath(res["model_path"], cfg.paths.model_dir.parent)
+    print(f"{v}: loss {h[0]['loss']:.2f} → {h[-1]['loss']:.2f}; model <drill folder>/{where}")
 ax.set_xlabel("step"); ax.set_ylabel("training loss (answer tokens)"); ax.set_title("SFT loss"); ax.legend()
 plt.show()
 
