@@ -42,7 +42,7 @@ def tiny_cfg(tmp_path, model, **kw):
     return run.config_from_profile("ci", **args)
 
 
-def test_download_step_keeps_python_and_holds_out_combinations(tmp_path):
+def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
     cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=50, eval_size=20)
     cfg.paths.make()
     info = run.step_download(cfg)
@@ -51,9 +51,15 @@ def test_download_step_keeps_python_and_holds_out_combinations(tmp_path):
     assert info["other_language"] > 0                     # the Python filter had work
     assert all(r["programming_language"] == "Python" for r in train + evals)
     assert all(r.get("tests") and r.get("entry_point") for r in evals)
-    train_tasks = {(json.loads(json.dumps(r))["subtopic"], r["main_topic"]) for r in train}
-    eval_tasks = {(r["subtopic"], r["main_topic"]) for r in evals}
-    assert not train_tasks & eval_tasks                   # whole combinations held out
+    train_tasks = {(r["subtopic"], r["main_topic"]) for r in train}
+    held = {(r["subtopic"], r["main_topic"]) for r in evals if r["eval_part"] == "held-out combinations"}
+    new = {(r["subtopic"], r["main_topic"]) for r in evals if r["eval_part"] == "new instances"}
+    assert held and new and not train_tasks & held        # whole combinations held out
+    from course_lib.drill.taskgen import HOLDOUT
+
+    assert all(tuple(r["task"].split("/")) not in HOLDOUT  # new instances of trained combinations
+               for r in evals if r["eval_part"] == "new instances")
+    assert {r["eval_part"] for r in evals} == {"new instances", "held-out combinations"}
     assert run.step_download(cfg) == {"skipped": True}    # second run: cached
 
 
