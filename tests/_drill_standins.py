@@ -61,7 +61,9 @@ class FakeReport:
         return f"input {self.n_input} -> kept {self.kept}"
 
     def to_dict(self):
-        return {"input": self.n_input, "kept": self.kept, "stages": {"compiles": self.kept}}
+        return {"input": self.n_input, "kept": self.kept, "dropped": [],
+                "stages": [{"stage": "compiles", "in": self.n_input, "kept": self.kept,
+                            "dropped": self.n_input - self.kept}]}
 
 
 def fake_run_codegen_pipeline(rows, *, profile="ci", timeout_s=60.0, **kw):
