@@ -198,10 +198,8 @@ _CI: dict[str, dict[str, Any]] = {
         "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
         # extra keyword arguments of course_lib.sft.finetune (→ LLaMA-Factory's train YAML): a fixed
-        # CPU budget of 300 steps × 8 rows (about 2.5 epochs of the 1,000 training rows) per SFT variant
-        # (measured on 40 held-out eval rows: 40 steps at lr 1e-3 → the model repeats one token; 200 steps →
-        # FCR 0.90, Pass@1 0.43; 450 steps → FCR 1.00, Pass@1 0.98, hidden-test pass@1 still 0),
-        # so that two SFT runs fit the drill's 8-minute budget on 2 idle cores
+        # CPU budget of 300 steps × 8 rows (about 2.5 epochs of the 1,000 training rows) per SFT variant,
+        # so that two SFT runs fit the drill's 8-minute budget on 2 idle cores (docs/drill.md, "Times")
         "sft_overrides": {"max_steps": 300, "per_device_train_batch_size": 8, "cutoff_len": 256,
                           "learning_rate": 2e-3},
     },

@@ -1,9 +1,10 @@
-"""Small local stand-ins for the drill's neighbours, used only by the drill's unit tests.
+"""Stand-in *functions* for the drill's neighbours, used only by the drill's unit tests.
 
-They follow the contracts of course_lib.sandbox (run_code/run_many), course_lib.codegen
-(run_codegen_pipeline) and course_lib.sft (finetune) so each drill step can be tested on tiny data in
-seconds. The stand-in sandbox is a plain subprocess — NOT a sandbox; it only runs the tests' own
-snippets. The real modules are exercised by the end-to-end test.
+Tests install them with ``monkeypatch.setattr`` on the real modules (``course_lib.sandbox.run_many``,
+``course_lib.codegen.run_codegen_pipeline``, ``course_lib.sft.finetune``) through :func:`install`, each
+wrapped in ``create_autospec`` of the real function, so a call with a keyword the real function does
+not accept fails the test. The stand-in sandbox is a plain subprocess — NOT a sandbox; it only runs the
+tests' own snippets. The real functions are exercised by the end-to-end test.
 """
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import shutil
 import subprocess
 import sys
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import create_autospec
 
 
 @dataclass
@@ -44,73 +45,78 @@ def fake_run_code(code, tests=None, *, timeout_s=10.0, memory_mb=128, backend=No
     return FakeResult(status, p.stdout, p.stderr, dt, p.returncode)
 
 
-def fake_run_many(items, *, workers=8, **kw):
-    return [fake_run_code(**it, **kw) if isinstance(it, dict) else fake_run_code(it, **kw) for it in items]
+def fake_run_many(items, *, workers=8, progress=True, **kw):
+    return [fake_run_code(**{**kw, **it}) if isinstance(it, dict) else fake_run_code(it, **kw) for it in items]
 
 
-def sandbox_module(broken: bool = False) -> types.ModuleType:
-    mod = types.ModuleType("course_lib.sandbox")
-    if broken:
-        mod.run_code = lambda *a, **k: FakeResult("sandbox_error", stderr="bwrap: not found")
-        mod.run_many = lambda items, **k: [FakeResult("sandbox_error", stderr="bwrap: not found") for _ in items]
-    else:
-        mod.run_code, mod.run_many = fake_run_code, fake_run_many
-    return mod
+def broken_run_many(items, *, workers=8, progress=True, **kw):
+    return [FakeResult("sandbox_error", stderr="bwrap: not found") for _ in items]
 
 
-def codegen_module() -> types.ModuleType:
+class FakeReport:
+    def __init__(self, n_input, kept):
+        self.n_input, self.kept = n_input, kept
+
+    def summary(self):
+        return f"input {self.n_input} -> kept {self.kept}"
+
+    def to_dict(self):
+        return {"input": self.n_input, "kept": self.kept, "dropped": [],
+                "stages": [{"stage": "compiles", "in": self.n_input, "kept": self.kept,
+                            "dropped": self.n_input - self.kept}]}
+
+
+def fake_run_codegen_pipeline(rows, *, profile="ci", timeout_s=60.0, **kw):
     """Keeps rows whose answer has a fenced block that compiles (a stand-in for lesson 05's pipeline)."""
     from course_lib.drill.extract import extract_code
 
-    def run_codegen_pipeline(rows, profile="ci"):
-        kept = []
-        for r in rows:
-            code = extract_code(r["response"])
-            try:
-                if code:
-                    compile(code, "<x>", "exec")
-                    kept.append({"instruction": r["prompt"], "output": r["response"]})
-            except SyntaxError:
-                pass
-        return kept, {"input": len(rows), "kept": len(kept), "stages": {"compiles": len(kept)}}
-
-    mod = types.ModuleType("course_lib.codegen")
-    mod.run_codegen_pipeline = run_codegen_pipeline
-    return mod
+    kept = []
+    for r in rows:
+        code = extract_code(r["response"])
+        try:
+            if code:
+                compile(code, "<x>", "exec")
+                kept.append({"instruction": r["prompt"], "output": r["response"]})
+        except SyntaxError:
+            pass
+    return kept, FakeReport(len(rows), len(kept))
 
 
-def sft_module(calls: list | None = None) -> types.ModuleType:
+def make_fake_finetune(calls: list | None = None):
     """'Fine-tunes' by copying the base model and writing a LLaMA-Factory-style trainer_log.jsonl."""
+    from course_lib.sft import SFTResult
 
-    def finetune(base_model_path, train_rows, out_dir, *, profile="ci"):
+    def finetune(base_model_path, train_rows, out_dir, *, profile="ci", **overrides):
         out = Path(out_dir) / "lazyllm_merge"
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(base_model_path, out)
         log = Path(out_dir) / "lazyllm_lora" / "trainer_log.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("".join(json.dumps({"current_steps": i + 1, "loss": 3.0 / (i + 1)}) + "\n"
-                               for i in range(5)))
+        curve = [(i + 1, 3.0 / (i + 1)) for i in range(5)]
+        log.write_text("".join(json.dumps({"current_steps": st, "loss": lo}) + "\n" for st, lo in curve))
         if calls is not None:
             calls.append(len(train_rows))
-        return out
-
-    mod = types.ModuleType("course_lib.sft")
-    mod.finetune = finetune
-    return mod
+        return SFTResult(merged_model=out, adapter_dir=log.parent, log_path=log, loss_curve=curve,
+                         train_runtime=0.0, config={"profile": profile, **overrides})
+    return finetune
 
 
-def metrics_module() -> types.ModuleType:
-    import numpy as np
+def install(monkeypatch, *, calls: list | None = None, sandbox: bool = True, broken_sandbox: bool = False,
+            finetune=None) -> None:
+    """Replace the neighbours' functions (not modules) with autospecced stand-ins."""
+    from course_lib import codegen, sft
+    from course_lib import sandbox as sb
 
-    def pass_at_k(n, c, k):
-        if n - c < k:
-            return 1.0
-        return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-    mod = types.ModuleType("course_lib.metrics")
-    mod.pass_at_k = pass_at_k
-    return mod
+    if sandbox or broken_sandbox:
+        monkeypatch.setattr(sb, "run_many", create_autospec(
+            sb.run_many, side_effect=broken_run_many if broken_sandbox else fake_run_many))
+        monkeypatch.setattr(sb, "resolve_backend", create_autospec(
+            sb.resolve_backend, side_effect=lambda backend=None: backend or "bwrap"))
+    monkeypatch.setattr(codegen, "run_codegen_pipeline", create_autospec(
+        codegen.run_codegen_pipeline, side_effect=fake_run_codegen_pipeline))
+    monkeypatch.setattr(sft, "finetune", create_autospec(sft.finetune,
+                                                          side_effect=finetune or make_fake_finetune(calls)))
 
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

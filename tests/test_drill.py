@@ -19,19 +19,9 @@ from course_lib.drill.store import DrillPaths, StepOutputError, output_state, re
 
 @pytest.fixture
 def fakes(monkeypatch):
-    """Stand-ins for the sandbox, the lesson 05 pipeline and finetune (contracts only)."""
+    """Stand-ins for run_many, the lesson 05 pipeline and finetune (autospecced functions)."""
     calls: list = []
-    monkeypatch.setitem(sys.modules, "course_lib.sandbox", standins.sandbox_module())
-    monkeypatch.setitem(sys.modules, "course_lib.codegen", standins.codegen_module())
-    monkeypatch.setitem(sys.modules, "course_lib.sft", standins.sft_module(calls))
-    try:
-        import course_lib.metrics  # noqa: F401  (lesson 06's, when it has landed)
-    except ImportError:
-        monkeypatch.setitem(sys.modules, "course_lib.metrics", standins.metrics_module())
-    import course_lib
-
-    for name in ("sandbox", "codegen", "sft"):
-        monkeypatch.setattr(course_lib, name, sys.modules[f"course_lib.{name}"], raising=False)
+    standins.install(monkeypatch, calls=calls)
     return calls
 
 
@@ -52,7 +42,7 @@ def tiny_cfg(tmp_path, model, **kw):
     return run.config_from_profile("ci", **args)
 
 
-def test_download_step_keeps_python_and_holds_out_combinations(tmp_path):
+def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
     cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=50, eval_size=20)
     cfg.paths.make()
     info = run.step_download(cfg)
@@ -61,9 +51,15 @@ def test_download_step_keeps_python_and_holds_out_combinations(tmp_path):
     assert info["other_language"] > 0                     # the Python filter had work
     assert all(r["programming_language"] == "Python" for r in train + evals)
     assert all(r.get("tests") and r.get("entry_point") for r in evals)
-    train_tasks = {(json.loads(json.dumps(r))["subtopic"], r["main_topic"]) for r in train}
-    eval_tasks = {(r["subtopic"], r["main_topic"]) for r in evals}
-    assert not train_tasks & eval_tasks                   # whole combinations held out
+    train_tasks = {(r["subtopic"], r["main_topic"]) for r in train}
+    held = {(r["subtopic"], r["main_topic"]) for r in evals if r["eval_part"] == "held-out combinations"}
+    new = {(r["subtopic"], r["main_topic"]) for r in evals if r["eval_part"] == "new instances"}
+    assert held and new and not train_tasks & held        # whole combinations held out
+    from course_lib.drill.taskgen import HOLDOUT
+
+    assert all(tuple(r["task"].split("/")) not in HOLDOUT  # new instances of trained combinations
+               for r in evals if r["eval_part"] == "new instances")
+    assert {r["eval_part"] for r in evals} == {"new instances", "held-out combinations"}
     assert run.step_download(cfg) == {"skipped": True}    # second run: cached
 
 
@@ -158,7 +154,7 @@ def test_bad_answers_all_get_a_category(which, monkeypatch):
     if which == "real":
         _real_sandbox_or_skip()
     else:
-        monkeypatch.setitem(sys.modules, "course_lib.sandbox", standins.sandbox_module())
+        standins.install(monkeypatch)
     fence = "```python\n{}\n```"
     tests = "assert f(2) == 4\n"
     records = [
@@ -184,15 +180,68 @@ def test_bad_answers_all_get_a_category(which, monkeypatch):
 
 
 def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model):
-    monkeypatch.setitem(sys.modules, "course_lib.sandbox", standins.sandbox_module(broken=True))
+    standins.install(monkeypatch, broken_sandbox=True)
     with pytest.raises(evaluate.SandboxUnavailable, match="bubblewrap"):
         evaluate.evaluate_answers([{"idx": 0, "response": "```python\nprint(1)\n```"}])
-    monkeypatch.setitem(sys.modules, "course_lib.sandbox", None)   # not importable at all
-    with pytest.raises(evaluate.SandboxUnavailable, match="lesson 06"):
-        evaluate.evaluate_answers([{"idx": 0, "response": "```python\nprint(1)\n```"}])
-    monkeypatch.setattr(run, "_importable", lambda name: name != "course_lib.sandbox")
+    from course_lib import sandbox
+
+    def no_backend(backend=None):
+        raise RuntimeError("no sandbox backend works here. Install bubblewrap (`apt-get install bubblewrap`)")
+    monkeypatch.setattr(sandbox, "resolve_backend", no_backend)
     cfg = tiny_cfg(tmp_path, tiny_model)
     assert any("bubblewrap" in p for p in run.check_prerequisites(cfg, ["evaluation"]))
+
+
+def test_pipeline_step_passes_the_profiles_timeout(tmp_path, fakes, tiny_model):
+    from course_lib import codegen
+    from course_lib.profiles import get_profile
+
+    cfg = tiny_cfg(tmp_path, tiny_model)
+    cfg.paths.make()
+    run.step_download(cfg)
+    run.step_pipeline(cfg)
+    kwargs = codegen.run_codegen_pipeline.call_args.kwargs
+    assert kwargs["timeout_s"] == get_profile("ci").pipeline.timeout_s
+
+
+def test_malformed_markers_mean_redo(tmp_path, fakes, tiny_model):
+    cfg = tiny_cfg(tmp_path, tiny_model)
+    cfg.paths.make()
+    run.step_download(cfg)
+    marker = cfg.paths.train_json.with_name(cfg.paths.train_json.name + ".done.json")
+    for bad in ("[]", "null", "{}", "not json"):
+        marker.write_text(bad)
+        ok, why = output_state(cfg.paths.train_json)
+        assert not ok and "redone" in why, (bad, why)
+        assert run.step_download(cfg).get("train") == 30      # redone, no crash
+        assert output_state(cfg.paths.train_json)[0]
+
+
+def test_upstream_change_rebuilds_and_says_why(tmp_path, fakes, tiny_model, caplog):
+    import logging
+
+    cfg = tiny_cfg(tmp_path, tiny_model)
+    cfg.paths.make()
+    run.step_download(cfg)
+    run.step_pipeline(cfg)
+    assert run.step_pipeline(cfg) == {"skipped": True}
+    cfg.train_size = 29                                     # a different training set upstream
+    run.step_download(cfg)
+    logging.getLogger("course_lib.drill").propagate = True
+    with caplog.at_level(logging.WARNING, logger="course_lib.drill"):
+        info = run.step_pipeline(cfg)
+    assert info["input"] == 29
+    assert "changed: train" in caplog.text
+
+
+def test_truncated_weights_name_the_file_and_what_to_do(tmp_path, fakes, tiny_model):
+    cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False)
+    run.run_drill(cfg, only_step="1,2,3")
+    assert run.model_path_for(cfg, "pipeline_sft").endswith("lazyllm_merge")
+    weights = next(Path(run.model_path_for(cfg, "pipeline_sft")).glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    with pytest.raises(StepOutputError, match=rf"{weights.name}.*truncated.*--only-step sft --force"):
+        run.model_path_for(cfg, "pipeline_sft")
 
 
 def test_full_profile_commands_without_a_gpu(tmp_path):
@@ -243,16 +292,12 @@ def test_cli_help_and_options(capsys, tmp_path):
 def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path, monkeypatch, tiny_model):
     """The full SFT call is lesson 05's finetune with profile="full" and no ci overrides."""
     seen = {}
+    fake = standins.make_fake_finetune()
 
     def finetune(base, rows, out_dir, *, profile="ci", **overrides):
         seen.update(base=base, rows=len(rows), profile=profile, overrides=overrides)
-        return standins.sft_module().finetune(tiny_model, rows, out_dir, profile=profile)
-    mod = standins.sft_module()
-    mod.finetune = finetune
-    monkeypatch.setitem(sys.modules, "course_lib.sft", mod)
-    import course_lib
-
-    monkeypatch.setattr(course_lib, "sft", mod, raising=False)
+        return fake(tiny_model, rows, out_dir, profile=profile)
+    standins.install(monkeypatch, finetune=finetune)
     cfg = run.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,
                                   source="local", data_files=[str(Path(__file__).parents[1] / "assets" / "tiny_codes"
                                                                   / "tiny_codes_sample.jsonl")],

@@ -11,8 +11,8 @@ from course_lib.paths import assets_dir
 
 
 def test_generator_is_deterministic_with_exactly_the_hub_columns():
-    rows_a, tests_a = taskgen.generate_rows(n_per_combo=2, n_other_language=5, n_flawed=4, seed=1)
-    rows_b, tests_b = taskgen.generate_rows(n_per_combo=2, n_other_language=5, n_flawed=4, seed=1)
+    rows_a, tests_a = taskgen.generate_rows(n_per_combo=2, n_other_language=5, seed=1)
+    rows_b, tests_b = taskgen.generate_rows(n_per_combo=2, n_other_language=5, seed=1)
     assert rows_a == rows_b and tests_a == tests_b
     assert all(tuple(r) == taskgen.HUB_COLUMNS for r in rows_a)
     assert len({r["idx"] for r in rows_a}) == len(rows_a)
@@ -20,7 +20,7 @@ def test_generator_is_deterministic_with_exactly_the_hub_columns():
 
 
 def test_reference_answers_pass_their_hidden_tests():
-    rows, tests = taskgen.generate_rows(n_per_combo=1, n_other_language=0, n_flawed=0, seed=3)
+    rows, tests = taskgen.generate_rows(n_per_combo=1, n_other_language=0, defect_rates={}, seed=3)
     by_idx = {t["idx"]: t for t in tests}
     for row in rows:
         namespace: dict = {}
@@ -45,21 +45,58 @@ def test_committed_sample_matches_the_generator(tmp_path):
     assert n_holdout >= 200 and len(tests) - n_holdout >= 1000   # ci eval_size / train_size
 
 
-def test_flawed_training_rows_exist_for_the_pipeline():
+def test_training_rows_carry_each_defect_at_its_stated_rate_and_eval_rows_none():
     rows, tests = taskgen.generate_rows()
-    holdout = {t["idx"] for t in tests if t["holdout"]}
-    python = [r for r in rows if r["programming_language"] == "Python"]
-    no_code = [r for r in python if extract_code(r["response"]) is None]
-    broken = []
-    for r in python:
-        code = extract_code(r["response"])
-        if code:
-            try:
-                compile(code, "x", "exec")
-            except SyntaxError:
-                broken.append(r)
-    assert no_code and broken
-    assert not {r["idx"] for r in no_code + broken} & holdout
+    by_idx = {r["idx"]: r for r in rows}
+    train = [t for t in tests if not t["holdout"]]
+    for defect, rate in taskgen.DEFECT_RATES.items():
+        marked = [t for t in train if t["defect"] == defect]
+        assert len(marked) == round(rate * len(train)), defect
+    assert not any(t["defect"] for t in tests if t["holdout"])
+    broken = 0
+    for t in train:
+        resp = by_idx[t["idx"]]["response"]
+        code = extract_code(resp)
+        if t["defect"] in ("prose only", "other language"):
+            assert code is None, t
+        elif t["defect"] == "truncated":
+            assert code is not None and not has_fenced_code(resp)
+        elif t["defect"] == "wrong code":
+            ns: dict = {}
+            exec(code, ns)  # our own generated code
+            with pytest.raises(AssertionError):
+                exec(t["tests"], ns)
+        elif t["defect"] == "does not run":
+            ns = {}
+            with pytest.raises((SyntaxError, NameError)):
+                exec(code + t["tests"], ns)
+            broken += 1
+    assert broken
+
+
+def test_eval_has_new_instances_and_held_out_combinations():
+    rows, tests = taskgen.generate_rows()
+    train_names = {t["entry_point"] for t in tests if not t["holdout"]}
+    train_tests = {line.split(" == ")[0].split("(", 1)[1] for t in tests if not t["holdout"]
+                   for line in t["tests"].splitlines()}
+    new = [t for t in tests if t["eval_part"] == "new instances"]
+    held = [t for t in tests if t["eval_part"] == "held-out combinations"]
+    assert len(new) >= 100 and len(held) >= 100
+    train_combos = {(t["family"], t["operation"], t["filter"]) for t in tests if not t["holdout"]}
+    assert all((t["family"], t["operation"], t["filter"]) in train_combos for t in new)
+    assert not any((t["family"], t["operation"], t["filter"]) in train_combos for t in held)
+    assert not {t["entry_point"] for t in new} & train_names
+    new_values = {line.split(" == ")[0].split("(", 1)[1] for t in new for line in t["tests"].splitlines()}
+    assert len(new_values - train_tests) >= 0.9 * len(new_values)   # mostly fresh test values
+
+
+def test_eval_split_takes_equal_parts(tmp_path):
+    stream = data.stream_tiny_codes(data_files=[assets_dir("tiny_codes", "tiny_codes_sample.jsonl")])
+    is_eval = data.holdout_predicate(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    train, evals = data.split_python_rows(stream, 1000, 200, is_eval=is_eval)
+    data.attach_hidden_tests(evals, assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    parts = [r["eval_part"] for r in evals]
+    assert parts.count("new instances") == parts.count("held-out combinations") == 100
 
 
 def _hub_like_rows(n=12):

@@ -20,39 +20,71 @@ def _summary(**counts):
             "correct_but_not_run": 0}
 
 
-def test_metric_definitions():
+def test_metric_definitions_are_the_lectures():
     s = _summary(Pass=6, Fail=1, SyntaxError=2, NoCode=1)          # 10 samples, 9 with code, 7 parse
     m = metrics.drill_metrics(s, {"ppl": 3.5}, {"pass@1": 0.25, "passed": 1, "problems": 4})
     assert m["Pass@1"] == pytest.approx(0.6)
-    assert m["FCR"] == pytest.approx(0.8)
-    assert m["SER"] == pytest.approx(2 / 9)
-    assert m["RSR"] == pytest.approx(6 / 7)
+    assert m["FCR"] == pytest.approx(0.9)                           # (N - NoCode) / N
+    assert m["SER"] == pytest.approx(0.2)                           # SyntaxError / N
+    assert m["RSR"] == pytest.approx(6 / 7)                         # Pass / (N - NoCode - SyntaxError)
+    assert m["Fail rate"] == pytest.approx(0.1)
+    # the course's stricter measures keep their own names
+    assert m["closed-fence rate"] == pytest.approx(0.8) and m["SER among code"] == pytest.approx(2 / 9)
     assert m["PPL"] == 3.5 and m["test pass@1"] == pytest.approx(0.4)
     assert m["HumanEval passed"] == "1/4" and m["runs but wrong"] == 3
+
+
+@pytest.mark.parametrize("column", list(metrics.LECTURE_COUNTS))
+def test_lecture_counts_give_the_lectures_printed_percentages(column):
+    m = metrics.drill_metrics(metrics.summary_from_counts(metrics.LECTURE_COUNTS[column]))
+    assert m["samples"] == 1000
+    for key in ("Pass@1", "FCR", "SER", "Fail rate"):
+        assert round(m[key], 3) == metrics.LECTURE_RATES[column][key], key
+    c = metrics.LECTURE_COUNTS[column]
+    assert m["RSR"] == pytest.approx(c["Pass"] / (1000 - c["NoCode"] - c["SyntaxError"]))
+
+
+def test_lecture_rsr_values():
+    rsr = {k: metrics.drill_metrics(metrics.summary_from_counts(c))["RSR"]
+           for k, c in metrics.LECTURE_COUNTS.items()}
+    assert [round(v * 100, 1) for v in rsr.values()] == [82.1, 92.4, 99.8]
 
 
 def test_empty_model_output_gives_zero_rates_not_errors():
     s = _summary(NoCode=5)
     s["fenced"] = 0
     m = metrics.drill_metrics(s)
-    assert (m["Pass@1"], m["FCR"], m["SER"], m["RSR"]) == (0.0, 0.0, 0.0, 0.0)
+    assert (m["Pass@1"], m["FCR"], m["SER"], m["RSR"], m["Fail rate"]) == (0.0, 0.0, 0.0, 0.0, 0.0)
     assert math.isnan(m["PPL"])
 
 
-def test_tables_have_the_lessons_layout(tmp_path):
+def test_tables_have_the_lectures_rows(tmp_path):
     base = metrics.drill_metrics(_summary(Pass=1, NoCode=9), {"ppl": 40.0})
     raw = metrics.drill_metrics(_summary(Pass=6, Fail=2, NoCode=2), {"ppl": 3.0})
     pipe = metrics.drill_metrics(_summary(Pass=8, Fail=1, NoCode=1), {"ppl": 2.5})
     by = {"base": base, "raw_sft": raw, "pipeline_sft": pipe}
     t1, t2 = metrics.table1(by), metrics.table2(by)
-    assert list(t1.index) == ["base model", "pipeline SFT"]
-    assert list(t2.index) == ["raw SFT", "pipeline SFT"]
-    assert {"Pass@1", "PPL", "FCR", "SER", "RSR", "Pass", "NoCode"} <= set(t1.columns)
+    assert list(t1.columns) == list(t2.columns) == ["base model", "raw SFT", "pipeline SFT"]
+    assert list(t1.index) == list(metrics.TABLE1_ROWS)
+    assert t1.loc["超时 (Timeout)", "base model"] == 0 and t1.loc["总计处理样本数", "raw SFT"] == 10
+    assert {"PPL", "通过率 Pass@1", "格式遵循率 FCR", "语法错误率 SER", "逻辑错误率 Fail"} <= set(t2.index)
+    assert t2.loc["逻辑错误率 Fail", "raw SFT"] == pytest.approx(0.2)
     fig = metrics.plot_metrics(by, tmp_path / "m.png")
     assert (tmp_path / "m.png").stat().st_size > 1000
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_library_does_not_switch_the_matplotlib_backend(tmp_path):
+    import matplotlib
+
+    before = matplotlib.get_backend()
+    by = {"base": metrics.drill_metrics(_summary(Pass=1, NoCode=1))}
+    metrics.plot_metrics(by, tmp_path / "m.png")
+    assert matplotlib.get_backend() == before
+    src = "".join((Path(metrics.__file__).parent / f).read_text() for f in ("metrics.py", "run.py"))
+    assert "matplotlib.use(" not in src
 
 
 def test_runs_vs_correct_crosstab():

@@ -147,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # say where the log is, then re-raise for the traceback
         print(f"drill failed: {type(exc).__name__}: {exc}\n(log: {log_path})", file=sys.stderr)
         raise
-    print(f"drill finished; outputs under {cfg.paths.output_dir}; log {log_path}")
+    if args.quiet:   # the notebook's rerun: no local paths in its output
+        print(f"drill finished; outputs in output/, log logs/{log_path.name}")
+    else:
+        print(f"drill finished; outputs under {cfg.paths.output_dir}; log {log_path}")
     summary = cfg.paths.output_dir / "drill_metrics.json"
     if summary.exists():
         import json

@@ -105,8 +105,8 @@ def split_python_rows(rows: Iterable[dict[str, Any]], train_size: int, eval_size
 
     Without ``is_eval`` (the hub): take the first ``train_size + eval_size`` Python rows of the stream
     and split them by a hash of ``idx`` (same rows, same split, whatever the order of arrival). With
-    ``is_eval`` (the ci sample): rows it accepts form the eval pool (held-out task combinations), the
-    others the train pool. ``stats`` (if given) receives counts of seen/python/other rows.
+    ``is_eval`` (the ci sample): rows it accepts form the eval pool, taken in equal shares from each
+    value it returns (the eval parts: new instances, held-out combinations); the others the train pool. ``stats`` (if given) receives counts of seen/python/other rows.
     Introduced in lesson 07.
     """
     stats = stats if stats is not None else {}
@@ -136,10 +136,24 @@ def split_python_rows(rows: Iterable[dict[str, Any]], train_size: int, eval_size
         eval_pool.sort(key=lambda r: int(r["idx"]))
         rng.shuffle(train_pool)
         rng.shuffle(eval_pool)
-        train_rows, eval_rows = train_pool[:train_size], eval_pool[:eval_size]
+        train_rows, eval_rows = train_pool[:train_size], _balanced(eval_pool, eval_size, is_eval)
     if len(train_rows) < train_size or len(eval_rows) < eval_size:
         stats["short"] = 1
     return train_rows, sorted(eval_rows, key=lambda r: int(r["idx"]))
+
+
+def _balanced(pool: list[dict], size: int, part_of: Callable[[dict], Any]) -> list[dict]:
+    """``size`` rows of ``pool`` taken in turn from each eval part (equal parts while each lasts)."""
+    parts: dict[str, list[dict]] = {}
+    for row in pool:
+        parts.setdefault(str(part_of(row)), []).append(row)
+    out: list[dict] = []
+    queues = [list(reversed(v)) for _, v in sorted(parts.items())]
+    while len(out) < size and any(queues):
+        for q in queues:
+            if q and len(out) < size:
+                out.append(q.pop())
+    return out
 
 
 def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
@@ -153,11 +167,18 @@ def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
         if rec:
             row["tests"], row["entry_point"] = rec["tests"], rec["entry_point"]
             row["task"] = f"{rec['family']}/{rec['operation']}/{rec['filter']}"
+            if rec.get("eval_part"):
+                row["eval_part"] = rec["eval_part"]
             n += 1
     return n
 
 
-def holdout_predicate(tests_path: str | Path) -> Callable[[dict], bool]:
-    """``is_eval`` for :func:`split_python_rows`: rows whose hidden-test record says ``holdout``."""
+def holdout_predicate(tests_path: str | Path) -> Callable[[dict], str | bool]:
+    """``is_eval`` for :func:`split_python_rows`: a row's eval part ("new instances", "held-out
+    combinations") when its hidden-test record says ``holdout``, else False (a training row)."""
     tests = load_hidden_tests(tests_path)
-    return lambda row: bool(tests.get(int(row["idx"]), {}).get("holdout"))
+
+    def is_eval(row: dict) -> str | bool:
+        rec = tests.get(int(row["idx"]), {})
+        return (rec.get("eval_part") or "held-out combinations") if rec.get("holdout") else False
+    return is_eval

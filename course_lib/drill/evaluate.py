@@ -40,18 +40,6 @@ def category_of(status: str) -> str:
     return _STATUS_TO_CATEGORY.get(status, "Error")
 
 
-def _sandbox():
-    import importlib
-
-    try:
-        sandbox = importlib.import_module("course_lib.sandbox")
-    except ImportError as exc:
-        raise SandboxUnavailable(
-            "course_lib.sandbox (lesson 06) is not importable here, so step 5 cannot run code; "
-            f"install the course package (`pip install -e .`) ({exc})") from exc
-    return sandbox
-
-
 def _excerpt(text: str | None) -> str:
     text = (text or "").strip()
     if len(text) <= ERROR_EXCERPT_CHARS:
@@ -80,15 +68,13 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memor
     """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.sandbox.run_many``."""
     if not items:
         return []
-    sb = _sandbox()
+    from course_lib import sandbox
+
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     if backend and backend != "auto":
         kw["backend"] = backend
-    resolve = getattr(sb, "resolve_backend", None)
     try:
-        if resolve is not None:
-            resolve(kw.get("backend"))
-        results = sb.run_many(list(items), workers=workers, **kw)
+        results = sandbox.run_many(list(items), workers=workers, progress=False, **kw)
     except (FileNotFoundError, OSError, RuntimeError, ValueError) as exc:
         raise SandboxUnavailable(f"the sandbox backend could not start ({exc}); install bubblewrap "
                                  "(`apt-get install bubblewrap`) or Docker") from exc
@@ -102,7 +88,8 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
 
     Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
     ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without
-    tests), ``test_status``, ``answer_chars``. Introduced in lesson 07.
+    tests), ``test_status``, ``answer_chars``, ``eval_part`` ("new instances" / "held-out combinations"
+    in ci; empty on the hub). Introduced in lesson 07.
     """
     rows: list[dict] = []
     run_items, run_at, test_items, test_at = [], [], [], []
@@ -110,7 +97,8 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
         answer = rec.get("response") or ""
         code = extract_code(answer)
         tests = rec.get("tests")
-        row = {"id": rec.get("idx", i), "task": rec.get("task", ""), "category": "NoCode",
+        row = {"id": rec.get("idx", i), "task": rec.get("task", ""), "eval_part": rec.get("eval_part", ""),
+               "category": "NoCode",
                "sandbox_status": "", "duration_s": 0.0, "error": "",
                "has_fence": has_fenced_code(answer), "has_code": code is not None,
                "has_tests": bool(tests), "correct": (False if tests else None), "test_status": "",
@@ -141,7 +129,12 @@ def summarize(rows: Sequence[dict]) -> dict[str, Any]:
     for r in rows:
         counts[r["category"]] += 1
     with_tests = [r for r in rows if r["has_tests"]]
-    return {"total": len(rows), "counts": counts,
+    parts: dict[str, Any] = {}
+    for part in sorted({r.get("eval_part") or "" for r in with_tests} - {""}):
+        in_part = [r for r in with_tests if r.get("eval_part") == part]
+        parts[f"with_tests ({part})"] = len(in_part)
+        parts[f"correct ({part})"] = sum(bool(r["correct"]) for r in in_part)
+    return {"total": len(rows), "counts": counts, **parts,
             "fenced": sum(bool(r["has_fence"]) for r in rows),
             "with_code": sum(bool(r["has_code"]) for r in rows),
             "with_tests": len(with_tests),

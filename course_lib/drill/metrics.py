@@ -1,22 +1,21 @@
-"""The drill's metrics and the lesson's two tables.
+"""The drill's metrics and the lecture's two tables (lecture §5.1–5.2).
 
-The lesson text is not in this repository and its metric definitions could not be found in public
-sources, so the course defines them here, explicitly (docs/drill.md repeats this):
+The lecture's definitions, over all N eval samples and the categories of :mod:`course_lib.drill.evaluate`:
 
-- **Pass@1** — share of all eval samples whose single greedy answer is in category *Pass* (its extracted
-  code runs to the end without error). With one sample per problem this equals the unbiased pass@k
-  estimator (Chen et al. 2021) at n = k = 1.
-- **FCR** (format compliance rate) — share of all eval answers that contain at least one closed
-  Markdown fence tagged Python or untagged (the answer format SFT teaches).
-- **SER** (syntax error rate) — share of the answers *with extracted code* whose code does not parse
-  (category *SyntaxError* / answers with code).
-- **RSR** (run success rate) — share of the answers whose code *parses* that also run without error
-  (*Pass* / (with code − SyntaxError)).
-- **PPL** — perplexity of the model on the eval set's reference answers, teacher-forced, counting only
-  the answer tokens (see :func:`course_lib.drill.inference.teacher_forced_ppl`).
+- **Pass@1** = Pass / N — the single greedy answer's code runs to the end without error. With one
+  sample per problem this equals the unbiased pass@k estimator (Chen et al. 2021) at n = k = 1.
+- **FCR** (format compliance rate) = (N − NoCode) / N — the answer has code that could be extracted.
+- **SER** (syntax error rate) = SyntaxError / N.
+- **RSR** (runtime success rate) = Pass / (N − NoCode − SyntaxError) — among answers whose code was
+  extracted and parses, the share that runs without error.
+- **Fail rate** (the lecture's 逻辑错误率) = Fail / N.
+- **PPL** — perplexity on the eval set's reference answers, teacher-forced, answer tokens only
+  (:func:`course_lib.drill.inference.teacher_forced_ppl`).
 
-Beyond the lesson: **test pass@1** (hidden tests pass, over samples that carry tests) and **HumanEval
-pass@1** (a subset in ci), and the count of answers that run but are wrong.
+The course adds stricter measures as extra columns with their own names: **closed-fence rate** (share of
+answers with a closed ```python / untagged fence), **SER among code** (SyntaxError / answers with code),
+**test pass@1** (hidden tests pass, over samples that carry tests), **HumanEval pass@1** (a subset in ci),
+and the count of answers that run but are wrong.
 
 Introduced in lesson 07.
 """
@@ -24,7 +23,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-# The lesson's published numbers (its full run on a GPU), shown beside the ci rehearsal.
+# The lecture's published counts (§5.2, Table 1: Qwen2.5-0.5B-Instruct, 1,000 eval samples).
+LECTURE_COUNTS = {
+    "before SFT": {"Pass": 581, "Fail": 96, "SyntaxError": 14, "NoCode": 278, "Timeout": 31},
+    "SFT v1": {"Pass": 877, "Fail": 70, "SyntaxError": 5, "NoCode": 46, "Timeout": 2},
+    "pipeline SFT": {"Pass": 991, "Fail": 2, "SyntaxError": 7, "NoCode": 0, "Timeout": 0},
+}
+# The lecture's printed rates (§5.2, Table 2) and PPL; the lecture prints no RSR.
+LECTURE_RATES = {
+    "before SFT": {"Pass@1": 0.581, "FCR": 0.722, "SER": 0.014, "Fail rate": 0.096, "PPL": 12.50},
+    "SFT v1": {"Pass@1": 0.877, "FCR": 0.954, "SER": 0.005, "Fail rate": 0.070, "PPL": 1.80},
+    "pipeline SFT": {"Pass@1": 0.991, "FCR": 1.000, "SER": 0.007, "Fail rate": 0.002, "PPL": 1.08},
+}
 LESSON_NUMBERS = {
     "Pass@1 base (Qwen2.5-0.5B-Instruct)": 0.581,
     "Pass@1 raw SFT": 0.877,
@@ -34,42 +44,67 @@ LESSON_NUMBERS = {
 }
 
 VARIANT_LABELS = {"base": "base model", "raw_sft": "raw SFT", "pipeline_sft": "pipeline SFT"}
+CATEGORY_COUNTS = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
 
 
 def _ratio(a: int, b: int) -> float:
     return a / b if b else 0.0
 
 
+def summary_from_counts(counts: Mapping[str, int]) -> dict[str, Any]:
+    """A :func:`course_lib.drill.evaluate.summarize`-shaped dict from category counts alone (the
+    lecture's Table 1 columns); every answer with code is taken as fenced. Introduced in lesson 07."""
+    c = {k: int(counts.get(k, 0)) for k in CATEGORY_COUNTS}
+    n = sum(c.values())
+    return {"total": n, "counts": c, "fenced": n - c["NoCode"], "with_code": n - c["NoCode"],
+            "with_tests": 0, "correct": 0, "runs_but_wrong": 0, "correct_but_not_run": 0}
+
+
 def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = None,
                   humaneval: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Pass@1, FCR, SER, RSR (+ PPL, test pass@1, HumanEval pass@1) and the counts behind them.
+    """The lecture's Pass@1, FCR, SER, RSR, Fail rate (+ PPL and the course's extra columns) and counts.
 
     ``summary`` is :func:`course_lib.drill.evaluate.summarize`'s result. Introduced in lesson 07.
     """
     c, n = summary["counts"], summary["total"]
-    parsed = summary["with_code"] - c["SyntaxError"]
+    with_code = summary["with_code"]
     out = {
         "Pass@1": _ratio(c["Pass"], n),
-        "FCR": _ratio(summary["fenced"], n),
-        "SER": _ratio(c["SyntaxError"], summary["with_code"]),
-        "RSR": _ratio(c["Pass"], parsed),
+        "FCR": _ratio(n - c["NoCode"], n),
+        "SER": _ratio(c["SyntaxError"], n),
+        "RSR": _ratio(c["Pass"], n - c["NoCode"] - c["SyntaxError"]),
+        "Fail rate": _ratio(c["Fail"], n),
         "PPL": float(ppl["ppl"]) if ppl else float("nan"),
+        # the course's stricter measures
+        "closed-fence rate": _ratio(summary["fenced"], n),
+        "SER among code": _ratio(c["SyntaxError"], with_code),
         "test pass@1": _ratio(summary["correct"], summary["with_tests"]),
         "samples": n, "Pass": c["Pass"], "Fail": c["Fail"], "SyntaxError": c["SyntaxError"],
         "NoCode": c["NoCode"], "Timeout": c["Timeout"], "Error": c["Error"],
-        "fenced": summary["fenced"], "with code": summary["with_code"],
+        "fenced": summary["fenced"], "with code": with_code,
         "with tests": summary["with_tests"], "correct": summary["correct"],
         "runs but wrong": summary["runs_but_wrong"],
     }
+    for part in ("new instances", "held-out combinations"):
+        key = f"with_tests ({part})"
+        if key in summary:
+            out[f"test pass@1 ({part})"] = _ratio(summary[f"correct ({part})"], summary[key])
     if humaneval:
         out["HumanEval pass@1"] = float(humaneval["pass@1"])
         out["HumanEval passed"] = f"{humaneval['passed']}/{humaneval['problems']}"
     return out
 
 
-RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "PPL", "test pass@1", "HumanEval pass@1"]
+RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "closed-fence rate", "SER among code",
+                "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
+                "HumanEval pass@1"]
 COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
                  "runs but wrong", "HumanEval passed"]
+# The lecture's tables: rows are measures, columns are models.
+TABLE1_ROWS = {"通过 (Pass)": "Pass", "失败 (Fail)": "Fail", "语法错误 (SyntaxError)": "SyntaxError",
+               "未提取代码 (NoCode)": "NoCode", "超时 (Timeout)": "Timeout", "总计处理样本数": "samples"}
+TABLE2_ROWS = {"PPL": "PPL", "通过率 Pass@1": "Pass@1", "格式遵循率 FCR": "FCR", "语法错误率 SER": "SER",
+               "逻辑错误率 Fail": "Fail rate", "运行时成功率 RSR": "RSR"}
 
 
 def metrics_table(by_variant: Mapping[str, Mapping[str, Any]], variants: list[str]):
@@ -82,24 +117,29 @@ def metrics_table(by_variant: Mapping[str, Mapping[str, Any]], variants: list[st
     return df[cols]
 
 
+def _lecture_table(by_variant: Mapping[str, Mapping[str, Any]], rows: Mapping[str, str]):
+    import pandas as pd
+
+    cols = {VARIANT_LABELS.get(v, v): by_variant[v] for v in ("base", "raw_sft", "pipeline_sft")
+            if v in by_variant}
+    return pd.DataFrame({label: [m.get(key) for key in rows.values()] for label, m in cols.items()},
+                        index=list(rows))
+
+
 def table1(by_variant: Mapping[str, Mapping[str, Any]]):
-    """The lesson's Table 1: before vs after SFT (base model vs the fine-tuned model)."""
-    sft = "pipeline_sft" if "pipeline_sft" in by_variant else "raw_sft"
-    return metrics_table(by_variant, ["base", sft])
+    """The lecture's Table 1: counts per category (incl. Timeout) and the total, one column per model."""
+    return _lecture_table(by_variant, {**TABLE1_ROWS, "错误 (Error, sandbox)": "Error"}
+                          if any(m.get("Error") for m in by_variant.values()) else TABLE1_ROWS)
 
 
 def table2(by_variant: Mapping[str, Mapping[str, Any]]):
-    """The lesson's Table 2: SFT on the raw data vs SFT on the pipeline's data."""
-    return metrics_table(by_variant, ["raw_sft", "pipeline_sft"])
+    """The lecture's Table 2: PPL, Pass@1, FCR, SER, Fail rate (+ RSR), one column per model."""
+    return _lecture_table(by_variant, TABLE2_ROWS)
 
 
 def plot_metrics(by_variant: Mapping[str, Mapping[str, Any]], path=None,
-                 metrics=("Pass@1", "FCR", "SER", "RSR", "test pass@1")):
+                 metrics=("Pass@1", "FCR", "SER", "RSR", "Fail rate", "test pass@1")):
     """Grouped bars of the rate metrics per variant; saves a PNG when ``path`` is given."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -13,19 +13,18 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import io
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from course_lib.drill.inference import VLLMKnobs
-from course_lib.drill.store import (DrillPaths, StepOutputError, atomic_write_text, log, mark_done,
-                                    output_state, read_json_output, sha256_file, write_json_output)
+from course_lib.drill.store import (DrillPaths, StepOutputError, atomic_write_text, check_weights, log,
+                                    mark_done, output_state, read_json_output, sha256_file, up_to_date,
+                                    write_json_output)
 
 STEPS = ("download", "pipeline", "sft", "inference", "evaluation")
 
@@ -133,17 +132,6 @@ def _sha_or_none(path: str | Path | None) -> str | None:
     return sha256_file(path) if path and Path(path).exists() else None
 
 
-def _call_with_supported(fn: Callable, *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with the keyword arguments its signature accepts (helpers' optional knobs)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return fn(*args, **kwargs)
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return fn(*args, **kwargs)
-    return fn(*args, **{k: v for k, v in kwargs.items() if k in params and v is not None})
-
-
 def _use_lazyllm_path(cfg: DrillConfig) -> None:
     if cfg.lazyllm_path:
         p = str(Path(cfg.lazyllm_path).resolve())
@@ -154,13 +142,7 @@ def _use_lazyllm_path(cfg: DrillConfig) -> None:
 
 
 def _skip(path: Path, config: dict, force: bool, what: str) -> bool:
-    ok, why = output_state(path, config)
-    if ok and not force:
-        log().info("%s: %s is up to date, skipping (use --force to redo)", what, path)
-        return True
-    if path.exists() and not ok:
-        log().warning("%s: %s; redoing the step", what, why)
-    return False
+    return up_to_date([path], config, force, what)
 
 
 # --- step 1: download ----------------------------------------------------------------------------
@@ -181,8 +163,7 @@ def step_download(cfg: DrillConfig) -> dict:
     from course_lib.drill import data
 
     p, conf = cfg.paths, _download_config(cfg)
-    if not cfg.force and all(output_state(f, conf)[0] for f in (p.train_json, p.eval_json)):
-        log().info("download: %s and %s are up to date, skipping", p.train_json, p.eval_json)
+    if up_to_date([p.train_json, p.eval_json], conf, cfg.force, "download"):
         return {"skipped": True}
     stream = data.stream_tiny_codes(cfg.dataset, data_files=cfg.data_files if cfg.source != "hub" else None)
     is_eval = data.holdout_predicate(cfg.hidden_tests) if cfg.hidden_tests else None
@@ -207,9 +188,15 @@ def step_download(cfg: DrillConfig) -> dict:
 
 # --- step 2: pipeline ----------------------------------------------------------------------------
 
+def _pipeline_timeout(cfg: DrillConfig) -> float:
+    from course_lib.profiles import get_profile
+
+    return float(get_profile(cfg.profile).pipeline.timeout_s)
+
+
 def _pipeline_config(cfg: DrillConfig) -> dict:
     return {"train": _sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
-            "profile": cfg.profile}
+            "profile": cfg.profile, "timeout_s": _pipeline_timeout(cfg)}
 
 
 def step_pipeline(cfg: DrillConfig) -> dict:
@@ -222,17 +209,14 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     if _skip(p.codegen_json, conf, cfg.force, "pipeline"):
         return {"skipped": True}
     _use_lazyllm_path(cfg)
-    codegen = importlib.import_module("course_lib.codegen")
+    from course_lib import codegen
 
     rows = read_json_output(p.train_json, "download")
-    kept, report = _call_with_supported(codegen.run_codegen_pipeline, rows, profile=cfg.profile,
-                                        model_name=cfg.pipeline_model)
+    kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
+                                                timeout_s=conf["timeout_s"])
     kept = list(kept)
-    if hasattr(report, "summary"):
-        log().info("pipeline funnel:\n%s", report.summary())
-    report = report.to_dict() if hasattr(report, "to_dict") else report
-    report = report if isinstance(report, (dict, list)) else str(report)
-    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report},
+    log().info("pipeline funnel:\n%s", report.summary())
+    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report.to_dict()},
                                               indent=1, default=str, ensure_ascii=False))
     write_json_output(p.codegen_json, kept, conf)
     log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
@@ -250,6 +234,18 @@ def fence_if_bare(answer: str) -> str:
     if find_code_blocks(answer):
         return answer
     return "```python\n" + answer.strip("\n") + "\n```"
+
+
+def reference_in_pipeline_format(response: str) -> str:
+    """The reference answer as the pipeline's SFT rows hold it: its Python code in one python fence.
+
+    PPL is scored on this for every variant (base, raw SFT, pipeline SFT), so all are measured on the
+    same tokens. A reference without Python code is used as it is. Introduced in lesson 07.
+    """
+    from course_lib.drill.extract import extract_code
+
+    code = extract_code(response)
+    return response if code is None else fence_if_bare(code)
 
 
 def to_sft_rows(records: list[dict]) -> list[dict]:
@@ -329,40 +325,6 @@ def find_loss_history(folder: str | Path) -> list[dict]:
     return hist
 
 
-def _model_path_from(result: Any, out_dir: Path) -> Path:
-    if isinstance(result, (str, Path)):
-        return Path(result)
-    if isinstance(result, dict):
-        for k in ("merged_model", "model_path", "merged_dir", "merge_dir", "path", "output_dir"):
-            if result.get(k):
-                return Path(result[k])
-    for k in ("merged_model", "model_path", "merged_dir", "merge_dir", "path", "output_dir"):
-        if getattr(result, k, None):
-            return Path(getattr(result, k))
-    merge = next(iter(sorted(out_dir.rglob("lazyllm_merge"))), None)
-    if merge is not None:
-        return merge
-    raise StepOutputError(f"SFT returned {type(result).__name__}, and no lazyllm_merge folder is under {out_dir}")
-
-
-def _loss_from(result: Any) -> list[dict]:
-    if isinstance(result, dict):
-        hist = result.get("loss_history") or result.get("loss_curve")
-    else:
-        hist = getattr(result, "loss_history", None) or getattr(result, "loss_curve", None)
-    if not hist:
-        return []
-    out = []
-    for i, h in enumerate(hist):
-        if isinstance(h, dict):
-            out.append({"step": h.get("step", i + 1), "loss": float(h["loss"])})
-        elif isinstance(h, (tuple, list)):
-            out.append({"step": h[0], "loss": float(h[1])})
-        else:
-            out.append({"step": i + 1, "loss": float(h)})
-    return out
-
-
 def has_weights(model_path: str | Path) -> bool:
     """True when ``model_path`` holds a config and weights (``*.safetensors`` or ``*.bin``)."""
     p = Path(model_path)
@@ -370,13 +332,11 @@ def has_weights(model_path: str | Path) -> bool:
 
 
 def plot_loss(history: list[dict], path: str | Path, title: str = "SFT loss") -> Path:
-    """Save the loss curve as a PNG (atomically)."""
-    import matplotlib
+    """Save the loss curve as a PNG (atomically; a bare Figure, so no pyplot state or backend is touched)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig = Figure(figsize=(6, 3.2))
+    ax = fig.subplots()
     if history:
         ax.plot([h["step"] for h in history], [h["loss"] for h in history], marker=".")
     ax.set_xlabel("step")
@@ -385,7 +345,6 @@ def plot_loss(history: list[dict], path: str | Path, title: str = "SFT loss") ->
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(buf.getvalue())
@@ -406,7 +365,7 @@ def step_sft(cfg: DrillConfig) -> dict:
             info[variant] = {"skipped": True}
             continue
         _use_lazyllm_path(cfg)
-        sft = importlib.import_module("course_lib.sft")
+        from course_lib import sft
 
         data_path = cfg.paths.codegen_json if variant == "pipeline_sft" else cfg.paths.train_json
         rows = to_sft_rows(read_json_output(data_path, "pipeline" if variant == "pipeline_sft" else "download"))
@@ -414,13 +373,13 @@ def step_sft(cfg: DrillConfig) -> dict:
         out_dir.mkdir(parents=True, exist_ok=True)
         base = base_model_path(cfg)
         log().info("sft[%s]: fine-tuning %s on %d rows → %s", variant, base, len(rows), out_dir)
-        result = _call_with_supported(sft.finetune, base, rows, out_dir / "run", profile=cfg.profile,
-                                      **cfg.sft_overrides)
-        model_path = _model_path_from(result, out_dir)
+        result = sft.finetune(base, rows, out_dir / "run", profile=cfg.profile, **cfg.sft_overrides)
+        model_path = Path(result.merged_model)
         if not has_weights(model_path):
             raise StepOutputError(f"sft[{variant}]: no weights in {model_path} after fine-tuning (LazyLLM "
                                   "swallows failures: check the log above and that llamafactory-cli is installed)")
-        history = _loss_from(result) or find_loss_history(out_dir)
+        history = ([{"step": int(st), "loss": float(lo)} for st, lo in result.loss_curve]
+                   or find_loss_history(out_dir))
         plot_loss(history, out_dir / "loss.png", title=f"SFT loss ({variant})")
         write_json_output(res_path, {"model_path": str(model_path), "base_model": base, "rows": len(rows),
                                      "loss_history": history}, conf)
@@ -433,11 +392,16 @@ def step_sft(cfg: DrillConfig) -> dict:
 def model_path_for(cfg: DrillConfig, variant: str) -> str:
     """Where step 4 finds the model of ``variant`` (raises naming the step to run when it is missing)."""
     if variant == "base":
-        return base_model_path(cfg)
+        base = base_model_path(cfg)
+        if Path(base).is_dir():
+            check_weights(base, "copy or download the base model again (ci: delete lesson 04's tiny-model "
+                                "folder in the course cache and rerun lesson 04)")
+        return base
     res = read_json_output(_sft_result_path(cfg, variant), "sft")
     if not has_weights(res["model_path"]) and not str(res["model_path"]).startswith("hf://"):
         raise StepOutputError(f"no fine-tuned model at {res['model_path']}; run step 3 "
                               f"(`--only-step sft --force`)")
+    check_weights(res["model_path"], "run step 3 again: `python -m course_lib.drill --only-step sft --force`")
     return res["model_path"]
 
 
@@ -481,8 +445,7 @@ def step_inference(cfg: DrillConfig) -> dict:
         out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
         files = {"answers": out / "inference_results.json", "humaneval": out / "humaneval_generations.json",
                  "ppl": out / "ppl.json"}
-        if not cfg.force and all(output_state(f, conf)[0] for f in files.values()):
-            log().info("inference[%s]: up to date, skipping", variant)
+        if up_to_date(list(files.values()), conf, cfg.force, f"inference[{variant}]"):
             info[variant] = {"skipped": True}
             continue
         evals = evals if evals is not None else read_json_output(cfg.paths.eval_json, "download")
@@ -497,6 +460,8 @@ def step_inference(cfg: DrillConfig) -> dict:
                    "finished": a["finished"]}
             if r.get("tests"):
                 rec["tests"], rec["entry_point"] = r["tests"], r.get("entry_point")
+            if r.get("eval_part"):
+                rec["eval_part"] = r["eval_part"]
             records.append(rec)
         write_json_output(files["answers"], records, conf)
         tokens = sum(a["new_tokens"] for a in answers)
@@ -507,7 +472,8 @@ def step_inference(cfg: DrillConfig) -> dict:
                                                 for p in problems]) if problems else []
         write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
                                                for p, a in zip(problems, he_answers)], conf)
-        pairs = [(r["prompt"], r["response"]) for r in evals[: cfg.ppl_samples or len(evals)]]
+        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
+                 for r in evals[: cfg.ppl_samples or len(evals)]]
         device = "cuda" if cfg.inference_backend == "vllm" else "cpu"
         ppl = inference.teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers, device=device)
         write_json_output(files["ppl"], ppl, conf)
@@ -526,7 +492,7 @@ def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
             "backend": cfg.sandbox_backend}
 
 
-REPORT_COLUMNS = ["id", "task", "category", "sandbox_status", "duration_s", "error", "has_fence",
+REPORT_COLUMNS = ["id", "task", "eval_part", "category", "sandbox_status", "duration_s", "error", "has_fence",
                   "has_code", "has_tests", "correct", "test_status", "answer_chars"]
 
 
@@ -553,8 +519,7 @@ def step_evaluation(cfg: DrillConfig) -> dict:
     for variant in cfg.variants():
         out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
         report, summary_path = out / "evaluation_report.csv", out / "summary.json"
-        if not cfg.force and output_state(report, conf)[0] and output_state(summary_path, conf)[0]:
-            log().info("evaluation[%s]: up to date, skipping", variant)
+        if up_to_date([report, summary_path], conf, cfg.force, f"evaluation[{variant}]"):
             info[variant] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
             continue
         records = read_json_output(out / "inference_results.json", "inference")
@@ -578,10 +543,10 @@ def step_evaluation(cfg: DrillConfig) -> dict:
         info[variant] = m
     if info:
         atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(info, indent=1, default=str))
-        metrics.plot_metrics(info, cfg.paths.output_dir / "metrics.png")
+        fig = metrics.plot_metrics(info, cfg.paths.output_dir / "metrics.png")
         import matplotlib.pyplot as plt
 
-        plt.close("all")
+        plt.close(fig)
     return info
 
 
@@ -647,13 +612,12 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
                       "accepted its conditions (HF_TOKEN=hf_... or `huggingface-cli login`)", cfg.dataset)
     if "pipeline" in steps:
         need(p.train_json, "download", "the training set")
-        _need_module("course_lib.codegen", "lesson 05's codegen pipeline", problems, cfg)
+        _use_lazyllm_path(cfg)
     if "sft" in steps:
         for v in cfg.trained_variants():
             need(p.codegen_json if v == "pipeline_sft" else p.train_json,
                  "pipeline" if v == "pipeline_sft" else "download",
                  "the pipeline's codegen.json" if v == "pipeline_sft" else "the training set")
-        _need_module("course_lib.sft", "lesson 05's finetune", problems, cfg)
         _need_base_model(cfg, problems)
     if "inference" in steps:
         need(p.eval_json, "download", "the eval set")
@@ -667,9 +631,12 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
     if "evaluation" in steps:
         for v in cfg.variants():
             need(p.output_for(v) / "inference_results.json", "inference", f"the answers of {v}")
-        if not _importable("course_lib.sandbox"):
-            problems.append("course_lib.sandbox (lesson 06) is not importable, so step 5 cannot run code: "
-                            "install the course package, and bubblewrap (`apt-get install bubblewrap`) or Docker")
+        from course_lib import sandbox
+
+        try:
+            sandbox.resolve_backend(cfg.sandbox_backend)
+        except (RuntimeError, ValueError, OSError) as exc:
+            problems.append(f"step 5 cannot run code: {exc}")
     return problems
 
 
@@ -679,20 +646,13 @@ def _hf_token_file() -> bool:
 
 
 def _importable(name: str) -> bool:
+    """True when the optional package ``name`` (vLLM) can be imported here."""
     import importlib.util
 
-    if sys.modules.get(name) is not None:
-        return True
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
-
-
-def _need_module(name: str, what: str, problems: list[str], cfg: DrillConfig) -> None:
-    _use_lazyllm_path(cfg)
-    if not _importable(name):
-        problems.append(f"{name} ({what}) is not importable; install the course package (`pip install -e .`)")
 
 
 def _need_base_model(cfg: DrillConfig, problems: list[str]) -> None:
@@ -704,9 +664,6 @@ def _need_base_model(cfg: DrillConfig, problems: list[str]) -> None:
         elif cfg.profile == "full":
             log().warning("--sft-model %s is not a local folder: LazyLLM will download it from the hub",
                           cfg.sft_model)
-    elif cfg.profile == "ci" and not _importable("course_lib.tinymodel"):
-        problems.append("course_lib.tinymodel (lesson 04's tiny model) is not importable; "
-                        "give --sft-model PATH or install the course package")
 
 
 def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str, Any]:
@@ -750,9 +707,3 @@ def load_report(cfg: DrillConfig, variant: str):
     if not ok:
         raise StepOutputError(f"{why}; run step 5 (`--only-step evaluation`)")
     return pd.read_csv(path)
-
-
-def config_dict(cfg: DrillConfig) -> dict:
-    d = asdict(cfg)
-    d["paths"] = {k: str(v) for k, v in asdict(cfg.paths).items()} if cfg.paths else None
-    return d

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -110,27 +110,100 @@ def write_json_output(path: str | Path, records: Any, config: dict[str, Any]) ->
     return path
 
 
+def _read_marker(marker: Path) -> tuple[dict | None, str]:
+    """The marker's record, or None and why it cannot be used (then the step is redone)."""
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None, f"{marker.name} is not valid JSON (corrupted): the step is redone"
+    if not isinstance(info, dict) or not isinstance(info.get("sha256"), str):
+        return None, f"{marker.name} is malformed (holds {type(info).__name__}, not a marker record): the step is redone"
+    return info, "ok"
+
+
+def _changed_keys(old: Any, new: dict) -> list[str]:
+    if not isinstance(old, dict):
+        return sorted(new)
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
 def output_state(path: str | Path, config: dict[str, Any] | None = None) -> tuple[bool, str]:
     """``(done, why)``: is ``path`` a whole output of a finished step made with ``config``?
 
-    ``why`` says what is wrong ("missing", "no completion marker: partial or killed run", "hash differs:
-    corrupted or edited", "made with another configuration"). Introduced in lesson 07.
+    ``why`` says what is wrong: missing; no completion marker (partial or killed run); a marker that is
+    not JSON or not a marker record (``[]``, ``null``); hash differs (corrupted or edited); or made with
+    another configuration, naming the settings or upstream outputs that changed. Any of these means
+    "redo this step". Introduced in lesson 07.
     """
     path = Path(path)
     if not path.exists():
-        return False, f"{path} is missing"
+        return False, f"{path.name} is missing"
     marker = _marker(path)
     if not marker.exists():
-        return False, f"{path} has no completion marker (a killed or partial run wrote it)"
-    try:
-        info = json.loads(marker.read_text(encoding="utf-8"))
-    except ValueError:
-        return False, f"{marker} is not valid JSON (corrupted)"
-    if info.get("sha256") != sha256_file(path):
-        return False, f"{path} differs from what its step wrote (corrupted, truncated or edited)"
-    if config is not None and json.loads(json.dumps(config, default=str)) != info.get("config"):
-        return False, f"{path} was made with another configuration"
+        return False, f"{path.name} has no completion marker (a killed or partial run wrote it)"
+    info, why = _read_marker(marker)
+    if info is None:
+        return False, why
+    if info["sha256"] != sha256_file(path):
+        return False, f"{path.name} differs from what its step wrote (corrupted, truncated or edited)"
+    if config is not None:
+        new = json.loads(json.dumps(config, default=str))
+        if new != info.get("config"):
+            changed = _changed_keys(info.get("config"), new)
+            return False, (f"{path.name} was made from other inputs or settings (changed: "
+                           f"{', '.join(changed)})")
     return True, "ok"
+
+
+def up_to_date(paths: Iterable[str | Path], config: dict[str, Any], force: bool, what: str) -> bool:
+    """True (and logged) when every output in ``paths`` is whole and made with ``config``; otherwise
+    logs why the step ``what`` is (re)built — e.g. an upstream output changed — and returns False."""
+    paths = [Path(p) for p in paths]
+    if force:
+        log().info("%s: --force given, redoing the step", what)
+        return False
+    states = [output_state(p, config) for p in paths]
+    if all(ok for ok, _ in states):
+        log().info("%s: %s up to date, skipping (use --force to redo)", what,
+                   ", ".join(p.name for p in paths))
+        return True
+    existing = [why for p, (ok, why) in zip(paths, states) if not ok and p.exists()]
+    if existing:
+        log().warning("%s: rebuilding: %s", what, "; ".join(existing))
+    return False
+
+
+def check_weights(model_path: str | Path, what_to_do: str) -> None:
+    """Raise :class:`StepOutputError` naming the file when a ``*.safetensors`` file under ``model_path``
+    is shorter than its own header says (a truncated copy or an interrupted save), with ``what_to_do``.
+
+    Introduced in lesson 07.
+    """
+    import struct
+
+    for f in sorted(Path(model_path).glob("*.safetensors")):
+        size = f.stat().st_size
+        problem = None
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(8)
+                if len(head) < 8:
+                    problem = f"{size} bytes, too short for a safetensors header"
+                else:
+                    (n,) = struct.unpack("<Q", head)
+                    if 8 + n > size:
+                        problem = f"header of {n} bytes but the file has {size}"
+                    else:
+                        header = json.loads(fh.read(n))
+                        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
+                                  default=0)
+                        if 8 + n + end > size:
+                            problem = f"{size} bytes, its header needs {8 + n + end}"
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            problem = f"unreadable header ({exc})"
+        if problem:
+            raise StepOutputError(f"model weights {f.name} in {Path(model_path).name}/ are truncated or "
+                                  f"corrupted ({problem}); {what_to_do}")
 
 
 def read_json_output(path: str | Path, step: str) -> Any:
@@ -179,12 +252,3 @@ def read_jsonl(path: str | Path) -> Iterable[dict]:
                     yield json.loads(line)
                 except ValueError as exc:
                     raise ValueError(f"{path}, line {lineno}: not JSON ({exc})") from None
-
-
-@dataclass
-class StepTimer:
-    name: str
-    started: float = field(default_factory=time.monotonic)
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started

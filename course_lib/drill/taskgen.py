@@ -3,16 +3,25 @@
 ``nampdn-ai/tiny-codes`` has 11 string columns plus ``idx``. The ci profile needs a few hundred to a few
 thousand rows of the same shape whose answers hold runnable Python and that carry hidden tests, so the
 drill can run offline. This module generates them from templated *task families* × *operations* ×
-*filters*, and holds out whole (family, operation, filter) combinations for the eval split: the tiny
-model sees every operation and every filter during SFT, but never these combinations, so the after-SFT
-score measures composition (generalisation), not memorisation.
+*filters*. The eval split has two parts, reported separately:
+
+- **new instances** — combinations seen in training, with function names built from words that never
+  occur in training and new test values: has the model learnt to solve the task families it was taught?
+- **held-out combinations** — whole (family, operation, filter) combinations never shown in training
+  (every operation and every filter is): can it compose what it learnt?
+
+The training rows carry the defects real synthetic tiny-codes answers have, at the rates of
+:data:`DEFECT_RATES` (the course's simulation of a noisy synthetic set, for the lesson 05 pipeline to
+remove): prose-only answers, wrong code, code that does not run, answers in another language, and
+truncated answers. Eval rows never carry defects.
 
 Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
 
 - ``tiny_codes_sample.jsonl`` — exactly the hub's columns (``prompt, main_topic, subtopic, adjective,
   action_verb, scenario, target_audience, programming_language, common_sense_topic, idx, response``).
 - ``hidden_tests.jsonl`` — one line per Python row: ``idx``, ``entry_point``, ``tests`` (assert lines),
-  ``family``, ``operation``, ``filter``, ``holdout`` (true for the eval combinations). The hub rows have
+  ``family``, ``operation``, ``filter``, ``holdout`` (true for eval rows), ``eval_part`` ("new instances",
+  "held-out combinations", or "" for training rows) and ``defect`` (the defect of a training row, or ""). The hub rows have
   no tests; this side file is the course's addition, keyed by ``idx``.
 
 Introduced in lesson 07.
@@ -90,18 +99,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "loop": "for {v} in {arg}:", "args": ["numbers", "values", "scores", "items", "data", "nums"],
         "vars": ["x", "n", "value", "item"], "filters": _NUM_FILTERS, "ops": _NUM_OPS,
         "names": ["process", "summarize", "compute", "analyze", "aggregate", "measure"],
+        "eval_names": ["tally", "survey", "digest", "inspect"],
     },
     "range": {
         "main_topic": "Number sequences", "input": "an integer {arg}", "item": "number",
         "loop": "for {v} in range(1, {arg} + 1):", "args": ["n", "limit", "count", "size", "top"],
         "vars": ["i", "k", "j", "num"], "filters": _NUM_FILTERS[:4] + _NUM_FILTERS[5:],
         "ops": _NUM_OPS, "names": ["sequence", "series", "upto", "range", "numbers", "walk"],
+        "eval_names": ["ladder", "climb", "stride", "march"],
     },
     "string": {
         "main_topic": "String processing", "input": "a string", "item": "character",
         "loop": "for {v} in {arg}:", "args": ["text", "word", "line", "s", "message", "name"],
         "vars": ["ch", "c", "letter", "char"], "filters": _STR_FILTERS, "ops": _STR_OPS,
         "names": ["transform", "clean", "scan", "build", "filter", "convert"],
+        "eval_names": ["render", "refine", "sweep", "weave"],
     },
 }
 
@@ -114,6 +126,16 @@ HOLDOUT: frozenset[tuple[str, str, str]] = frozenset({
     ("string", "upper", "vowels"), ("string", "count", "digits"), ("string", "reverse", "letters"),
     ("string", "double", "nospace"), ("string", "keep", "vowels"),
 })
+
+# The course's simulation of a noisy synthetic set: share of *training* rows with each defect.
+DEFECT_RATES: dict[str, float] = {
+    "prose only": 0.06,         # an explanation with no code block
+    "wrong code": 0.08,         # runs, but computes another operation than the one asked for
+    "does not run": 0.06,       # a syntax error or a name that is never defined
+    "other language": 0.05,     # a JavaScript answer to a Python request
+    "truncated": 0.05,          # the answer stops in the middle of the code block
+}
+EVAL_PARTS = ("new instances", "held-out combinations")
 
 _ADJECTIVES = ["Simple", "Basic", "Efficient", "Robust", "Clean", "Readable", "Small"]
 _VERBS = ["Calculate", "Compute", "Build", "Transform", "Determine", "Check"]
@@ -177,7 +199,13 @@ def expected_value(family: str, op_key: str, flt_key: str, value: Any) -> Any:
     return result
 
 
-def _test_inputs(family: str, rng: random.Random) -> list[Any]:
+def _test_inputs(family: str, rng: random.Random, fresh: bool = False) -> list[Any]:
+    if fresh:   # values never used in a training row's tests
+        if family == "list":
+            return [[5, -2, 9, 14, -7], [1], [8, 3, 22, -6, 0, 13], [rng.randint(-30, 30) for _ in range(7)]]
+        if family == "range":
+            return [2, 7, 9, rng.randint(16, 20)]
+        return ["banana split 7", "x", "OpenAI 3 go", "".join(rng.choice("fghuo 789KLM") for _ in range(9))]
     if family == "list":
         return [[3, -4, 12, 7, 0, 15], [], [2, 4, 6], [-1, -3, 11, 20, 5],
                 [rng.randint(-20, 25) for _ in range(6)]]
@@ -187,10 +215,12 @@ def _test_inputs(family: str, rng: random.Random) -> list[Any]:
         rng.choice("abcdeio 0123xyz") for _ in range(10))]
 
 
-def make_tests(family: str, op_key: str, flt_key: str, name: str, rng: random.Random) -> str:
-    """Assert lines that check a solution of one task (the row's hidden tests). Introduced in lesson 07."""
+def make_tests(family: str, op_key: str, flt_key: str, name: str, rng: random.Random,
+               fresh: bool = False) -> str:
+    """Assert lines that check a solution of one task (the row's hidden tests); ``fresh`` draws test
+    values that no training row uses. Introduced in lesson 07."""
     return "\n".join(f"assert {name}({v!r}) == {expected_value(family, op_key, flt_key, v)!r}"
-                     for v in _test_inputs(family, rng)) + "\n"
+                     for v in _test_inputs(family, rng, fresh)) + "\n"
 
 
 def _describe(family: str, op_key: str, flt_key: str) -> tuple[str, str]:
@@ -216,54 +246,96 @@ def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random
     return f"{intro}\n\n```python\n{code}```\n\n{outro}"
 
 
-def generate_rows(n_per_combo: int = 16, n_other_language: int = 24, n_flawed: int = 30,
+def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Random,
+              names: list[str]) -> tuple[dict, str, str, str]:
+    spec = FAMILIES[family]
+    name = f"{rng.choice(names)}_{op_key}_{flt_key}"
+    if rng.random() < 0.5:
+        name = f"{rng.choice(_VERBS).lower()}_{name}"
+    arg, var = rng.choice(spec["args"]), rng.choice(spec["vars"])
+    if var == arg:
+        var = spec["vars"][0] if arg != spec["vars"][0] else spec["vars"][1]
+    code = render_code(family, op_key, flt_key, name, arg, var)
+    op_phrase, flt_phrase = _describe(family, op_key, flt_key)
+    flt_phrase = flt_phrase.format(arg=arg)
+    prompt = rng.choice(_PROMPTS).format(name=name, arg=arg, input=spec["input"].format(arg=arg),
+                                         op=op_phrase, flt=flt_phrase)
+    row = {
+        "prompt": prompt, "main_topic": spec["main_topic"],
+        "subtopic": f"{op_key} of {flt_key} {spec['item']}s",
+        "adjective": rng.choice(_ADJECTIVES), "action_verb": rng.choice(_VERBS),
+        "scenario": rng.choice(_SCENARIOS), "target_audience": rng.choice(_AUDIENCES),
+        "programming_language": "Python", "common_sense_topic": rng.choice(_TOPICS),
+        "idx": idx, "response": _response(code, op_phrase, flt_phrase, spec["item"], rng),
+    }
+    return row, name, arg, var
+
+
+def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, rng: random.Random) -> None:
+    """Give a training row one of :data:`DEFECT_RATES`' defects (in place)."""
+    family, op_key, flt_key, name = t["family"], t["operation"], t["filter"], t["entry_point"]
+    intro, rest = row["response"].split("```python\n", 1)
+    code, outro = rest.split("```", 1)
+    if defect == "prose only":
+        row["response"] = intro.strip() + " Use a loop with an accumulator and return it at the end."
+    elif defect == "wrong code":
+        other = rng.choice([op.key for op in FAMILIES[family]["ops"] if op.key != op_key])
+        wrong = render_code(family, other, flt_key, name, arg, var)
+        row["response"] = f"{intro}```python\n{wrong}```{outro}"
+    elif defect == "does not run":
+        broken = (code.replace("):\n", ")\n", 1) if rng.random() < 0.5
+                  else code.replace("    return result", "    return results", 1))
+        row["response"] = f"{intro}```python\n{broken}```{outro}"
+    elif defect == "other language":
+        row["response"] = ("Here is one way to do it:\n\n" + _OTHER_LANGS["JavaScript"].format(name=name, arg=arg))
+    elif defect == "truncated":
+        lines = code.splitlines(keepends=True)
+        row["response"] = f"{intro}```python\n" + "".join(lines[: max(2, len(lines) // 2)])
+    else:
+        raise ValueError(f"unknown defect {defect!r}; known: {', '.join(DEFECT_RATES)}")
+    t["defect"] = defect
+
+
+def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_language: int = 24,
+                  defect_rates: dict[str, float] | None = None,
                   seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Generate (rows, hidden_tests): tiny-codes-shaped rows and one test record per Python row.
 
     ``n_per_combo`` rows per (family, operation, filter) triple with varied names, phrasings and
-    metadata; ``n_other_language`` rows in other languages (for the Python filter to drop);
-    ``n_flawed`` training rows whose answer is prose only or has a syntax error (for the lesson 05
-    pipeline to catch). Deterministic for a given seed. Introduced in lesson 07.
+    metadata (training rows, or the held-out-combinations eval part for :data:`HOLDOUT`);
+    ``n_new_per_combo`` eval rows per training combination with eval-only function names and fresh
+    test values (the new-instances eval part); ``n_other_language`` rows labelled with another language
+    (for the Python filter to drop); ``defect_rates`` (default :data:`DEFECT_RATES`) the share of
+    training rows given each defect. Deterministic for a given seed. Introduced in lesson 07.
     """
+    rates = DEFECT_RATES if defect_rates is None else defect_rates
     rng = random.Random(seed)
-    rows, tests = [], []
+    rows, tests, extra = [], [], {}
     idx = 0
     for family, op_key, flt_key in task_combinations():
         spec = FAMILIES[family]
         holdout = (family, op_key, flt_key) in HOLDOUT
-        for _ in range(n_per_combo):
-            name = f"{rng.choice(spec['names'])}_{op_key}_{flt_key}"
-            if rng.random() < 0.5:
-                name = f"{rng.choice(_VERBS).lower()}_{name}"
-            arg, var = rng.choice(spec["args"]), rng.choice(spec["vars"])
-            if var == arg:
-                var = spec["vars"][0] if arg != spec["vars"][0] else spec["vars"][1]
-            code = render_code(family, op_key, flt_key, name, arg, var)
-            op_phrase, flt_phrase = _describe(family, op_key, flt_key)
-            flt_phrase = flt_phrase.format(arg=arg)
-            prompt = rng.choice(_PROMPTS).format(name=name, arg=arg, input=spec["input"].format(arg=arg),
-                                                 op=op_phrase, flt=flt_phrase)
-            rows.append({
-                "prompt": prompt, "main_topic": spec["main_topic"],
-                "subtopic": f"{op_key} of {flt_key} {spec['item']}s",
-                "adjective": rng.choice(_ADJECTIVES), "action_verb": rng.choice(_VERBS),
-                "scenario": rng.choice(_SCENARIOS), "target_audience": rng.choice(_AUDIENCES),
-                "programming_language": "Python", "common_sense_topic": rng.choice(_TOPICS),
-                "idx": idx, "response": _response(code, op_phrase, flt_phrase, spec["item"], rng),
-            })
-            tests.append({"idx": idx, "entry_point": name,
-                          "tests": make_tests(family, op_key, flt_key, name, rng),
-                          "family": family, "operation": op_key, "filter": flt_key,
-                          "holdout": holdout})
-            idx += 1
-    # training rows with flaws the lesson 05 pipeline should catch (never in held-out combos)
-    train_idx = [t["idx"] for t in tests if not t["holdout"]]
-    for i in rng.sample(train_idx, n_flawed):
-        row = rows[i]
-        if rng.random() < 0.5:   # prose only: no code block at all
-            row["response"] = row["response"].split("```")[0].strip() + " Use a loop and an accumulator."
-        else:                    # a syntax error: a missing colon after the def line
-            row["response"] = row["response"].replace("):\n", ")\n", 1)
+        kinds = ([("held-out combinations", n_per_combo)] if holdout
+                 else [("", n_per_combo), ("new instances", n_new_per_combo)])
+        for part, count in kinds:
+            for _ in range(count):
+                names = spec["eval_names"] if part == "new instances" else spec["names"]
+                row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, names)
+                rows.append(row)
+                tests.append({"idx": idx, "entry_point": name,
+                              "tests": make_tests(family, op_key, flt_key, name, rng,
+                                                  fresh=part == "new instances"),
+                              "family": family, "operation": op_key, "filter": flt_key,
+                              "holdout": bool(part), "eval_part": part, "defect": ""})
+                extra[idx] = (arg, var)
+                idx += 1
+    train = [t for t in tests if not t["holdout"]]
+    chosen = rng.sample(train, round(sum(rates.values()) * len(train)))
+    at = 0
+    for defect, rate in rates.items():
+        for t in chosen[at: at + round(rate * len(train))]:
+            _apply_defect(defect, rows[t["idx"]], t, *extra[t["idx"]], rng)
+        at += round(rate * len(train))
     for _ in range(n_other_language):
         lang = rng.choice(sorted(_OTHER_LANGS))
         name, arg = f"sum_{rng.choice(['values', 'items', 'scores'])}", "values"
