@@ -10,7 +10,7 @@
 # 1. 用 `course_lib.envcheck` 检查环境：Python、关键 package 版本、GPU、sandbox backend、cache。
 # 2. 理解两个 profile：`ci`（CPU、离线、几分钟）和 `full`（GPU、联网、真实规模）。
 # 3. 认识课程地图：每一课负责 pipeline 的哪一步、产出什么 artefact。
-# 4. 熟悉练习格式：写函数 → `exercises.check` 对照参考实现 → ✓ / ⏳ not done yet / ✗ 第一个不同的 case。
+# 4. 熟悉练习格式：写函数 → `exercises.check` 对照参考实现 → ✓ / ○ not done yet / ✗ 第一个不同的 case。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"   # "ci" (CPU, offline) or "full" (GPU + internet); papermill injects this
@@ -126,7 +126,7 @@ record("course_stages", len(COURSE_STAGES));
 # 下面的 check（`exercises.check("00-1", ...)`）会把你的函数和 `course_lib.codestats.count_code_lines` 在登记的 case 上对比：
 #
 # - ✓ 全部一致；
-# - ⏳ *not done yet*：你还没写（`raise NotImplementedError`），notebook 用参考实现继续往下跑；
+# - ○ *not done yet*：你还没写（`raise NotImplementedError`），notebook 用参考实现继续往下跑；
 # - ✗ 打印第一个不一致的 case：input、expected、got。
 
 # %% slideshow={"slide_type": "subslide"}
@@ -216,6 +216,6 @@ record("suggested_profile", this_machine);
 # - `ci` 与 `full` 共用同一套函数，只换规模、模型和 backend；notebook 只读 `PROFILE`。
 # - 课程地图：01 仓库与过滤 → 02 去重 → 03 依赖排序 → 04 FIM 预训练 → 05 指令数据与 SFT →
 #   06 sandbox 评测 → 07 drill → 08–09 agentic RL。
-# - 练习格式：函数写在 `# YOUR CODE HERE` 处，`exercises.check` 给出 ✓ / ⏳ / ✗ 和第一个不同的 case。
+# - 练习格式：函数写在 `# YOUR CODE HERE` 处，`exercises.check` 给出 ✓ / ○ / ✗ 和第一个不同的 case。
 #
 # 下一课：**第01课 代码语料的收集与过滤**。
