@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _cmd_notebooks(argv: list[str]) -> int:
@@ -44,11 +45,10 @@ LAB_SETTING_OVERRIDES = {
 }
 
 
-def write_lab_overrides(prefix: str | None = None) -> "Path":
+def write_lab_overrides(prefix: str | None = None) -> Path:
     """Merge :data:`LAB_SETTING_OVERRIDES` into ``<prefix>/share/jupyter/lab/settings/overrides.json``
     (default ``sys.prefix``) and return its path. Introduced in lesson 00."""
     import json
-    from pathlib import Path
 
     path = Path(prefix or sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     current = {}

@@ -147,8 +147,8 @@ def _install_vendor(vendor: Path, out_dir: Path) -> None:
     stamp.write_text(_vendor_key())
 
 
-_SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*(\n|$)", re.S | re.M)
-_HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*(\n|$)", re.S | re.M)
+_SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*(\n|$)", re.DOTALL | re.MULTILINE)
+_HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*(\n|$)", re.DOTALL | re.MULTILINE)
 _TEXT_ESCAPED_UNDERSCORE = re.compile(r"(\\text\{[^{}]*\})")
 
 

@@ -7,7 +7,13 @@ import pytest
 
 from course_lib import runner
 from course_lib.nbtools import code, md, write_notebook
-from course_lib.runner import SetupProblem, check_kernel, check_writable, execute_notebook, format_table
+from course_lib.runner import (
+    SetupProblem,
+    check_kernel,
+    check_writable,
+    execute_notebook,
+    format_table,
+)
 
 
 def _lesson(path: Path, *cells) -> Path:

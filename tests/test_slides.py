@@ -10,7 +10,12 @@ import pytest
 from course_lib.nbtools import code, lesson_paths, md, write_notebook
 from course_lib.paths import build_dir
 from course_lib.slides import (
-    REMOVED_TAGS, ensure_vendor, export_slides, offline_problems, section_headings, slide_outline,
+    REMOVED_TAGS,
+    ensure_vendor,
+    export_slides,
+    offline_problems,
+    section_headings,
+    slide_outline,
 )
 
 
