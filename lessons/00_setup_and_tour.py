@@ -10,7 +10,7 @@
 # 1. 用 `course_lib.envcheck` 检查环境：Python、关键 package 版本、GPU、sandbox backend、cache。
 # 2. 理解两个 profile：`ci`（CPU、离线、几分钟）和 `full`（GPU、联网、真实规模）。
 # 3. 认识课程地图：每一课负责 pipeline 的哪一步、产出什么 artefact。
-# 4. 熟悉练习格式：写函数 → `check_function` 对照参考实现 → ✓ / ⏳ not done yet / ✗ 第一个不同的 case。
+# 4. 熟悉练习格式：写函数 → `exercises.check` 对照参考实现 → ✓ / ○ not done yet / ✗ 第一个不同的 case。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"   # "ci" (CPU, offline) or "full" (GPU + internet); papermill injects this
@@ -24,14 +24,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 import course_lib
-from course_lib import check_function, get_profile, record
+from course_lib import exercises, get_profile, record
 from course_lib.envcheck import collect_environment, format_report
 from course_lib.coursemap import COURSE_STAGES, draw_course_map
 from course_lib.codestats import count_code_lines, line_stats
 from course_lib.profiles import recommend_profile
 
 P = get_profile(PROFILE)
-print(f"course_lib {course_lib.__version__} from {Path(course_lib.__file__).parent}")
+print(f"course_lib {course_lib.__version__}")
 print(f"profile: {P.name}, checks: {os.environ.get('COURSE_CHECKS', 'normal')}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -52,6 +52,7 @@ print(format_report(env))
 # %% slideshow={"slide_type": "skip"}
 bad = [p["name"] for p in env["packages"] if not p["ok"] and not p["extra"]]
 record("python_ok", env["python"]["ok"])
+print("the course needs Python 3.11; this kernel runs", env["python"]["version"])
 record("base_packages_missing_or_wrong", bad)
 record("cuda_available", env["gpu"]["cuda_available"])
 if bad:
@@ -122,10 +123,10 @@ record("course_stages", len(COURSE_STAGES));
 # 先熟悉练习格式。写一个函数，返回 `source` 中**代码行**的数量：既不是空行、也不是只有 `#` 注释的行
 # （docstring 算代码）。下一课的 file filters 会计算更多这样的 per-file 统计量。
 #
-# 下面的 check 会把你的函数和 `course_lib.codestats.count_code_lines` 在几个 case 上对比：
+# 下面的 check（`exercises.check("00-1", ...)`）会把你的函数和 `course_lib.codestats.count_code_lines` 在登记的 case 上对比：
 #
 # - ✓ 全部一致；
-# - ⏳ *not done yet*：你还没写（`raise NotImplementedError`），notebook 用参考实现继续往下跑；
+# - ○ *not done yet*：你还没写（`raise NotImplementedError`），notebook 用参考实现继续往下跑；
 # - ✗ 打印第一个不一致的 case：input、expected、got。
 
 # %% slideshow={"slide_type": "subslide"}
@@ -142,17 +143,7 @@ def count_code_lines(source: str) -> int:
 
 
 # %% slideshow={"slide_type": "-"}
-count_code_lines = check_function(
-    count_code_lines, course_lib.codestats.count_code_lines,
-    cases=[
-        ("x = 1\n",),
-        ("# only a comment\n\n   \n",),
-        ("def f():\n    # explain\n    return 1  # inline comments do not matter\n",),
-        ('"""docstring"""\n\nimport os\n',),
-        ("",),
-    ],
-    name="count_code_lines",
-)
+count_code_lines = exercises.check("00-1", count_code_lines)
 ### BEGIN HIDDEN TESTS
 assert count_code_lines("a\n\tb\n#c\n") == 2
 assert count_code_lines("    #!shebang-like\n") == 0
@@ -201,11 +192,7 @@ def choose_profile(has_gpu: bool, has_internet: bool) -> str:
 
 
 # %% slideshow={"slide_type": "-"}
-choose_profile = check_function(
-    choose_profile, recommend_profile,
-    cases=[(True, True), (True, False), (False, True), (False, False)],
-    name="choose_profile",
-)
+choose_profile = exercises.check("00-2", choose_profile)
 this_machine = choose_profile(env["gpu"]["cuda_available"], has_internet=False)
 print(f"this machine (assuming no internet): {this_machine!r}")
 record("suggested_profile", this_machine);
@@ -215,7 +202,7 @@ record("suggested_profile", this_machine);
 #
 # | 谁 | 命令 | 做什么 |
 # |---|---|---|
-# | 学生 | `jupyter lab notebooks/`（离线参数见 docs/course.md） | 打开学生版 notebook，完成练习 |
+# | 学生 | `./course lab`（离线参数见 README「How students work」） | 打开学生版 notebook，完成练习 |
 # | 讲师 | `./course run` | 用 papermill 依次执行所有 solution notebook，写 `build/executed/`、`build/slides/`，最后打印一张表 |
 # | 讲师 | `./course test` | 整套 pytest：`course_lib` 单元测试 + notebook 回归 + slides |
 # | 所有人 | `./course env` | 就是本课第1节的报告 |
@@ -229,6 +216,6 @@ record("suggested_profile", this_machine);
 # - `ci` 与 `full` 共用同一套函数，只换规模、模型和 backend；notebook 只读 `PROFILE`。
 # - 课程地图：01 仓库与过滤 → 02 去重 → 03 依赖排序 → 04 FIM 预训练 → 05 指令数据与 SFT →
 #   06 sandbox 评测 → 07 drill → 08–09 agentic RL。
-# - 练习格式：函数写在 `# YOUR CODE HERE` 处，`check_function` 给出 ✓ / ⏳ / ✗ 和第一个不同的 case。
+# - 练习格式：函数写在 `# YOUR CODE HERE` 处，`exercises.check` 给出 ✓ / ○ / ✗ 和第一个不同的 case。
 #
 # 下一课：**第01课 代码语料的收集与过滤**。

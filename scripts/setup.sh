@@ -8,10 +8,13 @@ VENV="$(mkdir -p "$(dirname "$VENV")" && cd "$(dirname "$VENV")" && pwd)/$(basen
 T0=$SECONDS
 say() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$((SECONDS - T0))" "$*"; }
 
-# 1. System packages: bubblewrap (sandbox), docker.io (Docker sandbox), rsync (LLaMA-Factory full
+# 1. System packages: bubblewrap (sandbox), chromium + chromium-driver (slide tests), docker.io (Docker sandbox), rsync (LLaMA-Factory full
 #    fine-tuning copies with it). Installed when we are root with apt; otherwise we say what is missing.
 need=()
 command -v bwrap   >/dev/null || need+=(bubblewrap)
+# headless Chromium + ChromeDriver: tests/test_slides.py measures every slide deck in a real browser
+command -v chromium     >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v rsync   >/dev/null || need+=(rsync)
 if ((${#need[@]})); then

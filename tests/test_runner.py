@@ -7,7 +7,13 @@ import pytest
 
 from course_lib import runner
 from course_lib.nbtools import code, md, write_notebook
-from course_lib.runner import SetupProblem, check_kernel, check_writable, execute_notebook, format_table
+from course_lib.runner import (
+    SetupProblem,
+    check_kernel,
+    check_writable,
+    execute_notebook,
+    format_table,
+)
 
 
 def _lesson(path: Path, *cells) -> Path:
@@ -87,3 +93,17 @@ def test_a_dying_kernel_is_reported_at_its_cell(tmp_path):
     assert run.status in ("error", "failed")
     assert run.error_cell == 3
     assert "Dead" in run.error or "died" in run.error
+
+
+def test_lab_overrides_turn_off_the_news_prompt(tmp_path):
+    import json
+
+    from course_lib.cli import write_lab_overrides
+
+    target = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"other:plugin": {"x": 1}}))
+    path = write_lab_overrides(str(tmp_path))
+    data = json.loads(path.read_text())
+    assert data["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    assert data["other:plugin"] == {"x": 1}

@@ -10,7 +10,12 @@ import pytest
 from course_lib.nbtools import code, lesson_paths, md, write_notebook
 from course_lib.paths import build_dir
 from course_lib.slides import (
-    REMOVED_TAGS, ensure_vendor, export_slides, offline_problems, section_headings, slide_outline,
+    REMOVED_TAGS,
+    ensure_vendor,
+    export_slides,
+    offline_problems,
+    section_headings,
+    slide_outline,
 )
 
 
@@ -84,3 +89,59 @@ def test_every_lesson_exports_a_slide_per_section(lesson, tmp_path, vendor):
     html = export_slides(source, tmp_path)
     assert_one_slide_per_section(source, html)
     _assert_offline(html, vendor)
+
+
+# --- every deck measured in a real headless Chromium at 1280×720 -----------------------------------
+
+def _decks_to_measure(repo: Path, out: Path) -> list[Path]:
+    """Decks of the regression's executed notebooks when present (they have outputs), else of
+    solutions/ (quick; no outputs)."""
+    executed = repo / "build" / "test-notebooks" / "solutions"
+    decks = []
+    for solution in lesson_paths("solutions"):
+        source = executed / solution.name
+        decks.append(export_slides(source if source.exists() else solution, out))
+    return decks
+
+
+def test_every_deck_fits_the_screen_in_headless_chromium(tmp_path, repo, vendor):
+    from course_lib.slides import SlidesError, browser, measure_deck
+
+    if vendor is None:
+        pytest.skip("npm could not vendor reveal.js here (see README, Troubleshooting)")
+    try:
+        driver = browser(1280, 720)
+    except SlidesError as exc:
+        pytest.fail(str(exc))
+    problems = []
+    try:
+        for html in _decks_to_measure(repo, tmp_path):
+            count, found = measure_deck(driver, html)
+            assert count > 0, f"{html.name}: no slides"
+            problems += [f"{html.name}: {p}" for p in found]
+    finally:
+        driver.quit()
+    assert not problems, "\n".join(problems)
+
+
+def test_slides_strip_solutions_and_hidden_tests_and_split_tall_cells(tmp_path, vendor):
+    from course_lib.slides import TAG_HIDE_CODE, prepare_for_slides
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        md("# T", slide="slide"),
+        code("def f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n"
+             "### BEGIN HIDDEN TESTS\nassert f() == 42\n### END HIDDEN TESTS", slide="slide"),
+        code("\n".join(f"x{i} = {i}" for i in range(12)), slide="-"),
+        code("y = 1", slide="-", tags=["slide-output-own"]),
+    ]
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", text="line\n" * 10)]
+    nb.cells[3].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    shown = prepare_for_slides(nb)
+    assert "return 42" not in shown.cells[1].source and "assert" not in shown.cells[1].source
+    assert "...  # exercise" in shown.cells[1].source
+    own = [c for c in shown.cells if TAG_HIDE_CODE in c.metadata.get("tags", [])]
+    assert len(own) == 2 and all(c.metadata.slideshow.slide_type == "subslide" for c in own)
+    path = tmp_path / "t.ipynb"
+    nbformat.write(nb, path)
+    assert "BEGIN SOLUTION" not in export_slides(path, tmp_path).read_text(encoding="utf-8")

@@ -122,7 +122,7 @@ def check_function(
         try:
             got = student(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
         except NotImplementedError:
-            msg = (f"⏳ {name}: not done yet — write your code where it says `# YOUR CODE HERE`. "
+            msg = (f"○ {name}: not done yet — write your code where it says `# YOUR CODE HERE`. "
                    f"The notebook continues with the reference implementation.")
             if strict:
                 raise ExerciseCheckError(f"{name}: the solution raised NotImplementedError")

@@ -37,6 +37,33 @@ LAB_FLAGS = [
 ]
 
 
+# JupyterLab 4 asks "receive official Jupyter news?" unless the notification plugin's `fetchNews` is
+# set ("none" = ask is the default; --LabApp.news_url does not stop the prompt). Written as a settings
+# override of the environment JupyterLab runs from, before each `./course lab`.
+LAB_SETTING_OVERRIDES = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def write_lab_overrides(prefix: str | None = None) -> Path:
+    """Merge :data:`LAB_SETTING_OVERRIDES` into ``<prefix>/share/jupyter/lab/settings/overrides.json``
+    (default ``sys.prefix``) and return its path. Introduced in lesson 00."""
+    import json
+
+    path = Path(prefix or sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    current = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            current = {}
+    for plugin, values in LAB_SETTING_OVERRIDES.items():
+        current.setdefault(plugin, {}).update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
 def lab_command(folder: str = "notebooks", extra: list[str] | None = None) -> list[str]:
     """The JupyterLab command line the course uses (works offline, and as root). Introduced in lesson 00."""
     import os
@@ -56,6 +83,11 @@ def _cmd_lab(argv: list[str]) -> int:
     if argv and not argv[0].startswith("-"):
         folder, argv = argv[0], argv[1:]
     cmd = lab_command(folder, argv)
+    try:
+        write_lab_overrides()
+    except OSError as exc:
+        print(f"course lab: could not write JupyterLab's settings overrides ({exc}); "
+              "JupyterLab may ask about news", file=sys.stderr)
     print("$ " + " ".join(cmd), flush=True)
     os.chdir(repo_root() or ".")
     os.execv(cmd[0], cmd)

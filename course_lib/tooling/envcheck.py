@@ -203,11 +203,25 @@ def collect_environment(*, sandbox: bool = True) -> dict[str, Any]:
     }
 
 
+def _shown_path(path: Any) -> str:
+    """A path as the report prints it: relative to the checkout or ``~`` when it lies there, so that a
+    notebook's output holds no absolute local path."""
+    p = Path(str(path))
+    for base, label in ((repo_root(), "."), (Path.home(), "~")):
+        if base is None:
+            continue
+        try:
+            return str(Path(label) / p.resolve().relative_to(Path(base).resolve()))
+        except ValueError:
+            continue
+    return str(path)
+
+
 def format_report(env: dict[str, Any], all_packages: bool = False) -> str:
     """A short human-readable report of :func:`collect_environment`. Introduced in lesson 00."""
     lines = []
     py = env["python"]
-    lines.append(f"Python {py['version']} ({py['executable']})" + ("" if py["ok"] else "  ✗ the course needs 3.11"))
+    lines.append(f"Python {py['version']} ({_shown_path(py['executable'])})" + ("" if py["ok"] else "  ✗ the course needs 3.11"))
     lines.append(f"{env['platform']}, {env['cpus']} CPU(s)")
     pk = env["packages"]
     bad = [p for p in pk if not p["ok"]]
@@ -234,7 +248,7 @@ def format_report(env: dict[str, Any], all_packages: bool = False) -> str:
     lines.append("caches:")
     for label, c in env["caches"].items():
         size = human_size(c["bytes"]) if c.get("exists") else "not created yet"
-        lines.append(f"  {label:<13} {size:>14}  {c['path']}")
+        lines.append(f"  {label:<13} {size:>14}  {_shown_path(c['path'])}")
         for part, n in (c.get("parts") or {}).items():
             lines.append(f"      {part:<24} {human_size(n):>10}")
     lines.append(f"suggested profile: {env['profile_hint']}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,17 @@ VENDOR_PACKAGES = {"reveal.js": "4.0.2", "mathjax": "2.7.9", "requirejs": "2.3.8
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "course_reveal"
 REMOVED_TAGS = ("injected-parameters", "papermill-error-cell-tag", "remove-slide")
+# The tag vocabulary a lesson cell may carry to change what its slide shows (README, "How to add a lesson"):
+TAG_HIDE_CODE = "slide-hide-code"        # show the cell's output only
+TAG_HIDE_OUTPUT = "slide-hide-output"    # show the cell's code only
+TAG_OUTPUT_OWN = "slide-output-own"      # the output goes to its own sub-slide after the code
+TAG_OUTPUT_INLINE = "slide-output-inline"  # keep the output under the code even when the cell is tall
+SLIDE_TAGS = (TAG_HIDE_CODE, TAG_HIDE_OUTPUT, TAG_OUTPUT_OWN, TAG_OUTPUT_INLINE)
+# Automatic rule: a cell whose code plus output is taller than this many lines (an image counts
+# IMAGE_LINES, a table TABLE_LINES) shows its output on its own sub-slide.
+TALL_CELL_LINES = 16
+IMAGE_LINES = 14
+TABLE_LINES = 10
 MATHJAX_CONFIG = "?config=TeX-AMS_CHTML-full,Safe"
 
 # (path inside node_modules, path inside vendor/) — what the reveal template actually loads.
@@ -135,6 +147,83 @@ def _install_vendor(vendor: Path, out_dir: Path) -> None:
     stamp.write_text(_vendor_key())
 
 
+_SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*(\n|$)", re.DOTALL | re.MULTILINE)
+_HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*(\n|$)", re.DOTALL | re.MULTILINE)
+_TEXT_ESCAPED_UNDERSCORE = re.compile(r"(\\text\{[^{}]*\})")
+
+
+def strip_for_slides(source: str) -> str:
+    """A code cell's source as a slide shows it: each solution block becomes ``...  # exercise``
+    (what the student writes), hidden-test blocks disappear."""
+    source = _SOLUTION_BLOCK.sub(lambda m: f"{m.group(1)}...  # exercise\n", source)
+    source = _HIDDEN_BLOCK.sub("", source)
+    return source.rstrip("\n")
+
+
+def _fix_markdown_math(source: str) -> str:
+    """MathJax 2 (the slides) typesets ``\\_`` inside ``\\text{...}`` literally, MathJax 3 (JupyterLab)
+    as ``_``: write it as ``_`` for the slides."""
+    return _TEXT_ESCAPED_UNDERSCORE.sub(lambda m: m.group(1).replace("\\_", "_"), source)
+
+
+def _output_lines(outputs) -> int:
+    lines = 0
+    for out in outputs:
+        data = out.get("data", {})
+        if out.get("output_type") == "stream":
+            lines += len(str(out.get("text", "")).splitlines())
+        elif out.get("output_type") == "error":
+            lines += 8
+        elif any(k.startswith("image/") for k in data):
+            lines += IMAGE_LINES
+        elif "text/html" in data:
+            lines += TABLE_LINES
+        elif "text/plain" in data:
+            lines += len(str(data["text/plain"]).splitlines())
+    return lines
+
+
+def prepare_for_slides(nb):
+    """The notebook as the slides show it (a copy): papermill's cells removed, solutions and hidden
+    tests stripped, the slide tags applied and a tall cell's output moved to its own sub-slide."""
+    import copy
+
+    nb = copy.deepcopy(nb)
+    cells = []
+    for cell in nb.cells:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if tags & set(REMOVED_TAGS):
+            continue
+        if cell.cell_type == "markdown":
+            cell.source = _fix_markdown_math(cell.source)
+            cells.append(cell)
+            continue
+        if cell.cell_type != "code":
+            cells.append(cell)
+            continue
+        cell.source = strip_for_slides(cell.source)
+        outputs = cell.get("outputs", [])
+        if TAG_HIDE_OUTPUT in tags:
+            cell.outputs = []
+            outputs = []
+        if TAG_HIDE_CODE in tags or not outputs or TAG_OUTPUT_INLINE in tags:
+            cells.append(cell)
+            continue
+        slide_type = cell.metadata.get("slideshow", {}).get("slide_type", "-")
+        tall = len(cell.source.splitlines()) + _output_lines(outputs) > TALL_CELL_LINES
+        if slide_type != "skip" and (TAG_OUTPUT_OWN in tags or tall):
+            code_only = copy.deepcopy(cell)
+            code_only.outputs = []
+            output_only = copy.deepcopy(cell)
+            output_only.metadata["slideshow"] = {"slide_type": "subslide"}
+            output_only.metadata["tags"] = sorted(tags | {TAG_HIDE_CODE})
+            cells += [code_only, output_only]
+        else:
+            cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
 def make_exporter(offline: bool = True):
     """A configured nbconvert ``SlidesExporter`` (offline URLs when ``offline``)."""
     try:
@@ -143,6 +232,7 @@ def make_exporter(offline: bool = True):
     except ImportError as exc:
         raise SlidesError(f"nbconvert is missing ({exc}); run `./course setup`") from None
     exporter = SlidesExporter(template_name=TEMPLATE_NAME, extra_template_basedirs=[str(TEMPLATES_DIR)])
+    exporter.reveal_theme = "white"  # local Source Sans Pro; nbconvert's "simple" imports Google Fonts
     if offline:
         exporter.reveal_url_prefix = "vendor/reveal.js"
         exporter.require_js_url = "vendor/require.js"
@@ -150,8 +240,10 @@ def make_exporter(offline: bool = True):
         exporter.mathjax_url = "vendor/mathjax/MathJax.js" + MATHJAX_CONFIG
     else:
         exporter.reveal_url_prefix = f"https://unpkg.com/reveal.js@{VENDOR_PACKAGES['reveal.js']}"
-    exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=set(REMOVED_TAGS), enabled=True),
-                                   enabled=True)
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_cell_tags=set(REMOVED_TAGS),
+                                                         remove_input_tags={TAG_HIDE_CODE},
+                                                         remove_all_outputs_tags={TAG_HIDE_OUTPUT},
+                                                         enabled=True), enabled=True)
     return exporter
 
 
@@ -175,7 +267,7 @@ def export_slides(notebook: str | Path, out_dir: str | Path | None = None, *, of
         raise SlidesError(f"cannot read {notebook}: {exc}") from None
     # Drop papermill's cells before nbconvert assigns slides: removed later, a cell without slide
     # metadata can carry the end-of-slide marker and merge two slides.
-    nb.cells = [c for c in nb.cells if not set(c.get("metadata", {}).get("tags", [])) & set(REMOVED_TAGS)]
+    nb = prepare_for_slides(nb)
     body, _ = make_exporter(offline=vendor is not None).from_notebook_node(nb)
     target = out_dir / f"{notebook.stem}.slides.html"
     tmp = target.with_suffix(".tmp")
@@ -291,3 +383,91 @@ def main(argv: list[str] | None = None) -> int:
         slides, _ = slide_outline(html)
         print(f"{html}  ({slides} slides, {time.monotonic() - t0:.1f} s)")
     return status
+
+
+# --- measuring decks in a real browser (tests) ----------------------------------------------------
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage")
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+
+_MEASURE_JS = r"""
+const done = arguments[arguments.length - 1];
+const prefix = document.querySelector('link[href$="dist/reveal.css"]').getAttribute('href').replace(/reveal\.css$/, '');
+require([prefix + 'reveal.js'], function (Reveal) {
+const out = [];
+const slides = Reveal.getSlides();
+for (let i = 0; i < slides.length; i++) {
+  const s = slides[i];
+  const idx = Reveal.getIndices(s);
+  Reveal.slide(idx.h, idx.v);
+  const where = `slide ${idx.h + 1}.${(idx.v || 0) + 1}`;
+  const style = getComputedStyle(s);
+  const scrolls = ['auto', 'scroll'].includes(style.overflowY);
+  if (s.scrollHeight > s.clientHeight + 2 && !scrolls)
+    out.push(`${where}: content runs ${s.scrollHeight - s.clientHeight}px past the slide and cannot be scrolled`);
+  if (s.scrollWidth > s.clientWidth + 2)
+    out.push(`${where}: content ${s.scrollWidth - s.clientWidth}px wider than the slide`);
+  for (const pre of s.querySelectorAll('pre')) {
+    let el = pre, clipped = false;
+    if (pre.scrollWidth > pre.clientWidth + 2 && !['auto', 'scroll'].includes(getComputedStyle(pre).overflowX))
+      clipped = true;
+    if (clipped) out.push(`${where}: a code line is cut off: ${pre.textContent.slice(0, 60)}`);
+  }
+}
+done([slides.length, out]);
+});
+"""
+
+
+def browser(width: int = 1280, height: int = 720):
+    """A headless Chromium (Debian's ``chromium`` + ``chromium-driver``) driven by Selenium, logging
+    every network request; raises :class:`SlidesError` saying what to install when one is missing."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        raise SlidesError("selenium is missing; run `./course setup`") from None
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not chromium or not driver_bin:
+        raise SlidesError("headless Chromium is missing; run `./course setup` as root "
+                          "(apt-get install chromium chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        opts.add_argument(flag)
+    opts.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='course-chromium-')}")
+    opts.add_argument(f"--window-size={width},{height}")
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    return webdriver.Chrome(service=Service(driver_bin), options=opts)
+
+
+def measure_deck(driver, html: str | Path) -> tuple[int, list[str]]:
+    """Open an exported deck in ``driver`` and return (number of slides, problems): a slide whose
+    content runs past it without a scroll bar, content wider than the slide, a cut-off code line,
+    a solution or hidden-test marker, a request that leaves the machine."""
+    import json
+
+    html = Path(html).resolve()
+    driver.get_log("performance")  # drop what earlier pages logged
+    driver.get(html.as_uri())
+    for _ in range(150):  # reveal.js (through require.js) and MathJax load asynchronously
+        if driver.execute_script("return !!(document.querySelector('.reveal.ready') "
+                                 "&& window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0)"):
+            break
+        time.sleep(0.1)
+    else:
+        return 0, [f"{html.name}: reveal.js or MathJax never finished loading"]
+    driver.set_script_timeout(60)
+    count, problems = driver.execute_async_script(_MEASURE_JS)
+    text = driver.execute_script("return document.querySelector('.reveal .slides').textContent")
+    problems += [f"shows the marker {m!r}" for m in SOLUTION_MARKERS if m in text]
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            url = msg["params"]["request"]["url"]
+            if url.startswith(("http:", "https:", "ws:", "wss:")):
+                problems.append(f"requests {url}")
+    return count, sorted(set(problems), key=problems.index)

@@ -1,0 +1,89 @@
+"""Executed notebooks are clean: figures shown, no absolute local paths, no value printed twice,
+and no course_lib module changes matplotlib's backend.
+
+The notebook checks read the regression's executed copies (``build/test-notebooks/solutions/``, written
+by ``tests/test_notebooks.py``) and skip when there are none yet.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.checks import RECORD_MIME
+
+ROOT = Path(__file__).resolve().parents[1]
+EXECUTED = Path(os.environ.get("COURSE_EXECUTED_DIR", ROOT / "build" / "test-notebooks" / "solutions"))
+PLOT_CALL = re.compile(r"\bplt\.(show|subplots|figure|plot|bar|hist)\(|\bdraw_[a-z_]+\(|\.plot\(")
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])(/(?:home|root|work|tmp|usr|opt|var|mnt|srv)/[\w.-]+)")
+
+
+def test_no_course_lib_module_calls_matplotlib_use():
+    offenders = []
+    for path in sorted((ROOT / "course_lib").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "use"
+                    and "matplotlib" in ast.unparse(node.func.value)):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, "library code changes the kernel's matplotlib backend: " + ", ".join(offenders)
+
+
+def _executed() -> list[Path]:
+    found = sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb"))
+    if not found:
+        pytest.skip(f"no executed notebooks in {EXECUTED} (run the notebook regression)")
+    return found
+
+
+def _text(output) -> str:
+    if output.get("output_type") == "stream":
+        return str(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", []))
+    data = output.get("data", {})
+    return "\n".join(str(data[k]) for k in ("text/plain", "text/html", "text/markdown") if k in data)
+
+
+def test_each_notebook_that_plots_shows_images():
+    problems = []
+    for path in _executed():
+        nb = nbformat.read(path, as_version=4)
+        plots = [c for c in nb.cells if c.cell_type == "code" and PLOT_CALL.search(c.source)]
+        images = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                     if any(k.startswith("image/") for k in o.get("data", {})))
+        if plots and images == 0:
+            problems.append(f"{path.name}: {len(plots)} cells plot but no image was recorded")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_absolute_local_paths_in_outputs():
+    problems = []
+    for path in _executed():
+        nb = nbformat.read(path, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            for output in cell.get("outputs", []):
+                for match in ABSOLUTE_PATH.finditer(_text(output)):
+                    problems.append(f"{path.name}, cell {index}: {match.group(1)}")
+                    break
+    assert not problems, "outputs show absolute local paths:\n" + "\n".join(problems[:40])
+
+
+def test_no_value_printed_twice():
+    """A cell ending in a bare ``record(...)`` shows the record line and then the value again."""
+    problems = []
+    for path in _executed():
+        nb = nbformat.read(path, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            outputs = cell.get("outputs", [])
+            recorded = [json.dumps(v, sort_keys=True) for o in outputs
+                        for v in o.get("data", {}).get(RECORD_MIME, {}).values()]
+            for o in outputs:
+                if o.get("output_type") == "execute_result" and recorded:
+                    problems.append(f"{path.name}, cell {index}: the recorded value is shown again "
+                                    "(end the line with `;`)")
+    assert not problems, "\n".join(problems)
