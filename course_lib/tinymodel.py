@@ -613,7 +613,7 @@ def dependency_order_experiment(profile: str = "ci", *, seed: int | None = None,
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     eval_repos = [r for r in corpus.held_out if len(r.paths) >= 2][: S.eval_repos]
     with _seeded(seed):
-        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         return order_experiment(model, tok, corpus.train, eval_repos, steps=S.steps,
                                 batch_size=S.batch_size, seq_len=S.seq_len, file_chars=S.file_chars,
                                 learning_rate=S.learning_rate, seed=seed, progress=progress)

@@ -337,7 +337,7 @@ print(f"causal LM scores {sum(l != -100 for l in labels_lm)} of {len(small)} tok
 # - **tokenizer**：byte-level BPE（`tokenizers` 库），4,096 个 token，在训练仓库的文本上训练；特殊 token：`<|endoftext|>`（文档结束/pad）、ChatML 的 `<|im_start|>`、`<|im_end|>`（eos），两套 FIM sentinel，`<|repo_name|>`、`<|file_sep|>`；自带 Qwen2.5 风格的 ChatML chat template；
 # - **模型**：transformers 的 `Qwen2ForCausalLM`，hidden 192、4 层、GQA（4 个 query head / 2 个 KV head），约 2.4M 参数；
 # - **数据**：上面的训练仓库，一个仓库一条依赖顺序的样本，仓库之间用 `<|endoftext|>` 隔开，拼接后切成 256 token 的窗口，窗口按种子打乱；
-- **训练**：固定的步数（不是固定的秒数，这样结果可复现），batch 4 × 256 token，AdamW + cosine；context-level FIM，sentinel 用 Qwen2.5-Coder 风格。（小 batch、多步数：在这么小的预算里，更新次数比每步的 token 数更重要。）
+# - **训练**：固定的步数（不是固定的秒数，这样结果可复现），batch 4 × 256 token，AdamW + cosine；context-level FIM，sentinel 用 Qwen2.5-Coder 风格。（小 batch、多步数：在这么小的预算里，更新次数比每步的 token 数更重要。）
 #
 # 同样的代码和种子训练两次：`nofim`（fim_rate 0）和 `base`（fim_rate 0.5）。`base` 就是后面课程用的 `get_tiny_model("base")`。
 # 结果缓存在课程 cache 里（按配置做 key）：第一次运行会真的训练（空闲的 2 核机器上每个约 1 分钟），之后直接读取。
