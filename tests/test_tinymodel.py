@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ def toy_repositories(n_train: int = 8, n_held_out: int = 2, files_per_repo: int 
 
     root = sysconfig.get_paths()["stdlib"]
     paths = [p for p in source_files(root) if p.endswith(".py") and "/" not in p][:200]
-    texts = [open(f"{root}/{p}", encoding="utf-8").read() for p in paths]
+    texts = [Path(root, p).read_text(encoding="utf-8") for p in paths]
     repos, held, i = [], 0, 0
     while len(repos) < n_train + n_held_out:
         name = f"toy-{i}"
