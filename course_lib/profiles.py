@@ -97,7 +97,7 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 03 — course_lib.deps
     "deps": {
-        "max_repos": 20,
+        "max_repos": 400,                 # every repository of the corpus: lessons 04-05 read them all
     },
     # lesson 04 — course_lib.fim / course_lib.tinymodel
     "fim": {
@@ -107,8 +107,10 @@ _CI: dict[str, dict[str, Any]] = {
         "demo_docs": 2000,                # documents in the rate statistics demo
         "infill_examples": 4,             # infills shown per model
     },
-    # the tiny model's shape and fixed step budget (≈ 60-75 s a run on an idle 2-core machine)
+    # the tiny model's corpus (lesson 03's ordered corpus), shape and fixed step budget
     "tiny_model": {
+        "repo_chars": 12_000,             # per repository: the head of its dependency order
+        "held_out_every": 10,             # 1 in 10 repositories (hash of the name) held out
         "vocab_size": 4096,
         "tokenizer_chars": 2_000_000,
         "snippet_chars": 1200,
@@ -127,6 +129,17 @@ _CI: dict[str, dict[str, Any]] = {
         "eval_every": 30,
         "eval_windows": 16,
         "eval_fim_examples": 24,
+    },
+    # lesson 04's experiment on lesson 03's claim: continue pretraining `base` on dependency-ordered vs
+    # shuffled files, compare the loss on the later files of held-out repositories
+    "dependency_order": {
+        "steps": 40,
+        "batch_size": 4,
+        "seq_len": 512,
+        "file_chars": 600,                # each file cut to its head, so one window holds several files
+        "learning_rate": 1e-3,
+        "eval_repos": 12,
+        "seeds": 3,                       # benchmarks/bench_dependency_order.py
     },
     # lesson 05 — course_lib.instructions / course_lib.codegen / course_lib.sft
     "instructions": {
@@ -248,12 +261,15 @@ _FULL: dict[str, dict[str, Any]] = {
     "fim": {"fim_rate": 0.5, "spm_rate": 0.5, "sentinels": "qwen2.5-coder", "demo_docs": 10000,
             "infill_examples": 8},
     "tiny_model": {
+        "repo_chars": 40_000, "held_out_every": 10,
         "vocab_size": 4096, "tokenizer_chars": 4_000_000, "snippet_chars": 1200,
         "hidden_size": 192, "intermediate_size": 512, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2,
         "max_position_embeddings": 2048, "seq_len": 256, "batch_size": 32, "train_steps": 1000,
         "learning_rate": 3e-3, "warmup_steps": 30, "spm_rate": 0.5, "eval_every": 50,
         "eval_windows": 64, "eval_fim_examples": 128,
     },
+    "dependency_order": {"steps": 300, "batch_size": 16, "seq_len": 1024, "file_chars": 2000,
+                         "learning_rate": 5e-4, "eval_repos": 100, "seeds": 5},
     "instructions": {"max_functions": 5000},
     "pipeline": {
         "teacher": "Qwen3-30B-A3B-Instruct",

@@ -100,8 +100,10 @@ pd.DataFrame(rows).set_index(["section", "setting"])
 # ## 3. 课程地图 (Course map)
 #
 # 一条真实的代码大模型数据与训练 pipeline：原始仓库 → 过滤 (filters) → 去重 (dedup) → 依赖排序
-# (dependency order) → FIM 预训练 → 指令数据与 SFT → sandbox 评测 → agentic RL。每个方框标出负责它的课，
-# 箭头上传递的是前一课写进 cache 的 artefact。
+# (dependency order) → FIM 预训练 → 指令数据与 SFT → sandbox 评测 → agentic RL。每个方框标出负责它的课；
+# 箭头是课的先后顺序，"←" 是这一步真正从 cache 里读的东西（哪一课的 artefact，或外部数据），"→" 是它写出的 artefact。
+# 数据是一条线流下来的：第04课的小模型就在第03课按依赖排好序的语料上预训练，第05课的指令数据也出自这份语料；
+# 第06课的评测用 HumanEval，第07–09课从第04课的模型出发。
 
 # %% slideshow={"slide_type": "subslide"}
 ax = draw_course_map(highlight=None)
@@ -109,8 +111,12 @@ plt.show()
 
 # %% slideshow={"slide_type": "skip"}
 for stage in COURSE_STAGES:
-    print(f"L{stage.lessons:<6} {stage.title:<30} → {stage.artefact}")
+    print(f"L{stage.lessons:<6} {stage.title:<30} ← {stage.reads:<32} → {stage.artefact}")
 record("course_stages", len(COURSE_STAGES));
+### BEGIN HIDDEN TESTS
+reads = {stage.lessons: stage.reads for stage in COURSE_STAGES}
+assert reads["04"].startswith("L03") and reads["05"].startswith("L03") and "L04" in reads["07"]
+### END HIDDEN TESTS
 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}

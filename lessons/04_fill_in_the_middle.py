@@ -54,12 +54,25 @@ print("fim:", dict(P.fim))
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 第一步：在两个均匀的字符位置切开
 #
-# 我们用的代码语料是本机 Python 标准库的源码（真实代码，真实许可证），切成不超过 ~1,200 个字符的片段；按文件名的哈希留出 1/20 的文件做 held-out。
+# 训练数据就是第 01–03 课的产物：有许可证、过滤过、脱敏过、去重过、**按依赖排好序**的语料（`deps.load_ordered_corpus`），
+# 一个仓库一条样本（`<|repo_name|>`、`<|file_sep|>` 标记）。`tinymodel.pretraining_corpus` 是唯一的读取入口：
+# 每个仓库取依赖顺序最前面的 Python 文件（到 `repo_chars` 个字符为止——被别人依赖的文件排在前面），
+# 按仓库名的哈希留出约 1/10 的**整个仓库**做 held-out，训练时一次也看不到。缓存里没有 01–03 的产物时，它会先把它们建出来。
 # 为了让一个只训练一分钟的 2.4M 参数模型把力气花在代码结构上，我们去掉了 docstring 和整行注释（`tinymodel.strip_docstrings_and_comments`）——真正的 code LLM 会保留它们。
+# 讲义的预训练语料是整个 GitHub 规模；本课只取每个仓库依赖顺序的开头约 12,000 个字符，因为 CPU 上的训练预算只有几十万个 token。
 
 # %% slideshow={"slide_type": "subslide"}
-train_docs, held_out_docs, corpus_info = tinymodel.code_snippets(P.tiny_model.snippet_chars)
-print(json.dumps(corpus_info, indent=1))
+corpus = tinymodel.pretraining_corpus(PROFILE)
+info = corpus.info
+print(f"{info['repositories']} repositories in lesson 03's ordered corpus (fingerprint {info['fingerprint']}): "
+      f"{info['train_repos']} for training, {info['held_out_repos']} held out; {info['files_used']} Python files used, "
+      f"{info['skipped_not_python']} non-Python files skipped, {info['skipped_unparsable']} unparsable")
+print("held-out repositories:", ", ".join(info["held_out_names"]))
+print(f"training text: {info['train_chars']:,} characters (at most {info['repo_chars']:,} per repository)")
+print(corpus.documents("train")[0][:400])
+train_docs, held_out_docs = corpus.snippets("train"), corpus.snippets("held_out")   # file pieces for the demos below
+print(f"{len(train_docs):,} training and {len(held_out_docs):,} held-out snippets of at most {info['snippet_chars']} characters")
+record("pretraining_repos", info["train_repos"]); record("held_out_repos", info["held_out_repos"])
 doc = next(d for d in held_out_docs if 300 < len(d) < 500)
 prefix, middle, suffix = fim.split_document(doc, SEED)
 print(f"cut at characters {len(prefix)} and {len(prefix) + len(middle)} of {len(doc)}")
@@ -73,7 +86,7 @@ assert prefix + middle + suffix == doc
 #
 # 按 token 切更省事（不用重新分词），但切点永远落在 token 边界上。推理时用户的光标可以在任何字符处，比如 `retu|`：
 # 模型要会把 `rn` 补完。下面统计一下：**随机的字符切点有多大比例落在某个 token 的内部？** 这些情况按 token 切的训练数据里一次也不会出现。
-# （这里先拿到课程的 tokenizer：byte-level BPE，4,096 个 token，在标准库源码上训练；第一次调用时训练并缓存。）
+# （这里先拿到课程的 tokenizer：byte-level BPE，4,096 个 token，在训练仓库的文本上训练；第一次调用时训练并缓存。）
 
 # %% slideshow={"slide_type": "-"}
 tokenizer = tinymodel.course_tokenizer(PROFILE)
@@ -342,8 +355,9 @@ assert sees_all and middle_rows
 #
 # 课程自己的模型（`course_lib.tinymodel`）：
 #
-# - **tokenizer**：byte-level BPE（`tokenizers` 库），4,096 个 token，在标准库源码上训练；特殊 token：`<|endoftext|>`（文档结束/pad）、ChatML 的 `<|im_start|>`、`<|im_end|>`（eos），两套 FIM sentinel，`<|repo_name|>`、`<|file_sep|>`；自带 Qwen2.5 风格的 ChatML chat template；
+# - **tokenizer**：byte-level BPE（`tokenizers` 库），4,096 个 token，在训练仓库的文本上训练；特殊 token：`<|endoftext|>`（文档结束/pad）、ChatML 的 `<|im_start|>`、`<|im_end|>`（eos），两套 FIM sentinel，`<|repo_name|>`、`<|file_sep|>`；自带 Qwen2.5 风格的 ChatML chat template；
 # - **模型**：transformers 的 `Qwen2ForCausalLM`，hidden 192、4 层、GQA（4 个 query head / 2 个 KV head），约 2.4M 参数；
+# - **数据**：上面的训练仓库，一个仓库一条依赖顺序的样本，仓库之间用 `<|endoftext|>` 隔开，拼接后切成 256 token 的窗口，窗口按种子打乱；
 # - **训练**：固定的步数（不是固定的秒数，这样结果可复现），batch 4 × 256 token，AdamW + cosine；context-level FIM，sentinel 用 Qwen2.5-Coder 风格。（小 batch、多步数：在这么小的预算里，更新次数比每步的 token 数更重要。）
 #
 # 同样的代码和种子训练两次：`nofim`（fim_rate 0）和 `base`（fim_rate 0.5）。`base` 就是后面课程用的 `get_tiny_model("base")`。
@@ -375,7 +389,7 @@ for name in ["nofim", "base"]:
     meta = json.loads((model_dirs[name] / "course_model.json").read_text())
     print(f"{name:6s} fim_rate={meta['fim_rate']}: {'loaded from the cache' if cached else 'built now (it was not cached)'}; "
           f"{meta['train_steps']} steps, {meta['tokens_seen']:,} tokens, training took {meta['train_seconds']} s "
-          f"({meta['torch_threads']} threads) -> {model_dirs[name]}")
+          f"({meta['torch_threads']} threads; {meta['epochs']} passes over {meta['corpus']['train_tokens']:,} training tokens) -> {model_dirs[name]}")
 logs = {name: json.loads((d / "training_log.json").read_text()) for name, d in model_dirs.items()}
 print(f"({time.time() - t0:.1f} s in this cell)")
 
@@ -418,10 +432,13 @@ first_half, second_half = np.mean([g for _, g in gaps[1:half]]), np.mean([g for 
 print(f"mean gap, first half of training {first_half:+.3f}, second half {second_half:+.3f} -> "
       f"{'grew' if second_half > first_half else 'did not grow'} over this run")
 _ = record("middle_gap_by_step", [[st, round(g, 4)] for st, g in gaps])
+for key, what in [("l2r_loss", "left-to-right"), ("middle_loss", "middle-token")]:
+    lower = "FIM" if final["base"][key] < final["nofim"][key] else "no FIM"
+    print(f"this run: the {lower} model has the lower held-out {what} loss")
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **怎么读这张图**：论文的 "FIM for free" 有两半：(1) FIM 几乎不改变左到右的 loss（中间那张，两条线应该挨得很近）；(2) FIM 模型的 middle loss 更低（右边那张），因为它学过利用 suffix。
-# 我们的规模是玩具级的（参数量、token 数和训练用时都打印在上面）：两个模型都还很弱，差距也小。**上面打印的数字才是这次真正测到的结果**——说清楚测到了什么，比复述论文更重要。论文的结论是在大得多的规模上测出来的；这次运行里 middle loss 的差距在训练过程中怎样变化，看上面按 step 打印的那一行（本课没有在更长的训练上测过，所以不说它会怎样）。
+# 我们的规模是玩具级的（参数量、token 数和训练用时都打印在上面），语料是第 01–03 课的真实代码：两个模型都还很弱。**上面打印的数字和判断才是这次真正测到的结果**——说清楚测到了什么，比复述论文更重要。如果 no-FIM 模型在两项上都更低，说明在这么小的预算下，把一半样本变成 FIM 格式并不"免费"：模型要用同样多的 token 同时学两种排列。论文的结论是在大得多的规模上测出来的；middle loss 的差距在训练中怎样变化，看上面按 step 打印的那一行（本课没有在更长的训练上测过，所以不说它会怎样）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 看看模型补全了什么
@@ -460,6 +477,38 @@ for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofi
 # 对比两个模型的输出时注意：no-FIM 模型从没见过 `<|fim_middle|>`，它只是在 suffix 后面接着往下写；FIM 模型在训练里见过这种排列，但见过不等于学会——它这次写出了什么（包括有没有吐出 sentinel），就是上面打印的样子。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## 实验：第03课的依赖顺序，对模型有没有用？
+#
+# 第03课的理由是 $P(\text{repo}) = \prod_i P(f_i \mid f_{<i})$：按依赖顺序拼接，模型读到一个文件时，它 import 的文件已经在上下文里，
+# 后面的文件应该更好预测。这里直接测：从 `base` 出发，**继续训练两次**——同样的训练仓库、同样的文件、同样的步数和种子，
+# 只有仓库内文件的顺序不同（依赖顺序 vs 仓库内随机打乱）；然后按依赖顺序读 held-out 仓库，比较**后半部分文件**的 loss
+# （`tinymodel.dependency_order_experiment`）。
+#
+# 讲义的论断针对完整仓库、长上下文的大模型；本课每个文件只取开头 600 个字符、上下文 512 token、每次继续训练 40 步，因为 CPU 上只有几十秒的预算——一个窗口能装下好几个文件，顺序才有机会起作用。
+
+# %% slideshow={"slide_type": "subslide"}
+t0 = time.time()
+order_result = tinymodel.dependency_order_experiment(PROFILE)
+print(f"{order_result['train_repos']} training repositories, {order_result['eval_repos']} held-out repositories; "
+      f"{order_result['steps']} steps x {order_result['batch_size']} x {order_result['seq_len']} tokens per arm, "
+      f"files cut to {order_result['file_chars']} characters")
+print(f"{'model':<32}{'later files':>12}{'earlier files':>15}")
+for arm, label in [("before", "base (before)"), ("dependency", "+ dependency-ordered files"),
+                   ("shuffled", "+ shuffled files")]:
+    r = order_result[arm]
+    print(f"{label:<32}{r['later']:>12.4f}{r['earlier']:>15.4f}")
+print(f"({order_result['before']['later_tokens']} later-file tokens, {order_result['before']['earlier_tokens']} earlier-file tokens)")
+diff = order_result["difference"]
+print(f"later files, shuffled - dependency: {diff:+.4f} nats/token "
+      f"({'dependency order lower' if diff > 0 else 'shuffled order lower' if diff < 0 else 'equal'}); {time.time() - t0:.0f} s")
+_ = record("order_difference", round(diff, 4))
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **怎么读**：差值为正，说明按依赖顺序训练的模型在后面的文件上 loss 更低，与第03课的论断同向；为负则相反。
+# 上面是**一次**运行，一个种子：这么小的差值必须和种子之间的波动比较才能下结论。`benchmarks/bench_dependency_order.py`
+# 用 3 个以上的种子重复这个实验，打印差值的均值和标准差（`docs/fim_tinymodel.md` 记录了测到的结果）。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 小结
 #
 # - FIM 只改数据不改模型：两个均匀的**字符**切点 → prefix / middle / suffix → PSM 或 SPM（讲义的 `<SUF>s<PRE>p<MID>m`，或 StarCoder 训练代码的 `<PRE><SUF>s<MID>pm`），加 sentinel；
@@ -467,4 +516,5 @@ for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofi
 # - label mask 决定"算哪些 loss"（L_FIM 只算 middle），attention mask 决定"能看到谁"，PSM/SPM 不需要改 attention（prefix-LM 变体才需要）；
 # - context-level FIM 放不下 sentinel 的片段保持原样，middle 永远完整；
 # - 同样的步数下两个模型的左到右 loss 和 middle loss 各差多少，以上面这次打印的数字为准；
+# - 预训练数据就是第 01–03 课的语料，一个仓库一条依赖顺序的样本，held-out 按整个仓库留出；依赖顺序 vs 打乱顺序的对比见上面的实验（数值以打印为准）；
 # - 课程的小模型就是这里的 `base`：`course_lib.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。

@@ -6,7 +6,7 @@
 #
 # **学习目标**
 # 1. 认识四类代码指令数据——代码生成、代码解释、代码翻译、单元测试生成——及其 `instruction / input / output` 格式（原课的斐波那契例子）。
-# 2. 从真实代码（标准库里带 docstring 的函数）构造指令样本，并在沙箱里**运行参考答案**验证它们。
+# 2. 从真实代码（第 01–03 课语料里带 docstring 的函数）构造指令样本，并在沙箱里**运行参考答案**验证它们。
 # 3. 用 tokenizer 的 chat template（Qwen 的 `<|im_start|>` 格式）排版对话，构造**只在答案上计算 loss** 的 label mask，理解 packing。
 # 4. 用 LazyLLM 的 codegen 数据管道（`CodeInstructionGenerator → ScriptSynthesizer → LogicIntegrityAuditor → ThresholdSieve → CodeFeedbackFormatter`）清洗数据，并看清它每一步保留/丢弃了什么、为什么。
 # 5. 用 LazyLLM `TrainableModule(...).finetune_method(finetune.llamafactory)` 调用 LLaMA-Factory 微调课程的小模型：loss 曲线、微调前后的生成对比；认识 full 配置下原课的超参数。
@@ -74,12 +74,17 @@ else:
 #
 # 讲义把 SFT 数据分成三类（生成、解释、翻译），单元测试生成单列一节；本课把它当作第四类，因为它的样本格式与前三类相同，只是 output 里是测试。
 #
-# 下面从**真实代码**构造这四类数据：在标准库里找"自包含、带 docstring"的顶层函数（只用 `ast` 解析，不 import），
+# 下面从**真实代码**构造这四类数据。代码来自第 01–03 课的语料（有许可证、过滤、脱敏、去重、依赖排序），
+# 和第04课预训练读的是同一份、经同一个入口（`instructions.corpus_sources` → `tinymodel.corpus_repositories`）：
+# 在其中找"自包含、带 docstring"的顶层函数（只用 `ast` 解析，不 import），
 # docstring 的第一段变成指令，函数本身就是参考答案；doctest 例子变成单元测试；一个很小的 Python→JavaScript 转译器
 # （`instructions.to_javascript`）给翻译任务造出 JavaScript 版本。
 
 # %% slideshow={"slide_type": "-"}
+sources = instructions.corpus_sources(PROFILE)       # every Python file of lessons 01-03's corpus
+print(f"{len(sources):,} Python files from {len({name.split(':')[0] for name, _ in sources})} repositories of the corpus")
 ins = instructions.load_instruction_set(PROFILE)     # built once, then cached in the course cache
+print(f"{len({s['source_path'].split(':')[0] for s in ins.samples})} repositories contribute samples")
 counts = ins.counts()
 print("samples per kind:", counts)
 print("checked by:", ins.verified_by)
@@ -89,7 +94,7 @@ pd.Series(dict(ins.skipped)).sort_values(ascending=False).rename("functions/samp
 # %% slideshow={"slide_type": "subslide"}
 for kind in instructions.KINDS:
     s = next(x for x in ins.samples if x["kind"] == kind)
-    print(f"===== {kind}  ({s['id']}, from {os.path.basename(s['source_path'])})")
+    print(f"===== {kind}  ({s['id']}, from {s['source_path']})")
     print("instruction:", s["instruction"])
     if s["input"]:
         print("input:\n" + s["input"][:300])

@@ -98,11 +98,28 @@ def test_four_kinds_are_built(code_file):
     assert '"""' not in ex["input"] and "twice" in ex["output"]
 
 
-def test_stdlib_harvest_finds_real_functions():
-    recs, skipped = I.harvest_functions(I.stdlib_files()[:60], max_functions=20)
+def test_harvest_reads_real_files_and_in_memory_sources(code_file):
+    import sysconfig
+
+    from course_lib.repos import source_files
+
+    root = sysconfig.get_paths()["stdlib"]
+    paths = [f"{root}/{p}" for p in source_files(root) if p.endswith(".py") and "/" not in p][:60]
+    recs, skipped = I.harvest_functions(paths, max_functions=20)
     assert len(recs) >= 5
     assert all(r.docstring for r in recs)
     assert sum(skipped.values()) > 0
+    from_text, _ = I.harvest_functions([("fixture:mod.py", code_file.read_text())])
+    assert {r.name for r in from_text} == {"double", "hyp"}
+    assert {r.path for r in from_text} == {"fixture:mod.py"}
+
+
+def test_corpus_sources_come_through_the_one_loader(monkeypatch):
+    from course_lib import tinymodel
+
+    repos = [tinymodel.RepoFiles("r", ["b.py", "a.py", "data.json"], ["x = 1\n", "y = 2\n", "{}"])]
+    monkeypatch.setattr(tinymodel, "corpus_repositories", lambda profile="ci": (repos, "f" * 16))
+    assert I.corpus_sources("ci") == [("r:b.py", "x = 1\n"), ("r:a.py", "y = 2\n")]
 
 
 def test_to_javascript_simple_and_untranslatable():

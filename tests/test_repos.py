@@ -9,7 +9,7 @@ import pytest
 
 from course_lib import github
 from course_lib.repos import (Repo, canonical_name, installed_repos, load_repo_metadata, local_repos,
-                              metadata_as_of, repo_rejection_reason, select_repos, stdlib_repo,
+                              metadata_as_of, repo_rejection_reason, select_repos, source_files, stdlib_repo,
                               write_illustrative_metadata)
 
 AS_OF = dt.date(2026, 12, 1)
@@ -51,6 +51,18 @@ def test_local_table_is_real_and_has_licences():
     assert std.license == "PSF-2.0" and any(f == "os.py" for f in std.files)
     table = local_repos()
     assert sum(r.stars is not None for r in table) > 0.9 * len(table)
+
+
+def test_source_files_is_the_one_walker(tmp_path):
+    for rel in ["a.py", "pkg/__init__.py", "pkg/b.py", "pkg/__pycache__/b.cpython-311.pyc",
+                "site-packages/x/y.py", "config-3.11-x86_64-linux-gnu/Makefile", "z/c.txt"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    assert source_files(tmp_path) == ["a.py", "pkg/__init__.py", "pkg/b.py", "z/c.txt"]
+    assert source_files(tmp_path, skip_dirs={"z"}) == [
+        "a.py", "pkg/__init__.py", "pkg/__pycache__/b.cpython-311.pyc", "pkg/b.py", "site-packages/x/y.py"]
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        source_files(tmp_path / "missing")
 
 
 def test_metadata_table_is_labelled_illustrative(tmp_path):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,12 +19,71 @@ from course_lib.tinymodel import (  # noqa: E402
 )
 
 
+def toy_repositories(n_train: int = 8, n_held_out: int = 2, files_per_repo: int = 5):
+    """A toy corpus in the shape of ``tinymodel.corpus_repositories``: repositories of real
+    standard-library modules, named so that both splits of ``is_held_out(name, 10)`` are filled."""
+    import sysconfig
+
+    from course_lib.repos import source_files
+
+    root = sysconfig.get_paths()["stdlib"]
+    paths = [p for p in source_files(root) if p.endswith(".py") and "/" not in p][:200]
+    texts = [Path(root, p).read_text(encoding="utf-8") for p in paths]
+    repos, held, i = [], 0, 0
+    while len(repos) < n_train + n_held_out:
+        name = f"toy-{i}"
+        i += 1
+        out = tinymodel.is_held_out(name, 10)
+        if (out and held >= n_held_out) or (not out and len(repos) - held >= n_train):
+            continue
+        held += out
+        k = (len(repos) * files_per_repo) % (len(paths) - files_per_repo)
+        repos.append(tinymodel.RepoFiles(name, paths[k:k + files_per_repo], texts[k:k + files_per_repo]))
+    return repos, "toy0123456789abc"
+
+
 @pytest.fixture(scope="module")
-def quick_model(tmp_path_factory):
-    """A tiny model built with the real code but only 2 training steps (format checks only)."""
+def toy_corpus(tmp_path_factory):
+    """The tiny model's loader answers with :func:`toy_repositories`; the cache is a fresh folder."""
+    repos = toy_repositories()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COURSE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        mp.setattr(tinymodel, "corpus_repositories", lambda profile="ci": repos)
+        yield repos
+
+
+@pytest.fixture(scope="module")
+def quick_model(tmp_path_factory, toy_corpus):
+    """A tiny model built with the real code on the toy corpus, 2 training steps (format checks)."""
     out = tmp_path_factory.mktemp("tiny") / "model"
     meta = build_tiny_model(out, "base", "ci", train_steps=2, progress=False)
     return out, meta
+
+
+def test_pretraining_corpus_keeps_dependency_order_and_holds_out_whole_repositories(toy_corpus):
+    repos, fingerprint = toy_corpus
+    corpus = tinymodel.pretraining_corpus("ci")
+    assert corpus.info["fingerprint"] == fingerprint and corpus.info["source"] == "deps.load_ordered_corpus"
+    assert {r.name for r in corpus.held_out} == {r.name for r in repos if tinymodel.is_held_out(r.name, 10)}
+    assert not {r.name for r in corpus.train} & {r.name for r in corpus.held_out}
+    by_name = {r.name: r for r in repos}
+    for r in corpus.train + corpus.held_out:
+        original = by_name[r.name].paths
+        assert r.paths == original[:len(r.paths)]          # a prefix of the dependency order
+        originals = dict(zip(by_name[r.name].paths, by_name[r.name].texts))
+        assert r.texts == [tinymodel.strip_docstrings_and_comments(originals[p]) for p in r.paths]
+    doc = corpus.documents("train")[0]
+    assert doc.startswith("<|repo_name|>" + corpus.train[0].name + "\n<|file_sep|>" + corpus.train[0].paths[0])
+    assert len(doc) <= corpus.info["repo_chars"]
+    with pytest.raises(ValueError, match="split"):
+        corpus.documents("test")
+
+
+def test_model_metadata_names_its_corpus(quick_model, toy_corpus):
+    _, meta = quick_model
+    assert meta["corpus"]["fingerprint"] == toy_corpus[1]
+    assert meta["corpus"]["train_repos"] >= 1 and meta["corpus"]["held_out_repos"] >= 1
+    assert meta["tokens_seen"] == 2 * meta["settings"]["batch_size"] * meta["settings"]["seq_len"]
 
 
 def test_tiny_config_is_a_small_random_qwen2():
@@ -56,7 +116,7 @@ def test_loads_with_auto_classes_and_special_tokens_are_single_ids(quick_model):
     out, _ = quick_model
     tok = transformers.AutoTokenizer.from_pretrained(out)
     model = transformers.AutoModelForCausalLM.from_pretrained(out)
-    assert model.config.vocab_size == len(tok) == 4096
+    assert model.config.vocab_size == len(tok) <= 4096   # the toy corpus is too small for all 4,096
     for token in SPECIAL_TOKENS:
         ids = tok.encode(token, add_special_tokens=False)
         assert len(ids) == 1, (token, ids)
@@ -124,6 +184,8 @@ def test_pack_windows_separates_documents_with_eot():
 
 def test_get_tiny_model_builds_once_then_uses_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    corpus = {"fingerprint": "a" * 16}
+    monkeypatch.setattr(tinymodel, "corpus_repositories", lambda profile="ci": ([], corpus["fingerprint"]))
     calls = []
 
     def fake_build(out, name, profile, **kw):
@@ -138,8 +200,33 @@ def test_get_tiny_model_builds_once_then_uses_the_cache(tmp_path, monkeypatch):
     assert first == second and calls == ["base"]
     assert first.parent == tmp_path / "models" and not list(tmp_path.glob("models/*.tmp*"))
     assert tinymodel.get_tiny_model("nofim") != first
+    corpus["fingerprint"] = "b" * 16                      # a changed corpus: another folder, a rebuild
+    assert tinymodel.get_tiny_model("base") != first and calls == ["base", "nofim", "base"]
     with pytest.raises(ValueError, match="unknown tiny model"):
         tinymodel.get_tiny_model("huge")
+
+
+def test_order_experiment_at_toy_size(toy_corpus):
+    """Both arms train on the same files for the same steps; only the order inside a repository
+    differs, and the loss is measured on the later files of held-out repositories."""
+    repos, _ = toy_corpus
+    tok = tinymodel.train_tokenizer([t for r in repos for t in r.texts], vocab_size=400)
+    model = transformers.AutoModelForCausalLM.from_config(tiny_config(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, bos_token_id=0, eos_token_id=0, pad_token_id=0))
+    train = [r for r in repos if not tinymodel.is_held_out(r.name, 10)]
+    held = [r for r in repos if tinymodel.is_held_out(r.name, 10)]
+    ids, owner = tinymodel.repo_token_stream(held[0], tok, file_chars=200)
+    assert owner[0] == -1 and owner[-1] == len(held[0].paths) - 1 and owner == sorted(owner)
+    shuffled_ids, _ = tinymodel.repo_token_stream(held[0], tok, order=[1, 0, 2, 3, 4], file_chars=200)
+    assert sorted(shuffled_ids) == sorted(ids) and shuffled_ids != ids
+    result = tinymodel.order_experiment(model, tok, train, held, steps=3, batch_size=2, seq_len=128,
+                                        file_chars=200, learning_rate=1e-3, seed=0)
+    for arm in ("before", "dependency", "shuffled"):
+        assert result[arm]["later"] > 0 and result[arm]["later_tokens"] > 0
+    assert result["dependency"]["windows"] == result["shuffled"]["windows"]
+    assert result["difference"] == pytest.approx(result["shuffled"]["later"] - result["dependency"]["later"])
+    assert result["dependency"]["later"] != result["shuffled"]["later"]
 
 
 def test_cli_help_mentions_model_names(capsys):

@@ -98,20 +98,33 @@ def code_files(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(keep), key=lambda p: (p.count("/"), p)))
 
 
-def stdlib_repo() -> Repo:
-    """The Python standard library as one repository (``python/cpython``, PSF-2.0)."""
-    root = Path(sysconfig.get_paths()["stdlib"])
+SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
+"""Folders :func:`source_files` never enters (installed third-party code and bytecode caches)."""
+
+
+def source_files(root: str | os.PathLike, *, skip_dirs: Iterable[str] = SKIP_DIRS) -> list[str]:
+    """Every file below ``root`` as a ``/``-separated path relative to ``root``, sorted, without entering folders named in ``skip_dirs`` or starting with ``config-`` (the interpreter's
+    build configuration). The course's one source-tree walker. Introduced in lesson 01."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: not a folder; source_files walks a source tree")
+    skip = frozenset(skip_dirs)
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames
-                             if d not in ("site-packages", "__pycache__", "dist-packages", "config-3.11-x86_64-linux-gnu")
-                             and not d.startswith("config-"))
-        rel = os.path.relpath(dirpath, root)
-        for fn in filenames:
-            files.append(fn if rel == "." else f"{rel}/{fn}")
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("config-"))
+        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        files.extend(fn if rel == "." else f"{rel}/{fn}" for fn in filenames)
+    return sorted(files)
+
+
+def stdlib_repo() -> Repo:
+    """The Python standard library as one repository (``python/cpython``, PSF-2.0). Introduced in
+    lesson 01."""
     import platform
+
+    root = Path(sysconfig.get_paths()["stdlib"])
     return Repo(STDLIB_REPO, platform.python_version(), "PSF-2.0", "PSF-2.0", "CPython LICENSE",
-                str(root), code_files(files), source="stdlib")
+                str(root), code_files(source_files(root)), source="stdlib")
 
 
 def installed_repos() -> list[Repo]:

@@ -1,5 +1,5 @@
-"""The course map: the pipeline from raw repositories to an evaluated code model, and which lesson
-covers which step (drawn in lesson 00).
+"""The course map: the pipeline from raw repositories to an evaluated code model, which lesson
+covers which step and which earlier artefacts each step reads (drawn in lesson 00).
 
 Introduced in lesson 00.
 """
@@ -10,23 +10,25 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the pipeline: its name, the lessons that teach it and what comes out of it."""
+    """One step of the pipeline: its name, the lessons that teach it, what comes out of it and what
+    it reads (earlier lessons' artefacts from the course cache, or outside data)."""
 
     title: str
     lessons: str
     artefact: str
+    reads: str = ""
 
 
 COURSE_STAGES: tuple[Stage, ...] = (
-    Stage("Raw repositories", "01", "files + licences"),
-    Stage("Filters & secret redaction", "01", "clean corpus"),
-    Stage("Near-dedup (MinHash LSH)", "02", "deduped corpus"),
-    Stage("Dependency order", "03", "one sample per repo"),
-    Stage("FIM pretraining", "04", "tiny base model"),
-    Stage("Instruction data + SFT", "05", "instruct model"),
-    Stage("Sandbox evaluation, pass@k", "06", "scores"),
-    Stage("Drill: tiny-codes SFT + eval", "07", "before/after"),
-    Stage("Agentic coding + RL", "08-09", "agent policy"),
+    Stage("Raw repositories", "01", "files + licences", "stdlib + site-packages / GitHub"),
+    Stage("Filters & secret redaction", "01", "clean corpus", "L01 repositories"),
+    Stage("Near-dedup (MinHash LSH)", "02", "deduped corpus", "L01 corpus"),
+    Stage("Dependency order", "03", "one sample per repo", "L02 deduped corpus"),
+    Stage("FIM pretraining", "04", "tiny base model", "L03 samples, repo by repo"),
+    Stage("Instruction data + SFT", "05", "instruct model", "L03 corpus + L04 model"),
+    Stage("Sandbox evaluation, pass@k", "06", "scores", "HumanEval (assets)"),
+    Stage("Drill: tiny-codes SFT + eval", "07", "before/after", "tiny-codes + L04 model"),
+    Stage("Agentic coding + RL", "08-09", "agent policy", "L04 model"),
 )
 
 
@@ -56,8 +58,11 @@ def draw_course_map(ax=None, stages: tuple[Stage, ...] = COURSE_STAGES, highligh
                                     facecolor="#ffd27f" if lit else "#dbe9f6", edgecolor="#2b5d8a", lw=1.5))
         ax.text(x + 0.12, y + h - 0.12, f"L{stage.lessons}", ha="left", va="top", fontsize=10,
                 fontweight="bold", color="#b03a2e")
-        ax.text(x + w / 2, y + h / 2 - 0.02, stage.title, ha="center", va="center", fontsize=10.5)
-        ax.text(x + w / 2, y + 0.14, f"→ {stage.artefact}", ha="center", va="bottom", fontsize=8.5,
+        ax.text(x + w / 2, y + h / 2 + 0.06, stage.title, ha="center", va="center", fontsize=10.5)
+        if stage.reads:
+            ax.text(x + w / 2, y + 0.34, f"← {stage.reads}", ha="center", va="bottom", fontsize=7.5,
+                    color="#2b5d8a")
+        ax.text(x + w / 2, y + 0.1, f"→ {stage.artefact}", ha="center", va="bottom", fontsize=8.5,
                 color="#555555", style="italic")
     for (x0, y0), (x1, y1) in zip(centres, centres[1:]):
         if abs(y0 - y1) < 1e-9:      # same row: from the side of one box to the side of the next
@@ -71,5 +76,6 @@ def draw_course_map(ax=None, stages: tuple[Stage, ...] = COURSE_STAGES, highligh
     ax.set_ylim(-(rows - 1) * (h + gy) - 0.3, h + 0.3)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title("From raw repositories to an evaluated code model (L = lesson)", fontsize=12)
+    ax.set_title("From raw repositories to an evaluated code model (L = lesson; ← reads, → writes)",
+                 fontsize=12)
     return ax

@@ -9,10 +9,11 @@ The lesson's four kinds of instruction data, all in Alpaca-style ``instruction``
 * ``translate`` — the function in JavaScript (made by the course's tiny transpiler) → the real Python;
 * ``unittest``  — the function → unit tests (from its doctest examples) that pass against it.
 
-Every function comes from real code on this machine (the standard library in ``ci``): self-contained
-top-level functions with docstrings, found with :mod:`ast` (nothing is imported). A sample is kept
-only when its reference runs in the sandbox (:mod:`course_lib.sandbox`); every skipped function is
-counted with its reason.
+Every function comes from the course corpus that lessons 01-03 build (licensed, filtered, redacted,
+deduplicated, dependency-ordered; read through ``tinymodel.corpus_repositories``, the loader lesson 04
+pretrains from): self-contained top-level functions with docstrings, found with :mod:`ast` (nothing is
+imported). A sample is kept only when its reference runs in the sandbox (:mod:`course_lib.sandbox`);
+every skipped function is counted with its reason.
 
 Introduced in lesson 05.
 """
@@ -24,7 +25,6 @@ import doctest
 import html
 import random
 import sys
-import sysconfig
 import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
@@ -71,19 +71,14 @@ class FunctionRecord:
         return " ".join(first.split())
 
 
-_SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "tkinter", "turtledemo", "site-packages",
-              "ensurepip", "config-3.11-x86_64-linux-gnu", "__pycache__"}
+def corpus_sources(profile: str = "ci") -> list[tuple[str, str]]:
+    """Every Python file of the course corpus as ``("repo:path", source)``, repository by repository,
+    files in dependency order — read through the same loader as lesson 04's pretraining
+    (``tinymodel.corpus_repositories``). Introduced in lesson 05."""
+    from course_lib.tinymodel import corpus_repositories
 
-
-def stdlib_files(limit: int | None = None) -> list[Path]:
-    """The standard library's ``*.py`` files, sub-packages included, tests excluded (sorted).
-
-    Introduced in lesson 05.
-    """
-    root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in root.rglob("*.py")
-                   if not p.name.startswith("_") and not (_SKIP_DIRS & set(p.relative_to(root).parts[:-1])))
-    return files[:limit] if limit else files
+    repos, _ = corpus_repositories(profile)
+    return [(f"{r.name}:{p}", t) for r in repos for p, t in zip(r.paths, r.texts) if p.endswith(".py")]
 
 
 def _free_names(fn: ast.FunctionDef) -> set[str]:
@@ -133,11 +128,20 @@ def functions_in_file(path: Path) -> tuple[list[FunctionRecord], Counter]:
 
     Introduced in lesson 05.
     """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return [], Counter({"unreadable file": 1})
+    return functions_in_source(text, str(path))
+
+
+def functions_in_source(text: str, path: str) -> tuple[list[FunctionRecord], Counter]:
+    """:func:`functions_in_file` for source text already in memory (``path`` names where it comes
+    from). Introduced in lesson 05."""
     skipped: Counter = Counter()
     try:
-        text = path.read_text(encoding="utf-8")
         tree = ast.parse(text)
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+    except (SyntaxError, ValueError):
         skipped["unparsable file"] += 1
         return [], skipped
     module_imports = {}
@@ -169,22 +173,28 @@ def functions_in_file(path: Path) -> tuple[list[FunctionRecord], Counter]:
         imports = "\n".join(module_imports[m] for m in sorted(free))
         source = (imports + "\n\n\n" if imports else "") + textwrap.dedent(body)
         params = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
-        found.append(FunctionRecord(node.name, str(path), source, doc, params, parse_doctests(doc)))
+        found.append(FunctionRecord(node.name, path, source, doc, params, parse_doctests(doc)))
     return found, skipped
 
 
-def harvest_functions(files: Iterable[Path] | None = None, *, max_functions: int | None = None
+def harvest_functions(files: Iterable[Path | tuple[str, str]] | None = None, *,
+                      max_functions: int | None = None, profile: str | None = None
                       ) -> tuple[list[FunctionRecord], Counter]:
-    """Self-contained documented functions from real files (default: the standard library).
+    """Self-contained documented functions from real code: ``files`` are paths or ``(name, source)``
+    pairs; default :func:`corpus_sources` of ``profile`` (the course corpus of lessons 01-03).
 
     Returns the functions and a Counter of why other functions were skipped. Introduced in lesson 05.
     """
-    files = list(stdlib_files() if files is None else files)
+    if files is None:
+        from course_lib.profiles import get_profile
+
+        files = corpus_sources(get_profile(profile).name)
     out: list[FunctionRecord] = []
     skipped: Counter = Counter()
     seen = set()
-    for path in files:
-        recs, why = functions_in_file(Path(path))
+    for item in files:
+        recs, why = (functions_in_source(item[1], item[0]) if isinstance(item, tuple)
+                     else functions_in_file(Path(item)))
         skipped.update(why)
         for r in recs:
             if r.source in seen:
@@ -384,7 +394,7 @@ def _doctest_asserts(rec: FunctionRecord) -> str:
 
 
 def _tiny_function() -> FunctionRecord:
-    """The lesson's Fibonacci example as a FunctionRecord (used when no stdlib functions are found)."""
+    """The lesson's Fibonacci example as a FunctionRecord (used when no function is found)."""
     src = FIBONACCI_EXAMPLE["output"].removeprefix("```python\n").split("\n\n# Unit Tests")[0]  # the function only
     return FunctionRecord("fibonacci", "lesson-05-example", src,
                           "Return the n-th Fibonacci number.", ["n"], [("fibonacci(10)", "55")])
@@ -436,9 +446,11 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -
     return ok, reasons, f"sandbox ({why})"
 
 
-def build_instruction_set(files: Iterable[Path] | None = None, *, max_functions: int = 200,
-                          kinds: Sequence[str] = KINDS, seed: int = 0, verify: bool = True) -> InstructionSet:
-    """Instruction samples of the four kinds from real functions, each reference run in the sandbox.
+def build_instruction_set(files: Iterable[Path | tuple[str, str]] | None = None, *,
+                          max_functions: int = 200, kinds: Sequence[str] = KINDS, seed: int = 0,
+                          verify: bool = True) -> InstructionSet:
+    """Instruction samples of the four kinds from real functions (``files`` as in
+    :func:`harvest_functions`; default the course corpus), each reference run in the sandbox.
 
     Introduced in lesson 05.
     """
@@ -588,23 +600,27 @@ def mask_html(tokenizer, input_ids: Sequence[int], labels: Sequence[int]) -> str
 
 
 def load_instruction_set(profile: str = "ci", *, rebuild: bool = False) -> InstructionSet:
-    """The profile's instruction set, built once and cached in ``cache_dir("instructions")`` (keyed by
-    the settings, the Python version and whether the sandbox verified it). Introduced in lesson 05."""
+    """The profile's instruction set, harvested from the course corpus (:func:`corpus_sources`), built
+    once and cached in ``cache_dir("instructions")`` (keyed by the settings, the corpus fingerprint,
+    the Python version and whether the sandbox verified it). Introduced in lesson 05."""
     import hashlib
     import json
 
     from course_lib.paths import cache_dir
     from course_lib.profiles import get_profile
 
+    from course_lib.tinymodel import corpus_repositories
+
     P = get_profile(profile).instructions
     verified = _sandbox_or_none() is not None
-    key = hashlib.sha1(json.dumps([dict(P), sys.version, verified, 2]).encode()).hexdigest()[:12]
+    _, fingerprint = corpus_repositories(profile)
+    key = hashlib.sha1(json.dumps([dict(P), fingerprint, sys.version, verified, 3]).encode()).hexdigest()[:12]
     path = cache_dir("instructions") / f"instructions-{profile}-{key}.json"
     if path.exists() and not rebuild:
         data = json.loads(path.read_text())
         return InstructionSet(data["samples"], Counter(data["skipped"]), data["verified_by"])
-    files = stdlib_files()
-    ins = build_instruction_set(files, max_functions=P.max_functions, seed=get_profile(profile).seed)
+    ins = build_instruction_set(corpus_sources(profile), max_functions=P.max_functions,
+                                seed=get_profile(profile).seed)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"samples": ins.samples, "skipped": dict(ins.skipped),
                                "verified_by": ins.verified_by}, ensure_ascii=False))

@@ -27,15 +27,15 @@ import os
 import random
 import shutil
 import sys
-import sysconfig
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from course_lib.paths import cache_dir
 from course_lib.profiles import get_profile
 
-BUILD_VERSION = 2  # bump when the code that builds the model changes what it builds
+BUILD_VERSION = 3  # bump when the code that builds the model changes what it builds
 
 EOT = "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -68,26 +68,160 @@ CHAT_TEMPLATE = (
 
 MODEL_NAMES = {"base": 0.5, "nofim": 0.0}  # name -> fim_rate of its pretraining
 
-_SKIP_DIRS = {"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "pydoc_data",
-              "encodings", "ensurepip", "turtledemo", "__pycache__", "__phello__", "msilib"}
+# --- corpus: the output of lessons 01-03 ----------------------------------------------------------
+
+@dataclass
+class RepoFiles:
+    """One repository of the course corpus: its files in dependency order (lesson 03)."""
+
+    name: str
+    paths: list[str]
+    texts: list[str]
+
+    def sample(self, max_chars: int | None = None, *, order: Sequence[int] | None = None,
+               file_chars: int | None = None) -> str:
+        """The repository as one Qwen2.5-Coder style sample, ``<|repo_name|>name`` then
+        ``<|file_sep|>path`` + content per file: in dependency order, or in ``order`` (indices into
+        ``paths``); each file cut to its first ``file_chars`` characters and the whole sample to its
+        first ``max_chars``, both at a line end. Introduced in lesson 04."""
+        idx = range(len(self.paths)) if order is None else order
+        parts = [f"{QWEN_FIM[4]}{self.name}\n"]
+        for i in idx:
+            parts.append(f"{QWEN_FIM[5]}{self.paths[i]}\n{_head(self.texts[i], file_chars).rstrip(chr(10))}\n")
+        return _head("".join(parts), max_chars)
 
 
-# --- corpus --------------------------------------------------------------------------------------
+def _head(text: str, max_chars: int | None) -> str:
+    """The first ``max_chars`` characters of ``text``, cut back to the last line end (whole text when
+    it is short enough or ``max_chars`` is None)."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    cut = text.rfind("\n", 0, max_chars) + 1
+    return text[:cut] if cut > 0 else text[:max_chars]
 
-def stdlib_source_files(root: str | Path | None = None) -> list[Path]:
-    """The ``.py`` files of the standard library (tests, vendored data and tools left out), sorted.
 
-    Introduced in lesson 04."""
-    root = Path(root or sysconfig.get_paths()["stdlib"])
-    files = []
-    for path in root.rglob("*.py"):
-        rel = path.relative_to(root)
-        if any(part in _SKIP_DIRS or part.startswith("config-") for part in rel.parts[:-1]):
+def corpus_repositories(profile: str = "ci") -> tuple[list[RepoFiles], str]:
+    """The course corpus as lessons 01-03 leave it — licensed, filtered, redacted, deduplicated, one
+    entry per repository with its files in dependency order (``deps.load_ordered_corpus``, which
+    builds lessons 01-03's artefacts when they are not cached; the file contents come from
+    ``dedup.load_deduped_corpus``) — and its fingerprint (a hash of every repository's sample). The one
+    loader through which lessons 04 and 05 read the corpus. Introduced in lesson 04."""
+    from course_lib.dedup import load_deduped_corpus
+    from course_lib.deps import load_ordered_corpus
+
+    ordered = load_ordered_corpus(profile)
+    deduped = load_deduped_corpus(profile)
+    key = (profile, *(f["filename"] for f in ordered.cache_files + deduped.cache_files))
+    if key not in _REPOSITORIES:
+        _REPOSITORIES.clear()
+        _REPOSITORIES[key] = _read_repositories(profile, ordered, deduped)
+    return _REPOSITORIES[key]
+
+
+_REPOSITORIES: dict[tuple, tuple[list[RepoFiles], str]] = {}  # the last corpus read in this process
+
+
+def _read_repositories(profile: str, ordered, deduped) -> tuple[list[RepoFiles], str]:
+    content = {(r, p): t for r, p, t in zip(deduped["repo"], deduped["path"], deduped["content"])}
+    digest = hashlib.sha256()
+    repos = []
+    for name, paths, text in zip(ordered["repo"], ordered["paths"], ordered["text"]):
+        digest.update(name.encode() + b"\0" + text.encode("utf-8", "surrogatepass") + b"\0")
+        missing = [p for p in paths if (name, p) not in content]
+        if missing:
+            raise RuntimeError(f"ordered corpus repository {name!r}: {len(missing)} files are not in the "
+                               f"deduplicated corpus (e.g. {missing[0]!r}); the two caches disagree — "
+                               f"rebuild with deps.load_ordered_corpus({profile!r}, rebuild=True)")
+        repos.append(RepoFiles(name, list(paths), [content[(name, p)] for p in paths]))
+    return repos, digest.hexdigest()[:16]
+
+
+def is_held_out(repo: str, held_out_every: int) -> bool:
+    """Whether repository ``repo`` is held out from pretraining (1 in ``held_out_every`` by a hash of
+    its name, so the split never changes with the rest of the corpus). Introduced in lesson 04."""
+    return int(hashlib.sha1(repo.encode()).hexdigest(), 16) % held_out_every == 0
+
+
+@dataclass
+class PretrainingCorpus:
+    """The tiny model's text: per repository the head of its dependency order (Python files only,
+    docstrings and comments removed), split by repository into training and held-out repositories."""
+
+    train: list[RepoFiles]
+    held_out: list[RepoFiles]
+    info: dict[str, Any]
+
+    def documents(self, split: str = "train") -> list[str]:
+        """One document per repository (:meth:`RepoFiles.sample`, cut to ``repo_chars``)."""
+        return [r.sample(self.info["repo_chars"]) for r in self._split(split)]
+
+    def snippets(self, split: str = "train") -> list[str]:
+        """The same files cut into snippets of at most ``snippet_chars`` (:func:`split_into_snippets`)."""
+        out = []
+        for r in self._split(split):
+            for text in r.texts:
+                out.extend(split_into_snippets(text, self.info["snippet_chars"]))
+        return out
+
+    def _split(self, split: str) -> list[RepoFiles]:
+        if split not in ("train", "held_out"):
+            raise ValueError(f"split must be 'train' or 'held_out', not {split!r}")
+        return self.train if split == "train" else self.held_out
+
+
+def pretraining_corpus(profile: str = "ci") -> PretrainingCorpus:
+    """What the tiny model of ``profile`` is trained and evaluated on: :func:`corpus_repositories`,
+    repositories held out by :func:`is_held_out`, and of each repository the Python files in dependency
+    order, docstrings and comments removed (:func:`strip_docstrings_and_comments`), up to the profile's
+    ``repo_chars`` characters. ``info`` counts repositories, files and characters and holds the
+    corpus fingerprint. Introduced in lesson 04."""
+    S = get_profile(profile).tiny_model
+    repos, fingerprint = corpus_repositories(profile)
+    key = (profile, fingerprint, json.dumps(dict(S), sort_keys=True))
+    if key not in _PRETRAINING:
+        _PRETRAINING.clear()
+        _PRETRAINING[key] = _select_pretraining_text(repos, fingerprint, S, profile)
+    return _PRETRAINING[key]
+
+
+_PRETRAINING: dict[tuple, PretrainingCorpus] = {}
+
+
+def _select_pretraining_text(repos: list[RepoFiles], fingerprint: str, S, profile: str
+                             ) -> PretrainingCorpus:
+    info: dict[str, Any] = {"source": "deps.load_ordered_corpus", "fingerprint": fingerprint,
+                            "repositories": len(repos), "repo_chars": S.repo_chars,
+                            "snippet_chars": S.snippet_chars, "held_out_every": S.held_out_every,
+                            "files_used": 0, "skipped_not_python": 0, "skipped_unparsable": 0}
+    train, held_out = [], []
+    for repo in repos:
+        paths, texts, size = [], [], len(repo.name) + 16
+        for path, text in zip(repo.paths, repo.texts):
+            if size >= S.repo_chars:
+                break
+            if not path.endswith(".py"):
+                info["skipped_not_python"] += 1
+                continue
+            stripped = strip_docstrings_and_comments(text)
+            if stripped is None or not stripped.strip():
+                info["skipped_unparsable"] += 1
+                continue
+            paths.append(path)
+            texts.append(stripped)
+            size += len(path) + len(stripped) + 16
+        if not paths:
             continue
-        if rel.name.startswith("test_"):
-            continue
-        files.append(path)
-    return sorted(files)
+        kept = RepoFiles(repo.name, paths, texts)
+        (held_out if is_held_out(repo.name, S.held_out_every) else train).append(kept)
+        info["files_used"] += len(paths)
+    if not train or not held_out:
+        raise RuntimeError(f"the corpus of profile {profile!r} gives {len(train)} training and "
+                           f"{len(held_out)} held-out repositories; the tiny model needs both "
+                           f"(more repositories: profile setting deps.max_repos)")
+    info.update(train_repos=len(train), held_out_repos=len(held_out),
+                train_chars=sum(len(d) for d in (r.sample(S.repo_chars) for r in train)),
+                held_out_names=[r.name for r in held_out])
+    return PretrainingCorpus(train, held_out, info)
 
 
 def strip_docstrings_and_comments(text: str) -> str | None:
@@ -157,44 +291,6 @@ def split_into_snippets(text: str, max_chars: int = 1200) -> list[str]:
     return [s for s in snippets if s.strip()]
 
 
-def code_snippets(max_chars: int = 1200, held_out_every: int = 20, max_file_bytes: int = 200_000,
-                  strip_prose: bool = True) -> tuple[list[str], list[str], dict[str, Any]]:
-    """Training and held-out snippets of real Python code (stdlib of this interpreter), with
-    docstrings and comments removed when ``strip_prose`` (see :func:`strip_docstrings_and_comments`).
-
-    Files are assigned to the held-out set by a hash of their relative path (1 in ``held_out_every``),
-    so no held-out snippet shares a file with training. Returns ``(train, held_out, info)`` where info
-    counts files read and skipped, and fingerprints the text. Introduced in lesson 04."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    train, held_out = [], []
-    info = {"root": str(root), "files": 0, "skipped_large": 0, "skipped_undecodable": 0,
-            "skipped_unparsable": 0}
-    digest = hashlib.sha256()
-    for path in stdlib_source_files(root):
-        raw = path.read_bytes()
-        if len(raw) > max_file_bytes:
-            info["skipped_large"] += 1
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            info["skipped_undecodable"] += 1
-            continue
-        if strip_prose:
-            text = strip_docstrings_and_comments(text)
-            if text is None:
-                info["skipped_unparsable"] += 1
-                continue
-        rel = str(path.relative_to(root))
-        digest.update(rel.encode() + b"\0" + raw)
-        info["files"] += 1
-        bucket = int(hashlib.sha1(rel.encode()).hexdigest(), 16) % held_out_every
-        (held_out if bucket == 0 else train).extend(split_into_snippets(text, max_chars))
-    info.update(train_snippets=len(train), held_out_snippets=len(held_out),
-                fingerprint=digest.hexdigest()[:16])
-    return train, held_out, info
-
-
 # --- tokenizer -----------------------------------------------------------------------------------
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int = 4096):
@@ -253,11 +349,12 @@ def _model_settings(profile: str) -> dict[str, Any]:
     return {k: P[k] for k in P}
 
 
-def _config_key(name: str, settings: dict[str, Any]) -> str:
+def _config_key(name: str, settings: dict[str, Any], corpus_fingerprint: str) -> str:
     from course_lib.fim import PERMUTE_VERSION
 
     blob = json.dumps({"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings, "fim": PERMUTE_VERSION,
-                       "version": BUILD_VERSION, "python": sys.version_info[:2]}, sort_keys=True)
+                       "corpus": corpus_fingerprint, "version": BUILD_VERSION,
+                       "python": sys.version_info[:2]}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -410,20 +507,138 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
     return log
 
 
+# --- lesson 03's claim: dependency order vs shuffled order ----------------------------------------
+
+def repo_token_stream(repo: RepoFiles, tok, order: Sequence[int] | None = None,
+                      file_chars: int | None = None) -> tuple[list[int], list[int]]:
+    """Token ids of ``repo`` as one sample (:meth:`RepoFiles.sample` with the files in ``order``,
+    default dependency order, each cut to ``file_chars``) and, per token, the dependency-order index
+    of the file it belongs to (-1 for the ``<|repo_name|>`` header). ``tok`` is a
+    ``tokenizers.Tokenizer``. Introduced in lesson 04."""
+    ids = tok.encode(f"{QWEN_FIM[4]}{repo.name}\n").ids
+    owner = [-1] * len(ids)
+    for i in (range(len(repo.paths)) if order is None else order):
+        piece = f"{QWEN_FIM[5]}{repo.paths[i]}\n{_head(repo.texts[i], file_chars).rstrip(chr(10))}\n"
+        enc = tok.encode(piece).ids
+        ids += enc
+        owner += [i] * len(enc)
+    return ids, owner
+
+
+def later_files_loss(model, tok, repos: Sequence[RepoFiles], seq_len: int,
+                     file_chars: int | None = None) -> dict[str, float]:
+    """Mean token loss of ``model`` on held-out repositories read in dependency order: the first
+    ``seq_len`` tokens of each repository (:func:`repo_token_stream`); of the files that start in that
+    window, the loss on the later half (``later``: the P(f_i | f_<i) terms with the most context from
+    the same repository) and on the earlier half (``earlier``). Introduced in lesson 04."""
+    import torch
+    import torch.nn.functional as F
+
+    sums = {"later": [0.0, 0], "earlier": [0.0, 0]}
+    model.eval()
+    with torch.no_grad():
+        for repo in repos:
+            ids, owner = repo_token_stream(repo, tok, file_chars=file_chars)
+            ids, owner = ids[:seq_len], owner[:seq_len]
+            present = sorted({o for o in owner if o >= 0})
+            if len(present) < 2:
+                continue
+            later = set(present[(len(present) + 1) // 2:])
+            x = torch.tensor([ids], dtype=torch.long, device=model.device)
+            logits = model(input_ids=x).logits[0, :-1].float()
+            losses = F.cross_entropy(logits, x[0, 1:], reduction="none").tolist()
+            for t, loss in enumerate(losses, start=1):
+                if owner[t] >= 0:
+                    part = sums["later" if owner[t] in later else "earlier"]
+                    part[0] += loss
+                    part[1] += 1
+    model.train()
+    out: dict[str, float] = {k: v[0] / v[1] if v[1] else float("nan") for k, v in sums.items()}
+    out.update(later_tokens=sums["later"][1], earlier_tokens=sums["earlier"][1])
+    return out
+
+
+def order_experiment(model, tok, train_repos: Sequence[RepoFiles], eval_repos: Sequence[RepoFiles], *,
+                     steps: int, batch_size: int, seq_len: int, file_chars: int | None,
+                     learning_rate: float, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """Continue training copies of ``model`` for ``steps`` steps on ``train_repos`` read in two
+    orders — each repository's files in dependency order, or shuffled within the repository (seeded) —
+    with the same files, step budget and seed otherwise; then measure :func:`later_files_loss` on
+    ``eval_repos`` (read in dependency order) before and after. ``difference`` is shuffled minus
+    dependency on the later files: positive when dependency order helps. Introduced in lesson 04."""
+    import copy
+
+    eot_id = tok.token_to_id(EOT)
+    result: dict[str, Any] = {"steps": steps, "batch_size": batch_size, "seq_len": seq_len,
+                              "file_chars": file_chars, "seed": seed, "train_repos": len(train_repos),
+                              "eval_repos": len(eval_repos),
+                              "before": later_files_loss(model, tok, eval_repos, seq_len, file_chars)}
+    for arm in ("dependency", "shuffled"):
+        rng = random.Random(seed)
+        docs = []
+        for repo in train_repos:
+            order = list(range(len(repo.paths)))
+            if arm == "shuffled":
+                rng.shuffle(order)
+            docs.append(repo_token_stream(repo, tok, order, file_chars)[0])
+        windows = pack_windows(docs, seq_len, eot_id)
+        if not windows:
+            raise ValueError(f"the training repositories give no window of {seq_len} tokens")
+        trained = copy.deepcopy(model)
+        log = pretrain(trained, tok, windows, fim_rate=0.0, steps=steps, batch_size=batch_size,
+                       learning_rate=learning_rate, warmup_steps=max(1, steps // 10), seed=seed,
+                       progress=progress)
+        result[arm] = {**later_files_loss(trained, tok, eval_repos, seq_len, file_chars),
+                       "windows": len(windows), "seconds": log["seconds"],
+                       "final_train_loss": log["train_loss"][-1]}
+    result["difference"] = result["shuffled"]["later"] - result["dependency"]["later"]
+    return result
+
+
+def dependency_order_experiment(profile: str = "ci", *, seed: int | None = None,
+                                progress: bool = False) -> dict[str, Any]:
+    """Lesson 03's claim, P(repo) = prod_i P(f_i | f_<i), on the course's tiny model: continue
+    pretraining the ``base`` model (:func:`get_tiny_model`) on the training repositories in dependency
+    order vs shuffled order (:func:`order_experiment`, settings from the profile's ``dependency_order``
+    section) and compare the loss on the later files of the first ``eval_repos`` held-out
+    repositories that have two files or more. ``seed`` (default: the profile's) picks the shuffles
+    and the window order. Introduced in lesson 04."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    P = get_profile(profile)
+    S = P.dependency_order
+    seed = P.seed if seed is None else seed
+    corpus = pretraining_corpus(profile)
+    path = get_tiny_model("base", profile)
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+    eval_repos = [r for r in corpus.held_out if len(r.paths) >= 2][: S.eval_repos]
+    with _seeded(seed):
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        return order_experiment(model, tok, corpus.train, eval_repos, steps=S.steps,
+                                batch_size=S.batch_size, seq_len=S.seq_len, file_chars=S.file_chars,
+                                learning_rate=S.learning_rate, seed=seed, progress=progress)
+
+
 # --- build + cache -------------------------------------------------------------------------------
 
-def _build_tokenizer(settings: dict[str, Any], train_texts: list[str]):
-    """Train (or load from the cache) the tokenizer shared by every tiny model of these settings."""
+def _build_tokenizer(settings: dict[str, Any], corpus: PretrainingCorpus):
+    """Train (or load from the cache) the tokenizer shared by every tiny model of these settings and
+    this corpus: on the training documents in a seeded order, up to ``tokenizer_chars`` characters."""
     from tokenizers import Tokenizer
 
-    keyed = {k: settings[k] for k in ("vocab_size", "tokenizer_chars", "snippet_chars")}
+    keyed = {k: settings[k] for k in ("vocab_size", "tokenizer_chars", "repo_chars", "held_out_every")}
     key = hashlib.sha256(json.dumps({**keyed, "v": BUILD_VERSION, "special": SPECIAL_TOKENS,
-                                     "py": sys.version_info[:2]}, sort_keys=True).encode()).hexdigest()[:12]
+                                     "corpus": corpus.info["fingerprint"], "py": sys.version_info[:2]},
+                                    sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir("models") / f"tokenizer-{key}.json"
     if path.exists():
         return Tokenizer.from_file(str(path))
+    docs = corpus.documents("train")
+    random.Random(0).shuffle(docs)
     texts, size = [], 0
-    for t in train_texts:  # train_texts is already in a seeded shuffled order
+    for t in docs:
         if size >= settings["tokenizer_chars"]:
             break
         texts.append(t)
@@ -435,10 +650,19 @@ def _build_tokenizer(settings: dict[str, Any], train_texts: list[str]):
     return tok
 
 
+def encode_documents(tok, docs: Sequence[str]) -> list[list[int]]:
+    """Token ids of each document (a ``tokenizers.Tokenizer``; special tokens such as
+    ``<|file_sep|>`` stay single tokens). Introduced in lesson 04."""
+    return [e.ids for chunk in _batched(list(docs), 256) for e in tok.encode_batch(chunk)]
+
+
 def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci", *,
                      train_steps: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Build the tiny model ``name`` into ``out_dir`` (a Hugging Face folder) and return its metadata.
 
+    Pretraining text: :func:`pretraining_corpus` — per training repository its dependency-ordered
+    sample, packed into ``seq_len`` windows with ``<|endoftext|>`` between repositories; the windows
+    are drawn in a seeded order. Held-out repositories give the evaluation windows and FIM examples.
     ``train_steps`` overrides the profile's step budget (tests use a handful). Introduced in lesson 04."""
     import torch
     from transformers import GenerationConfig, Qwen2ForCausalLM
@@ -449,29 +673,24 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
     steps = settings["train_steps"] if train_steps is None else int(train_steps)
     seed = get_profile(profile).seed
     t0 = time.time()
-    train_texts, held_out, corpus_info = code_snippets(settings["snippet_chars"])
-    random.Random(seed).shuffle(train_texts)
-    tok = _build_tokenizer(settings, train_texts)
+    corpus = pretraining_corpus(profile)
+    tok = _build_tokenizer(settings, corpus)
     hf_tok = to_transformers_tokenizer(tok, settings["max_position_embeddings"])
     seq_len, eot_id = settings["seq_len"], tok.token_to_id(EOT)
 
-    # training windows: enough snippets for the step budget (plus slack), packed with <EOT>
-    need_tokens = steps * settings["batch_size"] * seq_len
-    docs, count = [], 0
-    for chunk in _batched(train_texts, 512):
-        for enc in tok.encode_batch(chunk):
-            docs.append(enc.ids)
-            count += len(enc.ids) + 1
-        if count > need_tokens * 1.05 + seq_len:
-            break
-    windows = pack_windows(docs, seq_len, eot_id)
-    # held-out files only: even snippets for left-to-right windows, odd ones for FIM examples
-    held_docs = [e.ids for e in tok.encode_batch(held_out[0::2])]
-    l2r_eval = pack_windows(held_docs, seq_len, eot_id)[: settings["eval_windows"]]
-    fim_eval = fim_eval_examples(held_out[1::2], tok, seq_len, settings["eval_fim_examples"], seed)
+    windows = pack_windows(encode_documents(tok, corpus.documents("train")), seq_len, eot_id)
+    # held-out repositories only: their samples for left-to-right windows, their snippets for FIM
+    l2r_eval = pack_windows(encode_documents(tok, corpus.documents("held_out")), seq_len, eot_id)
+    l2r_eval = [l2r_eval[i] for i in sorted(random.Random(seed).sample(
+        range(len(l2r_eval)), min(len(l2r_eval), settings["eval_windows"])))]
+    held_snippets = corpus.snippets("held_out")
+    random.Random(seed).shuffle(held_snippets)
+    fim_eval = fim_eval_examples(held_snippets, tok, seq_len, settings["eval_fim_examples"], seed)
     if not l2r_eval or not fim_eval:
-        raise RuntimeError(f"too few held-out snippets ({len(held_out)}) for evaluation: "
-                           f"{len(l2r_eval)} windows, {len(fim_eval)} FIM examples")
+        raise RuntimeError(f"too little held-out text ({corpus.info['held_out_repos']} repositories) for "
+                           f"evaluation: {len(l2r_eval)} windows, {len(fim_eval)} FIM examples")
+    corpus_info = {**corpus.info, "train_windows": len(windows),
+                   "train_tokens": len(windows) * seq_len}
 
     config = tiny_config(
         vocab_size=tok.get_vocab_size(), hidden_size=settings["hidden_size"],
@@ -498,6 +717,7 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
     meta = {"name": name, "profile": profile, "fim_rate": MODEL_NAMES[name], "train_steps": steps,
             "seed": seed, "settings": settings, "parameters": int(sum(p.numel() for p in model.parameters())),
             "corpus": corpus_info, "train_windows": len(windows), "tokens_seen": log["tokens"],
+            "epochs": round(log["tokens"] / max(1, len(windows) * seq_len), 2),
             "train_seconds": log["seconds"], "build_seconds": round(time.time() - t0, 1),
             "fim_sentinels": "qwen2.5-coder", "torch_threads": torch.get_num_threads(), "device": device}
     (out / "training_log.json").write_text(json.dumps(log))
@@ -518,12 +738,14 @@ def _file_lock(path: Path):
 
 
 def tiny_model_dir(name: str = "base", profile: str = "ci") -> Path:
-    """Where ``get_tiny_model(name, profile)`` keeps (or will keep) the model; built or not.
-
-    Introduced in lesson 04."""
+    """Where ``get_tiny_model(name, profile)`` keeps (or will keep) the model; built or not. The
+    folder's key covers the profile's settings and the fingerprint of the corpus it is trained on
+    (a changed corpus means another folder, so the model is rebuilt). Introduced in lesson 04."""
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    return cache_dir("models") / f"course-tiny-{name}-{profile}-{_config_key(name, _model_settings(profile))}"
+    _, fingerprint = corpus_repositories(profile)
+    key = _config_key(name, _model_settings(profile), fingerprint)
+    return cache_dir("models") / f"course-tiny-{name}-{profile}-{key}"
 
 
 def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = False) -> Path:
@@ -541,9 +763,11 @@ def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = F
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"building the tiny model {name!r} ({profile}) into {final} ...", file=sys.stderr)
         build_tiny_model(tmp, name, profile)
+        old = final.with_name(f"{final.name}.old{os.getpid()}")
         if final.exists():
-            shutil.rmtree(final)
+            os.replace(final, old)
         os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
     return final
 
 
@@ -551,15 +775,8 @@ def course_tokenizer(profile: str = "ci"):
     """The course's tokenizer as a transformers fast tokenizer (trained on first call, cached; the
     same one every tiny model of this profile uses). Introduced in lesson 04."""
     settings = _model_settings(profile)
-    train_texts, _, _ = code_snippets(settings["snippet_chars"])
-    random.Random(get_profile(profile).seed).shuffle(train_texts)
-    return to_transformers_tokenizer(_build_tokenizer(settings, train_texts),
+    return to_transformers_tokenizer(_build_tokenizer(settings, pretraining_corpus(profile)),
                                      settings["max_position_embeddings"])
-
-
-def load_training_log(name: str = "base", profile: str = "ci") -> dict[str, Any]:
-    """The pretraining log of a tiny model (builds the model if needed). Introduced in lesson 04."""
-    return json.loads((get_tiny_model(name, profile) / "training_log.json").read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
