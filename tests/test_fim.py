@@ -198,13 +198,13 @@ def test_permute_fragment_never_cuts_the_middle(tokenizer):
 
 def test_no_middle_truncated_on_the_course_256_token_windows():
     from course_lib.profiles import get_profile
-    from course_lib.tinymodel import EOT, code_snippets, course_tokenizer, pack_windows
+    from course_lib.tinymodel import EOT, course_tokenizer, pack_windows, pretraining_corpus
 
     P = get_profile("ci")
     hf = course_tokenizer("ci")
     tok = hf.backend_tokenizer
-    train, _, _ = code_snippets(P.tiny_model.snippet_chars)
-    docs = [e.ids for e in tok.encode_batch(train[:400])]
+    train = pretraining_corpus("ci").documents("train")
+    docs = [e.ids for e in tok.encode_batch(train[:60])]
     eot = tok.token_to_id(EOT)
     windows = pack_windows(docs, P.tiny_model.seq_len, eot)
     assert len(windows[0]) == 256
