@@ -703,7 +703,7 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
     with _seeded(seed):
         model = Qwen2ForCausalLM(config).to(device)
         log = pretrain(model, tok, windows, fim_rate=MODEL_NAMES[name], spm_rate=settings["spm_rate"],
-                       sentinels="qwen2.5-coder", steps=steps, batch_size=settings["batch_size"],
+                       sentinels=get_profile(profile).fim.sentinels, steps=steps, batch_size=settings["batch_size"],
                        learning_rate=settings["learning_rate"], warmup_steps=settings["warmup_steps"],
                        seed=seed, eval_every=settings["eval_every"], eval_sets=(l2r_eval, fim_eval),
                        progress=progress)
@@ -719,7 +719,7 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
             "corpus": corpus_info, "train_windows": len(windows), "tokens_seen": log["tokens"],
             "epochs": round(log["tokens"] / max(1, len(windows) * seq_len), 2),
             "train_seconds": log["seconds"], "build_seconds": round(time.time() - t0, 1),
-            "fim_sentinels": "qwen2.5-coder", "torch_threads": torch.get_num_threads(), "device": device}
+            "fim_sentinels": get_profile(profile).fim.sentinels, "torch_threads": torch.get_num_threads(), "device": device}
     (out / "training_log.json").write_text(json.dumps(log))
     (out / "course_model.json").write_text(json.dumps(meta, indent=1))
     return meta
