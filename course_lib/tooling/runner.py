@@ -133,6 +133,10 @@ def kernel_environment(profile: str, strict: bool, root: Path | None = None) -> 
     changes: dict[str, str | None] = {
         "COURSE_PROFILE": profile,
         "COURSE_CHECKS": "strict" if strict else None,
+        # An executed notebook is read later, not watched: a progress bar (tqdm, in the kernel and in
+        # the programs it starts) redraws at most once a minute, so its output is its first and final
+        # line, not hundreds of updates. Interactive JupyterLab sessions keep normal bars.
+        "TQDM_MININTERVAL": "60",
     }
     if root is not None:
         parts = [str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
