@@ -1,7 +1,8 @@
 """Profiles are the single source of settings: every key of every section is read somewhere.
 
 A key is "read" when some code outside ``profiles.py`` (course_lib, lessons, benchmarks, scripts) names
-it as an attribute (``cfg.threshold``), a subscript (``cfg["threshold"]``) or through ``.get("...")``.
+it as an attribute (``cfg.threshold``), a subscript (``cfg["threshold"]``) or through ``.get("...")``,
+or reads a family of keys through their prefix (``d[f"vllm_{k}"]`` for the fields ``k`` of a dataclass).
 """
 from __future__ import annotations
 
@@ -25,9 +26,17 @@ def _keys():
                 yield section, key
 
 
-def _read(key: str) -> bool:
-    k = re.escape(key)
+def _named(k: str) -> bool:
     return re.search(rf"\.{k}\b|\[\s*[\"']{k}[\"']\s*\]|get\(\s*[\"']{k}[\"']", TEXT) is not None
+
+
+def _read(key: str) -> bool:
+    if _named(re.escape(key)):
+        return True
+    # a family of keys read through a prefix: d[f"vllm_{k}"] for the fields of a dataclass
+    prefix, _, rest = key.partition("_")
+    return bool(rest) and re.search(rf"f[\"']{re.escape(prefix)}_\{{", TEXT) is not None and re.search(
+        rf"\b{re.escape(rest)}\s*:", TEXT) is not None
 
 
 @pytest.mark.parametrize("section,key", sorted(set(_keys())))
