@@ -276,7 +276,7 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str) -> Sandb
         if cgroup is not None:
             oom = cgroup.oom_killed()
             cgroup.remove()
-    if cgroup is not None and oom and res.status != "passed":
+    if cgroup is not None and oom:
         res.status, res.detail = "memory_limit", (f"the sample's processes together went over "
                                                   f"{limits.memory_mb} MiB (cgroup OOM kill)")
     if memory_note:

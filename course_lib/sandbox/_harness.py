@@ -237,7 +237,13 @@ def _main():
             finish("memory_limit", outcomes, text)
         outcomes.append(kind)
         first_error = first_error or text
-    if buf or os.read(ans_r, 1):
+    os.waitpid(pid, 0)
+    os.set_blocking(ans_r, False)
+    try:
+        extra = os.read(ans_r, 1)
+    except BlockingIOError:
+        extra = b""
+    if buf or extra:
         finish("failed", outcomes, "the program wrote to the harness's answer pipe")
     if all(o == "ok" for o in outcomes):
         status = "passed"
