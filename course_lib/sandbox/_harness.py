@@ -77,6 +77,19 @@ def _dumpable(flag):
     except Exception:
         pass
 
+def _oom_killed():
+    # inside a container the cgroup's OOM counter is visible (bwrap: the host reads it instead)
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip() not in ("", "0"):
+                        return True
+        except OSError:
+            pass
+    return False
+
 def _one_line(exc):
     return " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:400]
 
@@ -200,6 +213,8 @@ def _main():
 
     def died(where):
         _, status = os.waitpid(pid, 0)
+        if _oom_killed():
+            finish("memory_limit", error="the sample's processes together went over the memory limit (OOM kill)")
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig == 24:  # SIGXCPU
@@ -245,6 +260,8 @@ def _main():
         extra = b""
     if buf or extra:
         finish("failed", outcomes, "the program wrote to the harness's answer pipe")
+    if _oom_killed():
+        finish("memory_limit", outcomes, "the sample's processes together went over the memory limit (OOM kill)")
     if all(o == "ok" for o in outcomes):
         status = "passed"
     elif "error" in outcomes and "ok" not in outcomes:
