@@ -84,10 +84,13 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memor
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     if backend and backend != "auto":
         kw["backend"] = backend
-    resolve = getattr(sb, "resolve_backend", None)
+    if "backend" not in kw:
+        preferred = sb.preferred_backend()
+        if preferred is None:
+            raise SandboxUnavailable(f"no sandbox backend works here: {sb.available_backends()}; install "
+                                     "bubblewrap (`apt-get install bubblewrap`) or Docker")
+        kw["backend"] = preferred
     try:
-        if resolve is not None:
-            resolve(kw.get("backend"))
         results = sb.run_many(list(items), workers=workers, **kw)
     except (FileNotFoundError, OSError, RuntimeError, ValueError) as exc:
         raise SandboxUnavailable(f"the sandbox backend could not start ({exc}); install bubblewrap "
