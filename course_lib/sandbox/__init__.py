@@ -300,7 +300,7 @@ def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: 
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
             pass_fds = (seccomp_fd,)
         argv = _b.bwrap_argv(uid, seccomp_fd)
-        rl = limits.rlimits(nproc=cgroup is None, address_space=cgroup is None)
+        rl = limits.rlimits(nproc=cgroup is None, per_sample_memory=cgroup is not None)
         if cgroup is not None:
             argv = cgroup.enter_argv(argv)
     elif backend == "docker":
@@ -308,7 +308,7 @@ def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: 
 
         host = docker_host()
         container = f"course-sbx-{uuid.uuid4().hex[:12]}"
-        argv, rl = _b.docker_argv(uid, limits, container, host), limits.rlimits(nproc=False, address_space=False)
+        argv, rl = _b.docker_argv(uid, limits, container, host), limits.rlimits(nproc=False, per_sample_memory=True)
     else:
         argv, rl = _b.unsafe_argv(), limits.rlimits(nproc=False)
     payload = encode_payload(token, rl, code, tests)

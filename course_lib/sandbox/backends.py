@@ -29,6 +29,7 @@ TMP_BYTES = 16 * 1024 * 1024
 FILE_BYTES = 8 * 1024 * 1024
 MAX_PROCS = 64
 MAX_OPEN_FILES = 64
+AS_BACKSTOP = 4           # with a per-sample memory cgroup: address space per process, x memory_mb
 CPUS = 1.0                # CPU budget of one sample with cgroups (cores)
 IMAGE = os.environ.get("SANDBOX_IMAGE", "python-sandbox")
 LEASE_DIR = Path(os.environ.get("SANDBOX_LEASE_DIR", "/run/course-sandbox/uids"))
@@ -47,10 +48,12 @@ class Limits:
         if isinstance(self.memory_mb, bool) or not isinstance(self.memory_mb, int) or not 16 <= self.memory_mb <= 1 << 20:
             raise ValueError(f"memory_mb must be an integer number of MiB >= 16, got {self.memory_mb!r}")
 
-    def rlimits(self, nproc: bool = True, address_space: bool = True) -> dict:
-        """The rlimits the harness sets on itself. ``address_space=False`` when a cgroup bounds the
-        sample's memory as a whole (RLIMIT_AS per process would only break numpy's start-up)."""
-        return {"as": self.memory_mb * 1024 * 1024 if address_space else None, "cpu": int(self.timeout_s) + 2,
+    def rlimits(self, nproc: bool = True, per_sample_memory: bool = False) -> dict:
+        """The rlimits the harness sets on itself. With ``per_sample_memory`` (a cgroup bounds the sample
+        as a whole) RLIMIT_AS is only a backstop of :data:`AS_BACKSTOP` × ``memory_mb`` per process, so one
+        huge allocation fails at once with MemoryError; without it, RLIMIT_AS is ``memory_mb`` itself."""
+        as_mb = self.memory_mb * (AS_BACKSTOP if per_sample_memory else 1)
+        return {"as": as_mb * 1024 * 1024, "cpu": int(self.timeout_s) + 2,
                 "fsize": FILE_BYTES, "nofile": MAX_OPEN_FILES, "nproc": MAX_PROCS if nproc else None, "core": 0}
 
 
