@@ -93,12 +93,16 @@ def _oom_killed():
 def _one_line(exc):
     return " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:400]
 
+def _print_tb():
+    import traceback  # imported only when needed: it costs more than the rest of the harness
+    traceback.print_exc()
+
 def _child(code_obj, test_objs, filename, req_fd, ans_fd):
-    import traceback, types, builtins
-    _exec, _write, _read, _exit = exec, os.write, os.read, os._exit
+    import builtins
+    _exec, _write, _read, _exit, _tb = exec, os.write, os.read, os._exit, _print_tb
     def answer(kind, text=""):
         _write(ans_fd, ("%s %s\n" % (kind, " ".join(str(text).split())[:400])).encode("utf-8", "replace"))
-    module = types.ModuleType("__main__")
+    module = type(sys)("__main__")
     module.__file__ = filename
     module.__builtins__ = builtins
     sys.modules["__main__"] = module
@@ -114,7 +118,7 @@ def _child(code_obj, test_objs, filename, req_fd, ans_fd):
     except MemoryError:
         first = ("memory", "MemoryError while running the code")
     except BaseException as exc:
-        traceback.print_exc()
+        _tb()
         first = ("error", _one_line(exc))
     try:
         sys.stdout.flush(); sys.stderr.flush()
@@ -136,7 +140,7 @@ def _child(code_obj, test_objs, filename, req_fd, ans_fd):
         except SystemExit as exc:
             result = ("error", "SystemExit: %s" % (exc.code,))
         except BaseException as exc:
-            traceback.print_exc()
+            _tb()
             result = ("error", _one_line(exc))
         try:
             sys.stdout.flush(); sys.stderr.flush()

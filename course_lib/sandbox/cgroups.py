@@ -32,9 +32,12 @@ def _v2_ok() -> bool:
 
 
 def _parents(version: str) -> list[Path]:
+    """Where a run's cgroups go. CPU: at the top of the hierarchy, so each sample competes with the
+    machine's other processes like one process (inside a shared parent, all samples together would get
+    the weight of one process). Memory and pids (v1): under ``course-sandbox``."""
     if version == "v2":
-        return [ROOT / PARENT]
-    return [ROOT / c / PARENT for c in ("memory", "pids", "cpu")]
+        return [ROOT]
+    return [ROOT / "memory" / PARENT, ROOT / "pids" / PARENT, ROOT / "cpu"]
 
 
 def cgroup_support() -> tuple[str | None, str]:
@@ -64,7 +67,7 @@ class RunCgroup:
         self.version = _version or cgroup_support()[0]
         if self.version is None:
             raise OSError(cgroup_support()[1])
-        name = f"run-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+        name = f"{PARENT}-run-{os.getpid()}-{uuid.uuid4().hex[:10]}"
         self.dirs: list[Path] = []
         try:
             for parent in _parents(self.version):
@@ -72,7 +75,6 @@ class RunCgroup:
                 if self.version == "v2":
                     sub = parent / "cgroup.subtree_control"
                     if not {"memory", "pids", "cpu"} <= set(sub.read_text().split()):
-                        (ROOT / "cgroup.subtree_control").write_text("+memory +pids +cpu")
                         sub.write_text("+memory +pids +cpu")
                 d = parent / name
                 d.mkdir()
@@ -137,6 +139,17 @@ class RunCgroup:
 
     def remove(self) -> None:
         """Kill whatever is still in the cgroup(s), then remove them."""
+        left = []
+        for d in self.dirs:  # usually empty by now: removing is one rmdir each
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(d)
+        self.dirs = left
+        if not left:
+            return
         for d in self.dirs:
             if self.version == "v2" and (d / "cgroup.kill").exists():
                 try:
