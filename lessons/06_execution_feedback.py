@@ -278,13 +278,13 @@ differ_asserts = [name for name, row in reward_table.iterrows() if row["sandbox,
 print("exec() and the sandbox give the same reward:", agree)
 print("the two test forms differ on:", differ_asserts)
 record("reward_exec_vs_sandbox_agree", {k: bool(v) for k, v in agree.items()})
-assert all(agree[name] for name in SAMPLES) and not agree["sys.exit(0)"]
+assert all(agree[name] for name in SAMPLES) and not agree["sys.exit(0)"] and not differ_asserts
 reward_table
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 读表：原课的五个普通样本（包括函数名写错的 `misnamed`：没有 `solution`，−0.5），沙箱版和 `exec()` 版给的奖励一样；
 # `sys.exit(0)` 在 `exec()` 版里直接让训练进程退出，在沙箱里只是一个没有 `solution` 的样本（−0.5）。
-# 断言式写法在哪些样本上给分不同，见上面打印的列表。
+# 本课的断言式写法（`assert solution(0) == 0` …，用 `my_reward` 计分）在这组样本上和原课写法给分一致：上面打印的差异列表为空。
 #
 # 讲义 在训练进程里 `exec()` 样本；本课 在沙箱里运行同一个奖励规则，因为样本是不受信任的代码（见第 1 节的四个演示）。
 
