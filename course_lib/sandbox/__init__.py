@@ -106,19 +106,9 @@ def _probe(name: str) -> tuple[bool, str]:
 
 
 def available_backends() -> dict[str, str]:
-    """Each real backend with "ok" (bwrap: plus what bounds memory) or the reason it cannot run here.
-    Introduced in lesson 06."""
-    out = {}
-    for name in ("bwrap", "docker"):
-        ok, reason = _probe(name)
-        if ok and name == "bwrap":
-            version, why = cgroup_support()
-            reason = (f"ok (cgroup {version}: one memory/pids/cpu budget per sample)" if version else
-                      f"ok (no cgroups: {why}; memory_mb limits each process, not the sample)")
-            out[name] = reason
-        else:
-            out[name] = "ok" if ok else reason
-    return out
+    """Each real backend with "ok" or the reason it cannot run here (whether bwrap's memory limit is per
+    sample: :func:`course_lib.sandbox.cgroups.cgroup_support`). Introduced in lesson 06."""
+    return {name: ("ok" if ok else reason) for name in ("bwrap", "docker") for ok, reason in [_probe(name)]}
 
 
 def preferred_backend() -> str | None:
