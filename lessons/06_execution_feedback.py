@@ -7,7 +7,7 @@
 # **学习目标**
 # 1. 看清原课 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
 # 2. 用 `course_lib.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
-# 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误 −0.5，否则为测试通过率。
+# 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误（或没有 `solution`）−0.5，否则为测试通过率。
 # 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较），用隐藏测试（hidden tests）和 end-of-run marker 挡住它们。
 # 5. 实现数值稳定的无偏 pass@k，理解 n、k 与采样温度（temperature）的关系。
 # 6. 跑一个真实的反馈回路：best-of-n / 拒绝采样（rejection sampling）提高通过率。
@@ -15,7 +15,7 @@
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"        # "ci": CPU, bubblewrap sandbox; "full": Docker sandbox, all problems
 SEED = 0
-BACKEND = None        # None = the profile's backend; or "bwrap", "docker", "auto", "unsafe"
+BACKEND = None        # None = the preferred backend here, or "bwrap", "docker", "auto", "unsafe"
 
 # %% slideshow={"slide_type": "skip"}
 import math
@@ -29,20 +29,23 @@ import numpy as np
 import pandas as pd
 
 import course_lib
-from course_lib import check_function, get_profile, record
+from course_lib import exercises, get_profile, record
 from course_lib import humaneval, metrics, rewards, sandbox
+from course_lib.exercises.lesson06 import as_outcome
 from course_lib.sandbox import SandboxResult, run_code, run_many, summarize
 from course_lib.sandbox.attacks import run_attacks
 
 P = get_profile(PROFILE)
 S = P.sandbox
-BACKEND = sandbox.resolve_backend(BACKEND or S.backend)
+BACKEND = sandbox.resolve_backend(BACKEND) if BACKEND else sandbox.preferred_backend()
+if BACKEND is None:
+    raise RuntimeError(f"no sandbox works on this machine: {sandbox.available_backends()}")
 rng = random.Random(SEED)
 np_rng = np.random.default_rng(SEED)
 pd.set_option("display.max_colwidth", 80)
 print(f"profile={PROFILE}  sandbox backend={BACKEND}  workers={S.workers}")
 print("backends on this machine:", sandbox.available_backends())
-record("backend", BACKEND)
+record("backend", BACKEND);
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -53,39 +56,41 @@ record("backend", BACKEND)
 # | 结果 | 奖励 |
 # |---|---|
 # | 语法错误（SyntaxError） | −1 |
-# | 运行错误（runtime error） | −0.5 |
+# | 运行错误（runtime error），或者代码里没有 `solution` 函数 | −0.5 |
 # | 其余 | 通过的测试数 / 测试总数 |
 #
-# 下面是"照着写"的版本：代码和测试都在**当前进程**里 `exec()`。先看它在正常样本上的表现。
+# 原课的约定：样本定义一个入口函数 `solution`，测试用例是 `(input, expected)` 对，`solution(input) == expected` 算通过。
+# 下面用自己的话重写了原课的 `exec()` 版本（逻辑与原课一致：先 `compile` 查语法，再在**当前进程**里 `exec()`，
+# 取出 `solution` 逐个比对；任何异常都是 −0.5）。先看它在正常样本上的表现。
 
 # %% slideshow={"slide_type": "-"}
-def calculate_reward_exec(code: str, test_cases: list[str]) -> float:
-    """The lesson's reward, as written: exec() in THIS process. Never use it on model output."""
+def calculate_reward_exec(code: str, test_cases: list[tuple]) -> float:
+    """The lecture's reward as the lecture writes it: exec() in THIS process. Never use it on model output."""
+    try:
+        compile(code, "<sample>", "exec")
+    except SyntaxError:
+        return -1.0
     namespace = {}
     try:
         exec(code, namespace)
-    except SyntaxError:
-        return -1.0
+        solution = namespace.get("solution")
+        if not solution:
+            return -0.5
+        passed = sum(solution(given) == expected for given, expected in test_cases)
     except Exception:
         return -0.5
-    passed = 0
-    for test in test_cases:
-        try:
-            exec(test, namespace)
-            passed += 1
-        except Exception:
-            pass
     return passed / len(test_cases)
 
 
-ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(0, 0) == 0", "assert add(2, 2) == 4"]
+SQUARE_CASES = [(0, 0), (2, 4), (3, 9), (-1, 1)]           # solution(n) should return n * n
 SAMPLES = {
-    "correct":       "def add(a, b):\n    return a + b\n",
-    "wrong":         "def add(a, b):\n    return a * b\n",
-    "syntax error":  "def add(a, b)\n    return a + b\n",
-    "runtime error": "def add(a, b):\n    return a + b\nadd(1)\n",
+    "correct":       "def solution(n):\n    return n * n\n",
+    "wrong":         "def solution(n):\n    return n + n\n",          # right for 0 and 2 only
+    "syntax error":  "def solution(n)\n    return n * n\n",
+    "runtime error": "def solution(n):\n    return n * n\nsolution()\n",
+    "misnamed":      "def square(n):\n    return n * n\n",             # no function called solution
 }
-exec_rewards = {name: calculate_reward_exec(src, ADD_TESTS) for name, src in SAMPLES.items()}
+exec_rewards = {name: calculate_reward_exec(src, SQUARE_CASES) for name, src in SAMPLES.items()}
 for name, value in exec_rewards.items():
     print(f"{name:<14} reward = {value:+.2f}")
 
@@ -107,12 +112,12 @@ exec("import os\nleaked = sorted(os.environ)", ns)
 print(f"2) sees all {len(ns['leaked'])} environment variables of the trainer, e.g. {ns['leaked'][:4]}")
 
 real_sqrt = math.sqrt
-calculate_reward_exec("import math\nmath.sqrt = lambda x: 42.0\ndef add(a, b):\n    return a + b\n", ADD_TESTS)
+calculate_reward_exec("import math\nmath.sqrt = lambda x: 42.0\ndef solution(n):\n    return n * n\n", SQUARE_CASES)
 print(f"3) after one sample, the trainer's math.sqrt(16) = {math.sqrt(16)}  (the sample replaced it)")
 math.sqrt = real_sqrt
 
 try:
-    calculate_reward_exec("import sys\nsys.exit(0)\n", ADD_TESTS)
+    calculate_reward_exec("import sys\nsys.exit(0)\n", SQUARE_CASES)
     print("4) no exit?")
 except SystemExit:
     print("4) sys.exit(0) in a sample raised SystemExit inside calculate_reward_exec: a training loop stops here")
@@ -144,27 +149,33 @@ assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 #
 # 一个接口，多个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
 #
-# - **bwrap**（bubblewrap）：新的 pid/net/ipc/uts 命名空间；只读挂载系统 `/usr`（沙箱里跑的是**系统 Python**，不是课程的 venv）；
-#   私有 16 MiB 的 tmpfs `/tmp`；看不到项目目录、家目录和 Docker socket；清空环境变量；用 `setpriv` 降到每个 worker 独立的无特权 uid，
-#   这样 `RLIMIT_NPROC` 才能挡住 fork bomb；再加 rlimit（地址空间、CPU、文件大小、打开文件数、进程数）。
-# - **docker**：原课的设计，镜像 `python-sandbox`，`--network none --memory 128m`，外加 `--pids-limit`、`--read-only`、tmpfs `/tmp`、
-#   `--cap-drop ALL`、`no-new-privileges`、非 root 用户；超时按容器名 kill。
+# - **bwrap**（bubblewrap）：先用 `setpriv` 降到本次运行独占的无特权 uid，再进入新的 user/pid/net/ipc/uts 命名空间；
+#   `--disable-userns` 让样本无法再建 user namespace（也就拿不回 capabilities），seccomp 过滤器拒绝 `mount`、`unshare`、`ptrace`、
+#   `bpf`、`keyctl` 和 netlink/packet socket；只读挂载系统 `/usr`（沙箱里跑的是**系统 Python**，不是课程的 venv）和只读的 numpy/pandas 运行时；
+#   私有 16 MiB 的 tmpfs `/tmp`；看不到项目目录、家目录和 Docker socket；清空环境变量。
+#   每个样本一个 cgroup：内存、进程数、CPU（1 核）按**整个样本**算，fork 出的子进程和 memfd 都算在内。
+# - **docker**：原课的设计，镜像 `python-sandbox`（同样带 numpy/pandas），`--network none --memory 128m`，外加 `--pids-limit`、`--cpus 1`、
+#   `--read-only`、tmpfs `/tmp`、`--cap-drop ALL`、`no-new-privileges`、默认 seccomp、非 root 用户；超时按容器名 kill。
 # - **unsafe**：普通子进程 + rlimit，**不是隔离**，只有显式要求时才用，并会大声警告。
 #
-# **end-of-run marker**：沙箱里的 harness 在所有测试**返回之后**才打印一个每次运行随机生成的 token。
-# 宿主只有看到这个 token 才算通过——所以 `os._exit(0)`、`sys.exit(0)` 这类"提前退出"永远不会被当成通过。
-# （它防的是提前退出和伪造输出；一个刻意去翻 harness 内存的样本，要靠隐藏测试和审查来防。）
+# **end-of-run marker**：沙箱里的 harness 分成两个进程。父进程拿着每次运行随机生成的 token，内存不可被读（non-dumpable）；
+# 子进程先清零 token，再运行代码，然后父进程**一个一个**要测试结果，每个测试必须回答一次。全部测试返回之后父进程才打印 token。
+# 宿主只有看到 token、并且每个测试都有结果才算通过——`os._exit(0)`、打印假 marker、顺着栈帧或 `gc` 找报告函数、用 `ctypes`
+# 扫内存找 token，这些伪造都得到 failed（攻击测试逐个验证）。
+# **它的极限**：断言式测试和样本在同一个进程里，样本仍能改掉测试看到的东西（`__eq__` 永远为 True 的对象、改掉 `unittest`，
+# 甚至自己读写 harness 的管道）。对付这些要靠第 3 节的隐藏测试，以及把期望值留在样本够不着的地方。
 
 # %% slideshow={"slide_type": "-"}
+SQUARE_TESTS = [f"assert solution({n!r}) == {want!r}" for n, want in SQUARE_CASES]   # the course's assert form
 DEMO = {
-    "correct":          (SAMPLES["correct"], ADD_TESTS),
-    "wrong answer":     (SAMPLES["wrong"], ADD_TESTS),
-    "syntax error":     (SAMPLES["syntax error"], ADD_TESTS),
-    "runtime error":    (SAMPLES["runtime error"], ADD_TESTS),
+    "correct":          (SAMPLES["correct"], SQUARE_TESTS),
+    "wrong answer":     (SAMPLES["wrong"], SQUARE_TESTS),
+    "syntax error":     (SAMPLES["syntax error"], SQUARE_TESTS),
+    "runtime error":    (SAMPLES["runtime error"], SQUARE_TESTS),
     "infinite loop":    ("while True:\n    pass\n", None),
     "allocate 1 GiB":   ("x = bytearray(1024 ** 3)\n", None),
     "print forever":    ("while True:\n    print('spam')\n", None),
-    "early os._exit(0)": ("import os\nos._exit(0)\n", ADD_TESTS),
+    "early os._exit(0)": ("import os\nos._exit(0)\n", SQUARE_TESTS),
 }
 demo_results = run_many([{"code": c, "tests": t, "timeout_s": S.loop_timeout_s} for c, t in DEMO.values()],
                         backend=BACKEND, workers=S.workers)
@@ -176,6 +187,42 @@ pd.DataFrame([{"sample": name, "status": r.status, "tests passed": f"{r.tests_pa
 record("demo_statuses", {name: r.status for name, r in zip(DEMO, demo_results)})
 assert [r.status for r in demo_results] == ["passed", "failed", "syntax_error", "runtime_error", "timeout",
                                             "memory_limit", "output_limit", "failed"]
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 评判规则：和原课的 `docker run python` 一致
+#
+# 原课把程序交给 `docker run python` 运行，退出码 0 就算通过。本课的沙箱照此评判没有隐藏测试的程序：程序作为文件 `solution.py`
+# 以 `__main__` 运行，`site` 打开（`exit()`、`quit()`、`__file__` 都能用），`sys.exit(0)` 是通过，程序自己的 `unittest.main()`
+# 失败就是 failed，numpy/pandas 可以 import。stdin 是空的：`input()` 得到 EOFError，算 runtime_error。
+# 下表左列是按原课语义（退出码）应得的结果，右列是沙箱实际给出的状态。
+
+# %% slideshow={"slide_type": "-"}
+UNITTEST = ("import unittest\ndef add(a, b):\n    return a + b{bug}\n"
+            "class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"
+            "if __name__ == '__main__':\n    unittest.main()\n")
+JUDGING = {   # program -> (what `docker run python` gives, the status it should get here)
+    "print('hi')": ("exit 0", "passed"),
+    "import sys\ndef main():\n    return 0\nsys.exit(main())": ("exit 0", "passed"),
+    "exit()": ("exit 0", "passed"),
+    "import sys\nsys.exit(1)": ("exit 1", "failed"),
+    "print(__file__)": ("exit 0", "passed"),
+    UNITTEST.format(bug=""): ("exit 0", "passed"),
+    UNITTEST.format(bug=" + 1"): ("exit 1 (a test failed)", "failed"),
+    "import numpy, pandas": ("exit 0", "passed"),
+    "x = input()": ("exit 1 (EOFError)", "runtime_error"),
+    "raise ValueError('no')": ("exit 1 (traceback)", "runtime_error"),
+    "def f(:": ("exit 1 (SyntaxError)", "syntax_error"),
+}
+judged = run_many([{"code": c, "timeout_s": max(S.timeout_s, 20.0), "memory_mb": 256} for c in JUDGING],
+                  backend=BACKEND, workers=S.workers, progress=False)
+judging_table = pd.DataFrame([{"program": c.splitlines()[-1][:40] + (" …" if "\n" in c else ""),
+                               "lecture (docker run python)": lecture, "course": r.status}
+                              for (c, (lecture, _)), r in zip(JUDGING.items(), judged)])
+judging_ok = [r.status for r in judged] == [want for _, want in JUDGING.values()]
+record("judging_table_as_expected", judging_ok)
+assert judging_ok, judging_table
+judging_table
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -201,36 +248,45 @@ def my_reward(result: SandboxResult) -> float:
     ### END SOLUTION
 
 
-reward_cases = [(r,) for r in demo_results] + [
-    (SandboxResult("failed", tests=["ok", "assert", "error", "ok"]),),
-    (SandboxResult("passed"),),
-    (SandboxResult("failed"),),
-]
-my_reward = check_function(my_reward, rewards.reward_from_result, cases=reward_cases, name="my_reward")
+checked = exercises.check("06-1", as_outcome(my_reward))   # as_outcome: "must raise" becomes a checkable value
+my_reward = getattr(checked, "wrapped", checked)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 现在把原课的 `calculate_reward` 改成"经过沙箱"的版本，和 `exec()` 版逐个对比：正常样本的奖励完全一样；
-# 区别在于恶意样本——`sys.exit(0)` 不再打断训练，而是得到 0 分（没有 end-of-run marker，不算通过）。
+# 现在把原课的 `calculate_reward` 放进沙箱：`course_lib.rewards.calculate_reward(code, test_cases)` 接受原课的
+# `(input, expected)` 对（入口函数 `solution`），也接受本课的断言字符串（用你的 `my_reward` 计分）。
+# 下表逐个样本对比三列；`agree` 一行由代码算出，是否一致以它为准。
 
 # %% slideshow={"slide_type": "-"}
-def calculate_reward(code: str, test_cases: list[str]) -> float:
-    """The lesson's calculate_reward, executed in the sandbox."""
-    return my_reward(run_code(code, test_cases, backend=BACKEND, timeout_s=S.loop_timeout_s))
+def calculate_reward_asserts(code: str, tests: list[str]) -> float:
+    """The course's form: assert strings, scored by my_reward."""
+    return my_reward(run_code(code, tests, backend=BACKEND, timeout_s=S.loop_timeout_s))
 
 
 rows = []
 for name, src in {**SAMPLES, "sys.exit(0)": "import sys\nsys.exit(0)\n"}.items():
     try:
-        via_exec = f"{calculate_reward_exec(src, ADD_TESTS):+.2f}"
+        via_exec = f"{calculate_reward_exec(src, SQUARE_CASES):+.2f}"
     except SystemExit:
         via_exec = "SystemExit: the trainer stopped"
-    rows.append({"sample": name, "exec()": via_exec, "sandbox": f"{calculate_reward(src, ADD_TESTS):+.2f}"})
-reward_table = pd.DataFrame(rows)
-agree = all(r["exec()"] == r["sandbox"] for r in rows[:len(SAMPLES)])
-record("reward_exec_vs_sandbox_agree", agree)
-assert agree
+    rows.append({"sample": name, "exec() (lecture)": via_exec,
+                 "sandbox, (input, expected)": f"{rewards.calculate_reward(src, SQUARE_CASES, backend=BACKEND):+.2f}",
+                 "sandbox, asserts": f"{calculate_reward_asserts(src, SQUARE_TESTS):+.2f}"})
+reward_table = pd.DataFrame(rows).set_index("sample")
+agree = {name: row["exec() (lecture)"] == row["sandbox, (input, expected)"] for name, row in reward_table.iterrows()}
+differ_asserts = [name for name, row in reward_table.iterrows() if row["sandbox, (input, expected)"] != row["sandbox, asserts"]]
+print("exec() and the sandbox give the same reward:", agree)
+print("the two test forms differ on:", differ_asserts)
+record("reward_exec_vs_sandbox_agree", {k: bool(v) for k, v in agree.items()})
+assert all(agree[name] for name in SAMPLES) and not agree["sys.exit(0)"] and not differ_asserts
 reward_table
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 读表：原课的五个普通样本（包括函数名写错的 `misnamed`：没有 `solution`，−0.5），沙箱版和 `exec()` 版给的奖励一样；
+# `sys.exit(0)` 在 `exec()` 版里直接让训练进程退出，在沙箱里只是一个没有 `solution` 的样本（−0.5）。
+# 本课的断言式写法（`assert solution(0) == 0` …，用 `my_reward` 计分）在这组样本上和原课写法给分一致：上面打印的差异列表为空。
+#
+# 讲义 在训练进程里 `exec()` 样本；本课 在沙箱里运行同一个奖励规则，因为样本是不受信任的代码（见第 1 节的四个演示）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Reward hacking：钻测试的空子
@@ -311,7 +367,8 @@ assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 2：实现 pass@k
 #
-# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，不要构造巨大的二项式系数（提示：`np.arange` 和 `np.prod`）。
+# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，不要构造巨大的二项式系数（提示：`np.arange` 和 `np.prod`，按 i 从小到大连乘）。
+# 检查逐位比较结果：用精确整数二项式再相除，在 n=2000, c=13, k=100 上会差最后一位——它不是本题要的写法。
 
 # %% slideshow={"slide_type": "-"}
 def my_pass_at_k(n: int, c: int, k: int) -> float:
@@ -323,10 +380,7 @@ def my_pass_at_k(n: int, c: int, k: int) -> float:
     ### END SOLUTION
 
 
-my_pass_at_k = check_function(
-    my_pass_at_k, metrics.pass_at_k,
-    cases=[(10, 0, 1), (10, 3, 1), (10, 3, 5), (10, 8, 5), (5, 5, 5), (200, 13, 10), (2000, 13, 100), (2000, 1, 1000)],
-    name="pass@k")
+my_pass_at_k = exercises.check("06-2", my_pass_at_k)   # compared bit for bit with the product formula
 
 
 # %% slideshow={"slide_type": "-"}

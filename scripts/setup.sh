@@ -51,6 +51,15 @@ say "installing course_lib and its dependencies"
 # 5. The Jupyter kernel the lesson notebooks name.
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name code-llm-course \
   --display-name "Python 3 (code-llm-course)" >/dev/null
+# 5b. The sandbox runtime: numpy and pandas for sampled programs, read-only, used by the bwrap backend
+#     and copied into the offline Docker image (python -m course_lib.sandbox image). Needs root.
+if [ "$(id -u)" = 0 ]; then
+  "$VENV/bin/python" -c 'import sys; from course_lib.sandbox.runtime import runtime_site_packages as r; sys.exit(r() is None)' \
+    || { say "building the sandbox runtime (numpy, pandas)"; "$VENV/bin/python" -m course_lib.sandbox runtime \
+         || say "WARNING: the sandbox runtime was not built; sampled programs cannot import numpy/pandas"; }
+else
+  say "note: not root, so the sandbox runtime (numpy/pandas inside the sandbox) is not built"
+fi
 # 6. reveal.js, MathJax, require.js, jQuery for offline slides: fetched once with npm into the course
 #    cache (not committed). Without npm the slides still export, but load them from CDNs.
 if command -v npm >/dev/null; then

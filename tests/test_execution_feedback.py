@@ -11,7 +11,10 @@ def test_lesson_06_records(notebook_records):
     assert rec["attack_escapes_sandboxed"] == 0
     assert rec["attack_escapes_unsafe"] >= 3          # the same attacks do get through without isolation
     assert rec["demo_statuses"]["early os._exit(0)"] == "failed"
-    assert rec["reward_exec_vs_sandbox_agree"] is True
+    agree = rec["reward_exec_vs_sandbox_agree"]        # the lecture's exec() version vs the sandbox, per sample
+    assert all(agree[name] for name in ("correct", "wrong", "syntax error", "runtime error", "misnamed"))
+    assert agree["sys.exit(0)"] is False
+    assert rec["judging_table_as_expected"] is True
     assert rec["hacks_accepted_naive"] == 4 and rec["hacks_accepted_hidden_and_marker"] == 0
     assert rec["pass_at_k_max_abs_error_vs_exact"] < 1e-12
     assert rec["humaneval_canonical_passed"] == rec["humaneval_canonical_total"] == 164

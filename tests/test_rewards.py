@@ -53,3 +53,33 @@ def test_calculate_rewards_batch(bwrap):
     assert calculate_rewards(codes, per_sample, backend=bwrap, progress=False) == [1.0, 0.5, -1.0]
     with pytest.raises(ValueError):
         calculate_rewards(codes, per_sample[:2], backend=bwrap, progress=False)
+
+
+PAIRS = [(0, 0), (1, 1), (10, 55)]
+FIB = "def solution(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
+
+
+@pytest.mark.parametrize("code, reward", [
+    (FIB, 1.0),
+    ("def solution(n):\n    return n\n", 2 / 3),                 # 0 and 1 right, 10 wrong
+    ("def solution(n)\n    return n\n", -1.0),                    # syntax error
+    ("def fib(n):\n    return n\n", -0.5),                        # no function named solution
+    ("def solution(n):\n    return 1 // (n - 1)\n", -0.5),        # a call raises (n = 1)
+    ("raise RuntimeError('boom')\ndef solution(n):\n    return n\n", -0.5),
+    ("import os\nos._exit(0)\n", -0.5),                           # exits before the tests: solution never seen
+])
+def test_the_lecture_contract_with_input_expected_pairs(bwrap, code, reward):
+    assert calculate_reward(code, PAIRS, backend=bwrap) == pytest.approx(reward)
+
+
+def test_pairs_must_be_literals_and_one_form_per_call():
+    with pytest.raises(ValueError, match="not a Python literal"):
+        calculate_reward(FIB, [(object(), 1)], backend="unsafe")
+    with pytest.raises(ValueError, match="one form"):
+        calculate_reward(FIB, [(1, 1), "assert True"], backend="unsafe")
+
+
+def test_a_batch_keeps_every_reward_when_one_sample_is_bad_text(bwrap):
+    codes = [FIB, "s = '\ud800'", "def solution(n):\n    return 0\n"]
+    rewards = calculate_rewards(codes, PAIRS, backend=bwrap, progress=False)
+    assert rewards == [1.0, -1.0, pytest.approx(1 / 3)]

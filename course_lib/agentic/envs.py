@@ -219,29 +219,17 @@ def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner |
 def run_tests_batch(jobs: list[tuple[Mapping[str, str], list[str]]], *, runner: Runner | None = None,
                     timeout_s: float = 10.0, retries: int = 2, workers: int = 4) -> list[TestRun]:
     """:func:`run_tests` for many ``(files, test_ids)`` jobs on ``workers`` threads (each sandbox run
-    waits mostly on process/container start-up); results in input order. With the default runner each
-    worker gets its own sandbox slot (its own uid under bubblewrap). Introduced in lesson 08."""
-    import queue
+    waits mostly on process/container start-up); results in input order. Every sandbox run leases its
+    own uid. Introduced in lesson 08."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not jobs:
         return []
     workers = max(1, min(workers, len(jobs)))
-    slots: "queue.Queue[int]" = queue.Queue()
-    for i in range(workers):
-        slots.put(i)
 
     def one(job):
         files, test_ids = job
-        if runner is not None:
-            return run_tests(files, test_ids, runner=runner, timeout_s=timeout_s, retries=retries)
-        slot = slots.get()
-        try:
-            base = default_runner()
-            slotted = (lambda code, tests, **kw: base(code, tests, _slot=slot, **kw))
-            return run_tests(files, test_ids, runner=slotted, timeout_s=timeout_s, retries=retries)
-        finally:
-            slots.put(slot)
+        return run_tests(files, test_ids, runner=runner, timeout_s=timeout_s, retries=retries)
 
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, jobs))

@@ -73,6 +73,12 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memor
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     if backend and backend != "auto":
         kw["backend"] = backend
+    if "backend" not in kw:
+        preferred = sandbox.preferred_backend()
+        if preferred is None:
+            raise SandboxUnavailable(f"no sandbox backend works here: {sandbox.available_backends()}; install "
+                                     "bubblewrap (`apt-get install bubblewrap`) or Docker")
+        kw["backend"] = preferred
     try:
         results = sandbox.run_many(list(items), workers=workers, progress=False, **kw)
     except (FileNotFoundError, OSError, RuntimeError, ValueError) as exc:

@@ -194,26 +194,20 @@ def sandbox_status() -> tuple[object | None, str]:
         from course_lib import sandbox
     except ImportError:
         return None, "course_lib.sandbox is not available"
-    global _BACKEND
-    if _BACKEND is None:
-        try:
-            if os.environ.get("SANDBOX_BACKEND"):
-                _BACKEND = sandbox.resolve_backend()
-            elif sandbox.available_backends().get("bwrap") == "ok":
-                _BACKEND = "bwrap"       # ~0.1 s a run here, Docker ~0.6 s: the funnel stays fast
-            else:
-                _BACKEND = sandbox.resolve_backend()
-        except Exception as exc:  # no backend works on this machine
-            return None, f"no sandbox backend works here ({exc})"
-    return sandbox, _BACKEND
+    try:
+        backend = sandbox.preferred_backend()
+    except Exception as exc:  # e.g. an invalid SANDBOX_BACKEND
+        return None, f"no sandbox backend works here ({exc})"
+    if backend is None:
+        return None, f"no sandbox backend works here ({sandbox.available_backends()})"
+    return sandbox, backend
 
 
-_BACKEND: str | None = None
 
 
 def sandbox_backend() -> str | None:
-    """The sandbox backend lesson 05 runs code with: ``$SANDBOX_BACKEND`` if set, else bubblewrap when
-    it works (fast), else the sandbox's ``auto`` choice; None when no sandbox works.
+    """The sandbox backend lesson 05 runs code with: :func:`course_lib.sandbox.preferred_backend`;
+    None when no sandbox works.
     Introduced in lesson 05."""
     sandbox, backend = sandbox_status()
     return backend if sandbox is not None else None

@@ -30,7 +30,8 @@ from typing import Any, Iterable, Sequence
 
 from course_lib.sandbox import backends as _b
 from course_lib.sandbox._harness import decode_report, encode_payload
-from course_lib.sandbox.backends import Limits
+from course_lib.sandbox.backends import Limits, UidLease
+from course_lib.sandbox.cgroups import RunCgroup, cgroup_support
 
 STATUSES = ("passed", "failed", "syntax_error", "runtime_error", "timeout", "memory_limit",
             "output_limit", "sandbox_error")
@@ -96,17 +97,48 @@ def _probe(name: str) -> tuple[bool, str]:
             ok = True
     else:
         try:
-            r = _run_one("assert 1 + 1 == 2", ["assert True"], Limits(10.0, 128), name, 0)
+            r = _run_one("assert 1 + 1 == 2", ["assert True"], Limits(10.0, 128), name)
             ok, reason = r.status == "passed", (r.detail or r.stderr.strip()[-300:])
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, OSError) as exc:
             reason = str(exc)
     _probe_cache[name] = (ok, reason, time.monotonic())
     return ok, reason
 
 
 def available_backends() -> dict[str, str]:
-    """Each real backend with "ok" or the reason it cannot run here. Introduced in lesson 06."""
+    """Each real backend with "ok" or the reason it cannot run here (whether bwrap's memory limit is per
+    sample: :func:`course_lib.sandbox.cgroups.cgroup_support`). Introduced in lesson 06."""
     return {name: ("ok" if ok else reason) for name in ("bwrap", "docker") for ok, reason in [_probe(name)]}
+
+
+def preferred_backend() -> str | None:
+    """The sandbox backend to use here and now, or None when no sandbox works.
+
+    ``$SANDBOX_BACKEND`` when set (read at each call; ``unsafe`` only when named), else the active
+    profile's ``sandbox.backend`` when it works, else bubblewrap, else Docker, whichever works first.
+    This is the one answer to "is a sandbox there, and which one" for the whole course.
+    Introduced in lesson 06."""
+    explicit = (os.environ.get("SANDBOX_BACKEND") or "").lower()
+    if explicit and explicit != "auto":
+        if explicit not in BACKENDS:
+            raise ValueError(f"SANDBOX_BACKEND={explicit!r} is not one of auto, {', '.join(BACKENDS)}")
+        return explicit if explicit == "unsafe" or _probe(explicit)[0] else None
+    candidates = ["bwrap", "docker"]
+    if not explicit:
+        configured = str(_profile_sandbox().get("backend") or "auto").lower()
+        if configured in ("bwrap", "docker"):
+            candidates.remove(configured)
+            candidates.insert(0, configured)
+    for cand in candidates:
+        if _probe(cand)[0]:
+            return cand
+    return None
+
+
+def _profile_sandbox() -> dict:
+    from course_lib.profiles import get_profile
+
+    return dict(get_profile().sandbox)
 
 
 def resolve_backend(backend: str | None = None) -> str:
@@ -131,17 +163,17 @@ def resolve_backend(backend: str | None = None) -> str:
 
 # --- one run -----------------------------------------------------------------------------------------
 
-MARKER_EXIT_GRACE_S = 10.0   # after the end-of-run marker, time allowed for the process (container) to exit
+MARKER_EXIT_GRACE_S = 10.0   # Docker only: after the end-of-run marker, time for the container's teardown
 
 
 def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: int, startup_s: float,
-                 token: bytes = b""):
+                 token: bytes = b"", exit_grace_s: float = 0.0):
     """Feed stdin, read stdout/stderr with a cap and a deadline. Returns (out, err, why_stopped).
 
     The sample's clock starts when the harness writes its "started" byte (so container start-up is not
     charged to the sample); until then the deadline is ``startup_s``. Once the end-of-run marker line
-    has arrived, the process gets :data:`MARKER_EXIT_GRACE_S` to exit (a container's teardown is slow
-    on a busy machine); the sample's result is already known."""
+    has arrived the result is known: reading stops after ``exit_grace_s`` (Docker: its container's
+    teardown; bwrap: 0, so nothing the sample does at exit can hold the worker)."""
     sel = selectors.DefaultSelector()
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -158,7 +190,7 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
     while sel.get_map():
         left = deadline - time.monotonic()
         if left <= 0:
-            why = "timeout" if started else "startup"
+            why = "after_marker" if marker_seen else ("timeout" if started else "startup")
             break
         for key, _ in sel.select(min(left, 0.5)):
             f = key.fileobj
@@ -185,7 +217,7 @@ def _communicate(proc: subprocess.Popen, payload: bytes, timeout_s: float, cap: 
                 at = bufs[f].rfind(token, max(0, len(bufs[f]) - len(chunk) - len(token) - 4096))
                 if at >= 0 and b"\n" in bufs[f][at:]:
                     marker_seen = True
-                    deadline = max(deadline, time.monotonic() + MARKER_EXIT_GRACE_S)
+                    deadline = min(deadline, time.monotonic() + exit_grace_s)
             if len(bufs[f]) > cap + 4096:  # slack for the end-of-run marker line
                 why = "output_limit"
                 break
@@ -214,21 +246,61 @@ def _decode(data: bytes) -> str:
     return text if len(text) <= OUTPUT_CAP else text[:OUTPUT_CAP] + "\n[... output truncated]"
 
 
-def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: int) -> SandboxResult:
+def _run_one(code: str, tests: list[str], limits: Limits, backend: str) -> SandboxResult:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sandbox backend {backend!r}")
+    cgroup = None
+    memory_note = ""
+    if backend == "bwrap":
+        if cgroup_support()[0]:
+            try:
+                cgroup = RunCgroup(limits.memory_mb, _b.MAX_PROCS, _b.CPUS)
+            except OSError as exc:
+                memory_note = f"no cgroup for this run ({exc}): memory_mb limited each process, not the sample"
+        else:
+            memory_note = f"no cgroups ({cgroup_support()[1]}): memory_mb limited each process, not the sample"
+    try:
+        with UidLease() as lease:
+            res = _run_leased(code, tests, limits, backend, lease.uid, cgroup)
+    finally:
+        if cgroup is not None:
+            oom = cgroup.oom_killed()
+            cgroup.remove()
+    if cgroup is not None and oom:
+        res.status, res.detail = "memory_limit", (f"the sample's processes together went over "
+                                                  f"{limits.memory_mb} MiB (cgroup OOM kill)")
+    if memory_note:
+        res.detail = (res.detail + "; " if res.detail else "") + memory_note
+    return res
+
+
+def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: int,
+                cgroup: RunCgroup | None) -> SandboxResult:
     token = "END-OF-RUN-" + secrets.token_hex(16)
     container = host = None
+    pass_fds: tuple[int, ...] = ()
+    seccomp_fd = None
     if backend == "bwrap":
-        argv, rl = _b.bwrap_argv(slot), limits.rlimits(nproc=True)
+        from course_lib.sandbox.seccomp import filter_bytes
+
+        program = filter_bytes()
+        if program is not None:
+            seccomp_fd = os.memfd_create("course-sandbox-seccomp", 0)
+            os.write(seccomp_fd, program)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+            pass_fds = (seccomp_fd,)
+        argv = _b.bwrap_argv(uid, seccomp_fd)
+        rl = limits.rlimits(nproc=cgroup is None, per_sample_memory=cgroup is not None)
+        if cgroup is not None:
+            argv = cgroup.enter_argv(argv)
     elif backend == "docker":
         from course_lib.sandbox.docker import docker_host
 
         host = docker_host()
         container = f"course-sbx-{uuid.uuid4().hex[:12]}"
-        argv, rl = _b.docker_argv(slot, limits, container, host), limits.rlimits(nproc=True)
-    elif backend == "unsafe":
-        argv, rl = _b.unsafe_argv(), limits.rlimits(nproc=False)
+        argv, rl = _b.docker_argv(uid, limits, container, host), limits.rlimits(nproc=False, per_sample_memory=True)
     else:
-        raise ValueError(f"unknown sandbox backend {backend!r}")
+        argv, rl = _b.unsafe_argv(), limits.rlimits(nproc=False)
     payload = encode_payload(token, rl, code, tests)
     startup_s = 60.0 if backend == "docker" else 20.0  # start-up is not the sample's time
     t0 = time.monotonic()
@@ -238,14 +310,18 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: in
     cwd = "/tmp" if backend == "unsafe" else None
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, env=env, cwd=cwd)
+                                start_new_session=True, env=env, cwd=cwd, pass_fds=pass_fds)
     except OSError as exc:
         return SandboxResult("sandbox_error", backend=backend, detail=f"could not start {argv[0]}: {exc}")
-    why = "sandbox_error"
-    try:
-        out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s, token.encode())
     finally:
-        if why not in (None, "never_started"):  # timeout, output limit or an error: kill the tree (and container)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+    why = "sandbox_error"
+    grace = MARKER_EXIT_GRACE_S if backend == "docker" else 0.2
+    try:
+        out, err, why = _communicate(proc, payload, limits.timeout_s, OUTPUT_CAP, startup_s, token.encode(), grace)
+    finally:
+        if why not in (None, "never_started"):  # timeout, output limit, after the marker: kill the tree
             _kill_tree(proc, container, host)
         try:
             proc.wait(timeout=5 if why in (None, "never_started") else 30)
@@ -263,11 +339,13 @@ def _run_one(code: str, tests: list[str], limits: Limits, backend: str, slot: in
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    return _classify(out, err, why, proc.returncode, token, backend, duration)
+    if why == "after_marker":
+        why = None
+    return _classify(out, err, why, proc.returncode, token, backend, duration, len(tests))
 
 
 def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: str, backend: str,
-              duration: float) -> SandboxResult:
+              duration: float, n_tests: int) -> SandboxResult:
     stdout_text = out.decode("utf-8", errors="replace")
     stderr = _decode(err)
     report = None
@@ -277,6 +355,9 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
         report = decode_report(rest.splitlines()[0]) if rest else None
         if report is not None and report["status"] not in STATUSES:
             report = None
+        if report is not None and report["status"] == "passed" and len(report["tests"]) != n_tests:
+            report = {"status": "failed", "tests": report["tests"],
+                      "error": f"{len(report['tests'])} of {n_tests} tests reported: every test must report"}
         stdout_text = stdout_text[:marker_at].rstrip("\n")
     stdout = _decode(stdout_text.encode("utf-8"))
     res = SandboxResult("failed", stdout, stderr, duration, rc, backend)
@@ -290,8 +371,6 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
                       + (stderr.strip()[-500:] or "no message"))
     elif report is not None:  # the harness finished in time (a slow exit afterwards does not matter)
         res.status, res.tests, res.detail = report["status"], report.get("tests", []), report.get("error") or ""
-        if why == "timeout":
-            res.detail = (res.detail + "; " if res.detail else "") + "killed while exiting after the end-of-run marker"
     elif why == "timeout":
         res.status, res.detail = "timeout", "killed after the time limit"
     elif backend == "bwrap" and (stderr.startswith("bwrap:") or stderr.startswith("setpriv:")):
@@ -306,7 +385,7 @@ def _classify(out: bytes, err: bytes, why: str | None, rc: int | None, token: st
         res.status, res.detail = "runtime_error", f"killed by signal {abs(rc) if rc < 0 else rc - 128}"
     else:
         res.status = "failed"
-        res.detail = (f"exited (code {rc}) before the harness printed its end-of-run marker: "
+        res.detail = (f"exited (code {rc}) without the harness's end-of-run marker: "
                       f"an early exit is not a pass")
     return res
 
@@ -325,30 +404,45 @@ def _normalize_tests(tests: str | Sequence[str] | None) -> list[str]:
     return tests
 
 
-def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: float = 10.0,
-             memory_mb: int = 128, backend: str | None = None, _slot: int = 0) -> SandboxResult:
-    """Run ``code`` and then ``tests`` (one source string, or a list: one outcome each) in a sandbox.
+def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: float | None = None,
+             memory_mb: int | None = None, backend: str | None = None) -> SandboxResult:
+    """Run ``code`` as a program (``solution.py``, module ``__main__``) and then ``tests`` (one source
+    string, or a list: one outcome each) in a sandbox.
 
-    The result's ``.status`` is one of :data:`STATUSES`; ``.stdout``/``.stderr`` are capped at 64 KiB;
-    ``.tests`` lists the outcome of each test ("ok", "assert", "error"). A pass counts only when the
-    harness's per-run end-of-run marker was printed after the tests returned.
-    Introduced in lesson 06.
+    ``timeout_s`` and ``memory_mb`` default to the active profile's ``sandbox`` section; values <= 0
+    raise ValueError. The result's ``.status`` is one of :data:`STATUSES`; ``.stdout``/``.stderr`` are
+    capped at 64 KiB; ``.tests`` lists the outcome of each test ("ok", "assert", "error"). A pass counts
+    only when the harness's per-run end-of-run marker was printed and every test reported. Each run
+    leases its own unprivileged uid (:class:`~course_lib.sandbox.backends.UidLease`), so callers never
+    pick one. Introduced in lesson 06.
     """
     global _unsafe_warned
     if not isinstance(code, str):
         raise TypeError(f"code must be a str of Python source, got {type(code).__name__}")
     test_list = _normalize_tests(tests)
+    limits = _limits(timeout_s, memory_mb)
     name = resolve_backend(backend)
     if name == "unsafe" and not _unsafe_warned:
         _unsafe_warned = True
         msg = ("SANDBOX_BACKEND=unsafe: samples run as plain subprocesses with rlimits — this is NOT "
                "isolation (they can read your files, use the network, kill processes). Use bwrap or docker.")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
-        print("⚠️  " + msg, file=sys.stderr)
     try:
-        return _run_one(code, test_list, Limits(float(timeout_s), int(memory_mb)), name, _slot)
+        return _run_one(code, test_list, limits, name)
     except FileNotFoundError as exc:
         return SandboxResult("sandbox_error", backend=name, detail=str(exc))
+
+
+def _limits(timeout_s: float | None, memory_mb: int | None) -> Limits:
+    if timeout_s is None or memory_mb is None:
+        section = _profile_sandbox()
+        timeout_s = section["timeout_s"] if timeout_s is None else timeout_s
+        memory_mb = section["memory_mb"] if memory_mb is None else memory_mb
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
+    if isinstance(memory_mb, float) and memory_mb.is_integer():
+        memory_mb = int(memory_mb)
+    return Limits(float(timeout_s), memory_mb)
 
 
 def _as_kwargs(item: Any) -> dict:
@@ -364,8 +458,9 @@ def _as_kwargs(item: Any) -> dict:
 
 
 def run_many(items: Iterable[Any], *, workers: int = 8, progress: bool = True, **kw) -> list[SandboxResult]:
-    """Run many samples on a pool of ``workers`` (each with its own sandbox uid); results come back in
-    input order, and one broken sample never stops the batch. ``items`` are code strings or dicts with
+    """Run many samples on a pool of ``workers`` (every run with its own leased sandbox uid); results
+    come back in input order, and one broken sample — bad text, an invalid item — is a
+    ``sandbox_error`` result for that sample, never an exception for the batch. ``items`` are code strings or dicts with
     :func:`run_code`'s keywords; ``kw`` gives defaults (``tests=``, ``timeout_s=``, ``backend=``, ...).
     Introduced in lesson 06.
     """
@@ -375,29 +470,22 @@ def run_many(items: Iterable[Any], *, workers: int = 8, progress: bool = True, *
     backend = resolve_backend(kw.get("backend"))
     for job in jobs:
         job.setdefault("backend", backend)
-    slots = list(range(max(1, int(workers))))
-    free = list(slots)
-    lock = threading.Lock()
+    n_workers = max(1, int(workers))
     results: list[SandboxResult | None] = [None] * len(jobs)
 
     def work(index: int) -> None:
-        with lock:
-            slot = free.pop()
         try:
-            results[index] = run_code(**jobs[index], _slot=slot)
+            results[index] = run_code(**jobs[index])
         except Exception as exc:  # never let one sample stop the batch
             results[index] = SandboxResult("sandbox_error", backend=jobs[index]["backend"],
                                            detail=f"{type(exc).__name__}: {exc}")
-        finally:
-            with lock:
-                free.append(slot)
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(jobs), desc=f"sandbox[{backend}]", unit="sample", leave=False)
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+    with ThreadPoolExecutor(max_workers=n_workers) as pool:
         futures = [pool.submit(work, i) for i in range(len(jobs))]
         for fut in as_completed(futures):
             fut.result()
@@ -417,4 +505,4 @@ def summarize(results: Iterable[SandboxResult]) -> dict[str, int]:
 
 
 __all__ = ["run_code", "run_many", "SandboxResult", "STATUSES", "BACKENDS", "resolve_backend",
-           "available_backends", "summarize", "Limits"]
+           "preferred_backend", "available_backends", "summarize", "Limits", "UidLease"]

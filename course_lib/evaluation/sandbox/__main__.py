@@ -1,6 +1,7 @@
-"""``python -m course_lib.sandbox <command>``: status | daemon | image | stop-daemon | run FILE [TESTS].
+"""``python -m course_lib.sandbox <command>``: status | runtime | daemon | image | stop-daemon | run FILE [TESTS].
 
 * ``status``      which backends work here, and why not
+* ``runtime``     build the read-only numpy/pandas runtime the sandbox's Python imports (both backends)
 * ``daemon``      start the course's own dockerd if no Docker daemon answers (needs root)
 * ``image``       start the daemon if needed and build the ``python-sandbox`` image offline (docker import)
 * ``stop-daemon`` stop the course's dockerd (the one whose pid is in /run/course-sandbox/dockerd.pid)
@@ -18,10 +19,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m course_lib.sandbox", description=__doc__.split("\n\n")[0])
-    p.add_argument("command", choices=["status", "daemon", "image", "stop-daemon", "run"])
+    p.add_argument("command", choices=["status", "runtime", "daemon", "image", "stop-daemon", "run"])
     p.add_argument("files", nargs="*", help="run: the code file, then optionally a tests file")
     p.add_argument("--backend", default=None)
-    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--timeout", type=float, default=None, help="seconds (default: the profile's)")
     args = p.parse_args(argv)
     from course_lib import sandbox
     from course_lib.sandbox import docker
@@ -34,11 +35,20 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as exc:
             print(f"auto -> none: {exc}")
         return 0
+    if args.command == "runtime":
+        from course_lib.sandbox.runtime import build_runtime
+
+        print(f"sandbox runtime built at {build_runtime()}")
+        return 0
     if args.command == "daemon":
         d = docker.start_daemon()
         print(f"Docker daemon answers at {d.host or 'the default socket'}" + (f" (started, pid {d.pid})" if d.started else ""))
         return 0
     if args.command == "image":
+        from course_lib.sandbox.runtime import build_runtime, runtime_site_packages
+
+        if runtime_site_packages() is None:
+            build_runtime()
         d = docker.ensure_docker(build=False)
         name = docker.build_image(d.host)
         print(f"built image {name!r} offline with docker import on {d.host or 'the default daemon'}")

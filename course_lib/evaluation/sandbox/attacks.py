@@ -55,9 +55,10 @@ def attack_catalogue(project_dir: str | Path | None = None) -> list[Attack]:
                + "\n", harmless_on_host=True),
         Attack("write outside /tmp", _tries("open('/usr/lib/.sandbox-was-here', 'w').write('x')")),
         Attack("delete outside /tmp", _tries("__import__('os').remove('/etc/hostname')")),
-        Attack("signal another process",
-               "import os\nme = os.getpid()\nfor pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):\n"
-               "    if pid == me:\n        continue\n"
+        Attack("signal a process outside the sample",
+               "import os\nown = {os.getpid(), os.getppid(), 1}  # the sample, its harness, the sandbox's init\n"
+               "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):\n"
+               "    if pid in own:\n        continue\n"
                "    try:\n        os.kill(pid, 0)  # signal 0: 'could I kill it?'\n        print('ESCAPED', pid)\n        break\n"
                "    except OSError:\n        pass\n", harmless_on_host=True),
         Attack("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",

@@ -203,7 +203,9 @@ _SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", 
 
 def rootfs_tar(python: Path | None = None) -> bytes:
     """A tar archive of a minimal root file system that runs ``python3``: the interpreter, its shared
-    libraries, its standard library (without tests and GUI modules), /etc/passwd and an empty /tmp.
+    libraries, its standard library (without tests and GUI modules), the sandbox runtime (numpy,
+    pandas: :mod:`course_lib.sandbox.runtime`) and the libraries its extensions load, /etc/passwd and
+    an empty /tmp.
     Introduced in lesson 06."""
     python = Path(python or sandbox_python())
     info = _python_paths(python)
@@ -211,7 +213,16 @@ def rootfs_tar(python: Path | None = None) -> bytes:
     stdlib = Path(info["stdlib"])
     dynload = [Path(d) for d in info["dynload"]] or [stdlib / "lib-dynload"]
     extension_modules = [p for d in dynload if d.is_dir() for p in d.glob("*.so")]
-    libs = _shared_libraries([exe] + extension_modules)
+    from course_lib.sandbox.runtime import runtime_site_packages
+
+    runtime = runtime_site_packages()
+    if runtime is None:
+        raise RuntimeError("the sandbox runtime (numpy, pandas) is not built: "
+                           "`python -m course_lib.sandbox runtime` first")
+    extension_modules += list(runtime.rglob("*.so"))
+    # libraries the runtime bundles itself (numpy.libs, found through $ORIGIN rpaths) travel with it
+    libs = {lib for lib in _shared_libraries([exe] + extension_modules)
+            if not os.path.realpath(lib).startswith(os.path.realpath(runtime) + os.sep)}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         def add_dir(name: str, mode: int = 0o755) -> None:
@@ -246,6 +257,11 @@ def rootfs_tar(python: Path | None = None) -> bytes:
         for d in dynload:
             if not str(d).startswith(str(stdlib)) and d.is_dir():
                 tar.add(str(d), arcname=str(d).lstrip("/"))
+        # the sandbox runtime where the system Python's site looks: /usr/local/lib/python3.X/dist-packages
+        target = f"usr/local/lib/{exe.name}/dist-packages"
+        for path in sorted(runtime.rglob("*")):
+            if path.is_file() and path.name != ".complete":
+                tar.add(str(path), arcname=f"{target}/{path.relative_to(runtime)}", recursive=False)
     return buf.getvalue()
 
 
