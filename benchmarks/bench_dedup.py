@@ -28,7 +28,7 @@ import tracemalloc
 
 import numpy as np
 
-from course_lib import dedup
+from course_lib.data import dedup
 
 THRESHOLD = 0.8
 NUM_PERM = 128
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"synthetic": evaluate(f"synthetic code, {len(planted)} planted near-duplicates", docs,
                                  args.datasketch_docs or n)}
     if not args.no_real:
-        from course_lib.dedup import _corpus
+        from course_lib.data.dedup import _corpus
         corpus = _corpus(args.profile)
         real = list(corpus["content"])
         if args.small:

@@ -19,8 +19,8 @@ import json
 import statistics
 import time
 
-from course_lib import tinymodel
 from course_lib.profiles import get_profile
+from course_lib.training import tinymodel
 
 
 def main(argv=None) -> dict:

@@ -18,16 +18,16 @@ import subprocess
 import time
 import warnings
 
-from course_lib.sandbox import run_code, run_many, summarize
-from course_lib.sandbox.attacks import run_attacks
-from course_lib.sandbox.backends import sandbox_python
+from course_lib.evaluation.sandbox import run_code, run_many, summarize
+from course_lib.evaluation.sandbox.attacks import run_attacks
+from course_lib.evaluation.sandbox.backends import sandbox_python
 
 
 def make_samples(n: int, seed: int = 0) -> list[dict]:
     """n small programs with tests: ~94% correct, ~2% infinite loops, ~2% crashes, ~2% wrong."""
     rng = random.Random(seed)
     items = []
-    for i in range(n):
+    for _ in range(n):
         a, b = rng.randint(-50, 50), rng.randint(-50, 50)
         kind = rng.choices(["ok", "loop", "crash", "wrong"], weights=[94, 2, 2, 2])[0]
         body = {"ok": "return sorted(xs)[::-1][:k]", "loop": "while True:\n        pass",
@@ -71,7 +71,7 @@ def main() -> None:
     backends = [b for b in args.backends.split(",") if b]
     daemon = None
     if "docker" in backends:
-        from course_lib.sandbox.docker import ensure_docker
+        from course_lib.evaluation.sandbox.docker import ensure_docker
 
         try:
             daemon = ensure_docker()

@@ -1,4 +1,4 @@
-"""Secret/PII detection: course_lib.redaction vs Yelp's detect-secrets on the same inputs.
+"""Secret/PII detection: course_lib.data.redaction vs Yelp's detect-secrets on the same inputs.
 
 1. The labelled set (assets/secrets/labelled_cases.jsonl; fake values filled at run time), per split:
    "dev" (the course's rules were tuned on it) and "heldout" (written afterwards, not tuned on).
@@ -18,8 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from course_lib.redaction_eval import (course_detector, detect_secrets_detector, evaluate,
-                                       labelled_cases)
+from course_lib.data.redaction_eval import course_detector, detect_secrets_detector, evaluate, labelled_cases
 
 SHARED = ("key", "password", "ip")
 
@@ -56,8 +55,8 @@ def labelled_comparison() -> None:
 
 
 def real_file_speed(n_files: int) -> None:
-    from course_lib.corpus import select_corpus_repos
-    from course_lib.filters import read_source_file
+    from course_lib.data.corpus import select_corpus_repos
+    from course_lib.data.filters import read_source_file
 
     _, sel = select_corpus_repos("ci")
     texts = []
@@ -84,7 +83,7 @@ def real_file_speed(n_files: int) -> None:
 
 
 def long_line_cost() -> None:
-    from course_lib.redaction import redact_secrets
+    from course_lib.data.redaction import redact_secrets
 
     print("\none ~100 KB line, course_lib.redact_secrets:")
     for label, text in (("'token' * 20000", "token" * 20000), ("'secret' * 17000", "secret" * 17000),

@@ -15,7 +15,7 @@ The package follows the course's pipeline, one sub-package per stage:
 
 A lesson module imports only from its own or earlier stages (``tests/test_layout.py``). Each public
 function's docstring names the lesson that introduces it. The flat names of earlier versions
-(``course_lib.filters``, ``course_lib.sandbox``, ...) keep working as aliases of the modules above.
+(``course_lib.data.filters``, ``course_lib.evaluation.sandbox``, ...) keep working as aliases of the modules above.
 """
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ class Profile:
 # Each block belongs to one course_lib module; keep them small and documented.
 
 _CI: dict[str, dict[str, Any]] = {
-    # lesson 01 — course_lib.corpus / course_lib.filters
+    # lesson 01 — course_lib.data.corpus / course_lib.data.filters
     "corpus": {
         "source": "site-packages",        # stdlib + installed distributions on this machine
         "max_repos": 400,
@@ -86,7 +86,7 @@ _CI: dict[str, dict[str, Any]] = {
         "redact": True,
         "github_query": "language:python",  # used by the full profile's GitHub search only
     },
-    # lesson 02 — course_lib.dedup
+    # lesson 02 — course_lib.data.dedup
     "dedup": {
         "num_perm": 128,
         "threshold": 0.8,
@@ -95,11 +95,11 @@ _CI: dict[str, dict[str, Any]] = {
         "fn_weight": 0.95,           # banding weight of false negatives (16 bands x 8 rows at 128/0.8)
         "bench_docs": 400,           # planted/synthetic set size the lesson measures P/R on
     },
-    # lesson 03 — course_lib.deps
+    # lesson 03 — course_lib.data.deps
     "deps": {
         "max_repos": 400,                 # every repository of the corpus: lessons 04-05 read them all
     },
-    # lesson 04 — course_lib.fim / course_lib.tinymodel
+    # lesson 04 — course_lib.training.fim / course_lib.training.tinymodel
     "fim": {
         "fim_rate": 0.5,
         "spm_rate": 0.5,
@@ -141,7 +141,7 @@ _CI: dict[str, dict[str, Any]] = {
         "eval_repos": 12,
         "seeds": 3,                       # benchmarks/bench_dependency_order.py
     },
-    # lesson 05 — course_lib.instructions / course_lib.codegen / course_lib.sft
+    # lesson 05 — course_lib.training.instructions / course_lib.training.codegen / course_lib.training.sft
     "instructions": {
         "max_functions": 400,             # documented stdlib functions harvested for the four kinds
     },
@@ -176,7 +176,7 @@ _CI: dict[str, dict[str, Any]] = {
         "launcher": "empty",
         "launcher_options": {},
     },
-    # lesson 06 — course_lib.sandbox / course_lib.metrics
+    # lesson 06 — course_lib.evaluation.sandbox / course_lib.evaluation.metrics
     "sandbox": {
         # bubblewrap in ci (~30-40 samples/s on 2 cores); "auto" prefers Docker (~2-3 samples/s) when a
         # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
@@ -210,7 +210,7 @@ _CI: dict[str, dict[str, Any]] = {
         "eval_workers": 8,
         "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
-        # extra keyword arguments of course_lib.sft.finetune (→ LLaMA-Factory's train YAML): a fixed
+        # extra keyword arguments of course_lib.training.sft.finetune (→ LLaMA-Factory's train YAML): a fixed
         # CPU budget of 300 steps × 8 rows (about 2.5 epochs of the 1,000 training rows) per SFT variant,
         # so that two SFT runs fit the drill's 8-minute budget on 2 idle cores (docs/drill.md, "Times")
         "sft_overrides": {"max_steps": 300, "per_device_train_batch_size": 8, "cutoff_len": 256,
@@ -296,7 +296,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "save_strategy": "steps",
         "save_total_limit": 3,
         "resume_from_checkpoint": None,
-        "launcher": "empty",              # the lecture uses "sco" (see course_lib.sft.LECTURE_LAUNCHER)
+        "launcher": "empty",              # the lecture uses "sco" (see course_lib.training.sft.LECTURE_LAUNCHER)
         "launcher_options": {},
     },
     "sandbox": {

@@ -7,7 +7,7 @@
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **学习目标 (Learning goals)**
 #
-# 1. 用 `course_lib.envcheck` 检查环境：Python、关键 package 版本、GPU、sandbox backend、cache。
+# 1. 用 `course_lib.tooling.envcheck` 检查环境：Python、关键 package 版本、GPU、sandbox backend、cache。
 # 2. 理解两个 profile：`ci`（CPU、离线、几分钟）和 `full`（GPU、联网、真实规模）。
 # 3. 认识课程地图：每一课负责 pipeline 的哪一步、产出什么 artefact。
 # 4. 熟悉练习格式：写函数 → `exercises.check` 对照参考实现 → ✓ / ○ not done yet / ✗ 第一个不同的 case。
@@ -18,17 +18,15 @@ SEED = 0
 
 # %% slideshow={"slide_type": "skip"}
 import os
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 
 import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib.envcheck import collect_environment, format_report
-from course_lib.coursemap import COURSE_STAGES, draw_course_map
-from course_lib.codestats import count_code_lines, line_stats
-from course_lib.profiles import recommend_profile
+from course_lib.tooling.envcheck import collect_environment, format_report
+from course_lib.tooling.coursemap import COURSE_STAGES, draw_course_map
+from course_lib.tooling.codestats import count_code_lines, line_stats
 
 P = get_profile(PROFILE)
 print(f"course_lib {course_lib.__version__}")
@@ -129,7 +127,7 @@ assert reads["04"].startswith("L03") and reads["05"].startswith("L03") and "L04"
 # 先熟悉练习格式。写一个函数，返回 `source` 中**代码行**的数量：既不是空行、也不是只有 `#` 注释的行
 # （docstring 算代码）。下一课的 file filters 会计算更多这样的 per-file 统计量。
 #
-# 下面的 check（`exercises.check("00-1", ...)`）会把你的函数和 `course_lib.codestats.count_code_lines` 在登记的 case 上对比：
+# 下面的 check（`exercises.check("00-1", ...)`）会把你的函数和 `course_lib.tooling.codestats.count_code_lines` 在登记的 case 上对比：
 #
 # - ✓ 全部一致；
 # - ○ *not done yet*：你还没写（`raise NotImplementedError`），notebook 用参考实现继续往下跑；

@@ -28,13 +28,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib import filters, redaction, repos as repos_mod
-from course_lib.corpus import load_corpus, load_corpus_report, select_corpus_repos
-from course_lib.filters import (CONTENT_RULES, file_filter_reason, is_permissive_license,
-                                license_verdict, normalize_license, redact_secrets)
-from course_lib.redaction_eval import (course_detector, detect_secrets_detector, evaluate,
+from course_lib.data import filters, repos as repos_mod
+from course_lib.data.corpus import load_corpus, load_corpus_report, select_corpus_repos
+from course_lib.data.filters import (CONTENT_RULES, file_filter_reason, license_verdict, normalize_license, redact_secrets)
+from course_lib.data.redaction_eval import (course_detector, detect_secrets_detector, evaluate,
                                        labelled_cases)
 
 P = get_profile(PROFILE)
@@ -65,7 +63,7 @@ print(P.summary() if hasattr(P, "summary") else P)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # > ⚠️ **stars 和最近 push 日期是示意数据（illustrative course data），不是 GitHub 的真实测量值。**
-# > 离线环境无法查询 GitHub，所以 `assets/repo_metadata.csv` 里的数值由 `course_lib.repos.write_illustrative_metadata`
+# > 离线环境无法查询 GitHub，所以 `assets/repo_metadata.csv` 里的数值由 `course_lib.data.repos.write_illustrative_metadata`
 # > 从包名哈希生成（文件头部写明了这一点），只为让筛选规则有东西可筛。许可证元数据则是**真实的**。
 
 # %% slideshow={"slide_type": "-"}
@@ -116,13 +114,13 @@ licence_table = pd.DataFrame([{"raw": str(e)[:50], "SPDX": normalize_license(e),
 licence_table
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 在 `full` profile 中，`course_lib.github` 用 GitHub REST API 搜索仓库：查询串形如
+# 在 `full` profile 中，`course_lib.data.github` 用 GitHub REST API 搜索仓库：查询串形如
 # `language:python stars:>10 pushed:>=2024-12-01 license:mit`（每个许可证一次查询，因为搜索不支持许可证之间的 OR），
 # 通过 `Link: <...>; rel="next"` 翻页，遇到 403/429 时读取 `Retry-After` 或 `X-RateLimit-Reset` 等待后重试，
 # token 从环境变量 `GITHUB_TOKEN` 读取（未设置时给出清楚的提示）。测试在 127.0.0.1 上启动一个"长得像 GitHub"的服务器来验证这些逻辑。
 
 # %% slideshow={"slide_type": "-"}
-from course_lib.github import build_search_query, parse_link_header
+from course_lib.data.github import build_search_query, parse_link_header
 print(build_search_query("python", min_stars=10, pushed_after=dt.date(2024, 12, 1), license="mit"))
 parse_link_header('<https://api.github.com/search/repositories?q=x&page=2>; rel="next", '
                   '<https://api.github.com/search/repositories?q=x&page=34>; rel="last"')
@@ -191,7 +189,7 @@ names = [s for s, _ in steps]
 remaining = [n for _, n in steps]
 fig, ax = plt.subplots(figsize=(9, 0.45 * len(steps) + 1))
 ax.barh(range(len(steps)), remaining, color=["tab:gray"] + ["tab:orange"] * (len(steps) - 1))
-for i, (name, n) in enumerate(steps):
+for i, (_name, n) in enumerate(steps):
     removed = "" if i == 0 else f"  (-{remaining[i - 1] - n:,})"
     ax.text(n, i, f" {n:,}{removed}", va="center")
 ax.set_yticks(range(len(steps)), names)
@@ -442,12 +440,12 @@ pd.DataFrame(held.mistakes)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. 保存给第02课
 #
-# 语料已经由 `load_corpus` 保存在课程缓存中；第02课（去重）直接调用 `course_lib.corpus.load_corpus(PROFILE)`，
+# 语料已经由 `load_corpus` 保存在课程缓存中；第02课（去重）直接调用 `course_lib.data.corpus.load_corpus(PROFILE)`，
 # 缓存缺失时会自动重建——**不要**去读本 notebook 的文件。每一行都带着 `kept_reason`：为什么它被留下。
 # `corpus_repo_metadata(PROFILE)` 给出每个保留仓库的版本、许可证、stars（ci 中为示意数据），第02课按"保留 stars 最多的仓库里的副本"去重时会用到。
 
 # %% slideshow={"slide_type": "-"}
-from course_lib.corpus import corpus_path, corpus_repo_metadata
+from course_lib.data.corpus import corpus_path, corpus_repo_metadata
 print("cached at:", corpus_path(PROFILE))
 print("numpy:", corpus_repo_metadata(PROFILE).get("numpy"))
 print(collections.Counter(ds["language"]).most_common())

@@ -27,10 +27,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib import dedup, dedup_scaleout
-from course_lib.corpus import load_corpus
+from course_lib.data import dedup, dedup_scaleout
+from course_lib.data.corpus import load_corpus
 
 P = get_profile(PROFILE)
 CFG = P.dedup
@@ -401,8 +400,8 @@ assert fork_pairs and fork_pairs[0][2] >= CFG.threshold
 # `depends=` 串起来）或 `RayPipelineExecutor`（Ray 集群），阶段代码不变——这就是去 TB 级语料的路。
 #
 # **环境**：datatrove 0.10 需要 numpy ≥ 2 和新版 huggingface-hub，而第05/07课的 LLaMA-Factory 栈需要 numpy < 2，
-# 两者装不进同一个环境。所以 `course_lib.dedup_scaleout` 给它单独建一个小环境 `.venv-datatrove`
-# （`./course setup` 会建好它，也可以手动 `python -m course_lib.dedup_scaleout setup`；不含 torch），把语料写成 JSONL，在那个环境里
+# 两者装不进同一个环境。所以 `course_lib.data.dedup_scaleout` 给它单独建一个小环境 `.venv-datatrove`
+# （`./course setup` 会建好它，也可以手动 `python -m course_lib.data.dedup_scaleout setup`；不含 torch），把语料写成 JSONL，在那个环境里
 # 以子进程运行四个阶段（脚本有 `if __name__ == "__main__":` 保护——local executor 用 forkserver 启动 worker，
 # 没有它会卡住），再读回它删了哪些文件。分词器传了自己的 `[A-Za-z_0-9]+`，不需要 spacy。
 

@@ -19,15 +19,13 @@ PACKAGES = ["requests", "jinja2", "click", "packaging", "urllib3", "tqdm", "http
 
 # %% slideshow={"slide_type": "skip"}
 import ast
-import heapq
 
 import matplotlib.pyplot as plt
 import networkx as nx
 import pandas as pd
 
 from course_lib import exercises, get_profile, record
-from course_lib import deps
-from course_lib.deps import ImportRef
+from course_lib.data import deps
 
 P = get_profile(PROFILE)
 print(P.summary().splitlines()[0])

@@ -26,9 +26,8 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib import fim, tinymodel
+from course_lib.training import fim, tinymodel
 
 P = get_profile(PROFILE)
 N_DEMO_DOCS = N_DEMO_DOCS or P.fim.demo_docs
@@ -49,7 +48,7 @@ print("fim:", dict(P.fim))
 # - 用 sentinel 把 middle 挪到最后：`<PRE> prefix <SUF> suffix <MID> middle <EOT>`；
 # - 模型照常做 next-token prediction。推理时给出 `<PRE> prefix <SUF> suffix <MID>`，让它生成 middle。
 #
-# StarCoder 的 sentinel 叫 `<fim_prefix>` / `<fim_suffix>` / `<fim_middle>`，Qwen2.5-Coder 叫 `<|fim_prefix|>` / `<|fim_suffix|>` / `<|fim_middle|>`（还有 `<|repo_name|>`、`<|file_sep|>` 用于仓库级数据）。`course_lib.fim` 两种都支持。
+# StarCoder 的 sentinel 叫 `<fim_prefix>` / `<fim_suffix>` / `<fim_middle>`，Qwen2.5-Coder 叫 `<|fim_prefix|>` / `<|fim_suffix|>` / `<|fim_middle|>`（还有 `<|repo_name|>`、`<|file_sep|>` 用于仓库级数据）。`course_lib.training.fim` 两种都支持。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 第一步：在两个均匀的字符位置切开
@@ -353,7 +352,7 @@ assert sees_all and middle_rows
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 在 CPU 上训练一个小代码模型
 #
-# 课程自己的模型（`course_lib.tinymodel`）：
+# 课程自己的模型（`course_lib.training.tinymodel`）：
 #
 # - **tokenizer**：byte-level BPE（`tokenizers` 库），4,096 个 token，在训练仓库的文本上训练；特殊 token：`<|endoftext|>`（文档结束/pad）、ChatML 的 `<|im_start|>`、`<|im_end|>`（eos），两套 FIM sentinel，`<|repo_name|>`、`<|file_sep|>`；自带 Qwen2.5 风格的 ChatML chat template；
 # - **模型**：transformers 的 `Qwen2ForCausalLM`，hidden 192、4 层、GQA（4 个 query head / 2 个 KV head），约 2.4M 参数；
@@ -517,4 +516,4 @@ _ = record("order_difference", round(diff, 4))
 # - context-level FIM 放不下 sentinel 的片段保持原样，middle 永远完整；
 # - 同样的步数下两个模型的左到右 loss 和 middle loss 各差多少，以上面这次打印的数字为准；
 # - 预训练数据就是第 01–03 课的语料，一个仓库一条依赖顺序的样本，held-out 按整个仓库留出；依赖顺序 vs 打乱顺序的对比见上面的实验（数值以打印为准）；
-# - 课程的小模型就是这里的 `base`：`course_lib.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。
+# - 课程的小模型就是这里的 `base`：`course_lib.training.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。

@@ -21,7 +21,6 @@ BASE_MODEL = None     # None: sft.base_model of the profile (ci: the tiny model 
 # %% slideshow={"slide_type": "skip"}
 import json
 import os
-import random
 import time
 
 os.environ.setdefault("LAZYLLM_DISABLE_SYSTEM_PROMPT", "1")
@@ -32,9 +31,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import HTML, display
 
-import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib import codegen, instructions, sft, teacher
+from course_lib.training import codegen, instructions, sft, teacher
 from course_lib.paths import cache_dir
 
 P = get_profile(PROFILE)
@@ -105,7 +103,7 @@ for kind in instructions.KINDS:
 # ## 2. 参考答案必须能运行
 #
 # "写一个函数"的样本如果参考答案本身跑不通，模型学到的就是错误示范。所以每条样本的参考代码都在**沙箱**里执行
-# （`course_lib.sandbox`，第06课详细讲）：代码要能定义出函数，doctest 断言要通过；单元测试样本的测试要能在参考实现上通过。
+# （`course_lib.evaluation.sandbox`，第06课详细讲）：代码要能定义出函数，doctest 断言要通过；单元测试样本的测试要能在参考实现上通过。
 # 沙箱不可用时，`verified_by` 会明确写出"没有执行"，而不是假装验证过。
 
 # %% slideshow={"slide_type": "-"}
@@ -204,7 +202,7 @@ plt.show()
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### ci 配置里的"老师"：不是大模型，而是写明规则的离线老师
 #
-# CPU 上跑不动 30B 老师模型。ci 配置在 127.0.0.1 上启动 `course_lib.teacher.TeacherServer`，同一个 OpenAI 接口，但回答它的是
+# CPU 上跑不动 30B 老师模型。ci 配置在 127.0.0.1 上启动 `course_lib.training.teacher.TeacherServer`，同一个 OpenAI 接口，但回答它的是
 # **三条写明的规则**（每个回答都标明 `"model": "course-offline-teacher"`，绝不冒充大模型输出）：
 #
 # * 标准化：规则把 "Write a Python code snippet to …" 改写成 "Write a Python function to …"，骨架的函数签名取自参考代码；
@@ -319,7 +317,7 @@ print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "plante
 # model.update()
 # ```
 #
-# `course_lib.sft.finetune` 就是这段调用（两个配置同一条代码路径），外加 LazyLLM 不做的检查：合并后的权重存在、日志里有
+# `course_lib.training.sft.finetune` 就是这段调用（两个配置同一条代码路径），外加 LazyLLM 不做的检查：合并后的权重存在、日志里有
 # `train_runtime`、loss 确实下降；否则停下来并打印日志的最后几行。下表第一列是讲义 `finetune.llamafactory` 字典的每一个键和值，后两列是两个配置实际交给 LazyLLM 的值（full 与讲义逐项相同，测试会渲染 full 的 YAML 逐项核对）：
 
 # %% slideshow={"slide_type": "-"}

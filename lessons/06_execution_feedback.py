@@ -6,7 +6,7 @@
 #
 # **学习目标**
 # 1. 看清原课 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
-# 2. 用 `course_lib.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
+# 2. 用 `course_lib.evaluation.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
 # 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误（或没有 `solution`）−0.5，否则为测试通过率。
 # 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较），用隐藏测试（hidden tests）和 end-of-run marker 挡住它们。
 # 5. 实现数值稳定的无偏 pass@k，理解 n、k 与采样温度（temperature）的关系。
@@ -20,7 +20,6 @@ BACKEND = None        # None = the preferred backend here, or "bwrap", "docker",
 # %% slideshow={"slide_type": "skip"}
 import math
 import random
-import sys
 import time
 import warnings
 
@@ -30,10 +29,10 @@ import pandas as pd
 
 import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib import humaneval, metrics, rewards, sandbox
+from course_lib.evaluation import humaneval, metrics, rewards, sandbox
 from course_lib.exercises.lesson06 import as_outcome
-from course_lib.sandbox import SandboxResult, run_code, run_many, summarize
-from course_lib.sandbox.attacks import run_attacks
+from course_lib.evaluation.sandbox import SandboxResult, run_code, run_many, summarize
+from course_lib.evaluation.sandbox.attacks import run_attacks
 
 P = get_profile(PROFILE)
 S = P.sandbox
@@ -125,7 +124,7 @@ except SystemExit:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 同一组攻击：隔离 vs 不隔离
 #
-# `course_lib.sandbox.attacks` 收集了一组典型攻击（读项目与 `/etc/shadow`、环境变量、网络、Docker socket、写/删宿主文件、
+# `course_lib.evaluation.sandbox.attacks` 收集了一组典型攻击（读项目与 `/etc/shadow`、环境变量、网络、Docker socket、写/删宿主文件、
 # 给其他进程发信号、fork bomb、`setsid` 守护进程、1 GiB 内存、死循环、无限输出、写满 `/tmp`、用 `os._exit(0)` 冒充通过）。
 # 每个攻击成功就打印 `ESCAPED`。`unsafe` 后端只是带 rlimit 的普通子进程：只跑对宿主无害的那几个，已经足够说明它**不是隔离**。
 
@@ -145,7 +144,7 @@ record("attack_escapes_unsafe", escapes["unsafe"])
 assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 2. 沙箱：`course_lib.sandbox`
+# ## 2. 沙箱：`course_lib.evaluation.sandbox`
 #
 # 一个接口，多个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
 #
@@ -253,7 +252,7 @@ my_reward = getattr(checked, "wrapped", checked)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 现在把原课的 `calculate_reward` 放进沙箱：`course_lib.rewards.calculate_reward(code, test_cases)` 接受原课的
+# 现在把原课的 `calculate_reward` 放进沙箱：`course_lib.evaluation.rewards.calculate_reward(code, test_cases)` 接受原课的
 # `(input, expected)` 对（入口函数 `solution`），也接受本课的断言字符串（用你的 `my_reward` 计分）。
 # 下表逐个样本对比三列；`agree` 一行由代码算出，是否一致以它为准。
 
@@ -328,8 +327,8 @@ naive, visible, hidden = (run_many(items, backend=BACKEND, workers=S.workers, pr
                           for items in (naive_items, visible_items, hidden_items))
 hack_table = pd.DataFrame({
     "(a) naive: 'ALL TESTS PASSED' printed": ["accepted" if "ALL TESTS PASSED" in r.stdout else "rejected" for r in naive],
-    "(b) visible tests + marker": [f"accepted" if r.passed else f"rejected ({r.status})" for r in visible],
-    "(c) hidden tests + marker": [f"accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
+    "(b) visible tests + marker": ["accepted" if r.passed else f"rejected ({r.status})" for r in visible],
+    "(c) hidden tests + marker": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
                                   for r in hidden],
     "reward (c)": [rewards.reward_from_result(r) for r in hidden],
 }, index=list(HACKS))
@@ -592,7 +591,7 @@ temps.round(3)
 # ## 小结
 #
 # - `exec()` 执行模型输出 = 把训练进程交给样本：能读文件和环境变量、改掉你的函数、让训练退出。**永远在沙箱里执行**。
-# - `course_lib.sandbox`：bubblewrap（快，每个样本约 0.1 s）或 Docker（原课设计，约 0.5–1 s）；8 种状态；输出截断；超时杀掉整个进程树。
+# - `course_lib.evaluation.sandbox`：bubblewrap（快，每个样本约 0.1 s）或 Docker（原课设计，约 0.5–1 s）；8 种状态；输出截断；超时杀掉整个进程树。
 # - 奖励 = 语法错误 −1 / 运行错误 −0.5 / 通过率；`sandbox_error` 不给分。
 # - Reward hacking 是真实存在的：end-of-run marker 防提前退出和伪造输出，隐藏测试（含类型检查）防硬编码和篡改比较。
 # - pass@k 用无偏、数值稳定的连乘公式；n 越大方差越小；k > 1 需要采样温度带来的多样性。

@@ -31,11 +31,10 @@ import time
 
 import pandas as pd
 import matplotlib.pyplot as plt
-from IPython.display import Image, display
+from IPython.display import display
 
-import course_lib
 from course_lib import exercises, get_profile, record
-from course_lib.drill import run, metrics, evaluate, extract
+from course_lib.drill import run, metrics, evaluate
 from course_lib.drill.store import setup_logging
 
 P = get_profile(PROFILE)

@@ -302,10 +302,10 @@ print(f"the pytest run that reproduces the bug (its output says AssertionError) 
 # KAT 笔记：「解析测试框架的结构化输出，要求收集90%以上预期测试，并重复确认通过/失败状态」；V2 还「同时要求 F2P + P2P」。
 # 讲义没有给出重复的次数；本课每边跑 `env_runs` 遍（ci 2 遍，full 3 遍），因为两遍已经能在 CPU 上演示不稳定的测试怎样被抓住。
 #
-# 下面的四个小仓库是为本课写的（`assets/agentic/envs/`）；所有测试都在第06课的 sandbox (`course_lib.sandbox.run_code`) 里执行。
+# 下面的四个小仓库是为本课写的（`assets/agentic/envs/`）；所有测试都在第06课的 sandbox (`course_lib.evaluation.sandbox.run_code`) 里执行。
 
 # %% slideshow={"slide_type": "subslide"}
-from course_lib.sandbox import resolve_backend
+from course_lib.evaluation.sandbox import resolve_backend
 print("sandbox backend:", resolve_backend(None))
 task = load_task("money_rounding")
 print("issue:", task.issue)

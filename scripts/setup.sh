@@ -52,10 +52,10 @@ say "installing course_lib and its dependencies"
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name code-llm-course \
   --display-name "Python 3 (code-llm-course)" >/dev/null
 # 5b. The sandbox runtime: numpy and pandas for sampled programs, read-only, used by the bwrap backend
-#     and copied into the offline Docker image (python -m course_lib.sandbox image). Needs root.
+#     and copied into the offline Docker image (python -m course_lib.evaluation.sandbox image). Needs root.
 if [ "$(id -u)" = 0 ]; then
-  "$VENV/bin/python" -c 'import sys; from course_lib.sandbox.runtime import runtime_site_packages as r; sys.exit(r() is None)' \
-    || { say "building the sandbox runtime (numpy, pandas)"; "$VENV/bin/python" -m course_lib.sandbox runtime \
+  "$VENV/bin/python" -c 'import sys; from course_lib.evaluation.sandbox.runtime import runtime_site_packages as r; sys.exit(r() is None)' \
+    || { say "building the sandbox runtime (numpy, pandas)"; "$VENV/bin/python" -m course_lib.evaluation.sandbox runtime \
          || say "WARNING: the sandbox runtime was not built; sampled programs cannot import numpy/pandas"; }
 else
   say "note: not root, so the sandbox runtime (numpy/pandas inside the sandbox) is not built"
@@ -71,6 +71,6 @@ fi
 # 7. datatrove for lesson 02's scale-out section, in its own venv .venv-datatrove: datatrove needs
 #    numpy >= 2 and huggingface-hub >= 1.6, the LLaMA-Factory stack of this venv numpy < 2 and hub < 1.
 #    Idempotent (a quick import check when it exists); about 1.5-2.5 min the first time.
-"$VENV/bin/python" -m course_lib.dedup_scaleout setup \
-  || say "WARNING: could not create .venv-datatrove; lesson 02 skips its datatrove section and says why (retry: $VENV/bin/python -m course_lib.dedup_scaleout setup --force)"
+"$VENV/bin/python" -m course_lib.data.dedup_scaleout setup \
+  || say "WARNING: could not create .venv-datatrove; lesson 02 skips its datatrove section and says why (retry: $VENV/bin/python -m course_lib.data.dedup_scaleout setup --force)"
 say "done in $((SECONDS - T0)) s"

@@ -5,7 +5,7 @@ import torch
 
 
 def tiny_qwen2(attn: str = "sdpa", seed: int = 0, vocab_size: int = 64, **overrides):
-    """A tiny random Qwen2 causal LM (course_lib.tinymodel.tiny_config when it exists)."""
+    """A tiny random Qwen2 causal LM (course_lib.training.tinymodel.tiny_config when it exists)."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     kw = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -13,7 +13,7 @@ def tiny_qwen2(attn: str = "sdpa", seed: int = 0, vocab_size: int = 64, **overri
               tie_word_embeddings=False)
     kw.update(overrides)
     try:
-        from course_lib.tinymodel import tiny_config
+        from course_lib.training.tinymodel import tiny_config
         config = tiny_config(**kw)
     except Exception:
         config = Qwen2Config(**kw)

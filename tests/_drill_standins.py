@@ -1,7 +1,7 @@
 """Stand-in *functions* for the drill's neighbours, used only by the drill's unit tests.
 
-Tests install them with ``monkeypatch.setattr`` on the real modules (``course_lib.sandbox.run_many``,
-``course_lib.codegen.run_codegen_pipeline``, ``course_lib.sft.finetune``) through :func:`install`, each
+Tests install them with ``monkeypatch.setattr`` on the real modules (``course_lib.evaluation.sandbox.run_many``,
+``course_lib.training.codegen.run_codegen_pipeline``, ``course_lib.training.sft.finetune``) through :func:`install`, each
 wrapped in ``create_autospec`` of the real function, so a call with a keyword the real function does
 not accept fails the test. The stand-in sandbox is a plain subprocess — NOT a sandbox; it only runs the
 tests' own snippets. The real functions are exercised by the end-to-end test.
@@ -84,7 +84,7 @@ def fake_run_codegen_pipeline(rows, *, profile="ci", timeout_s=60.0, **kw):
 
 def make_fake_finetune(calls: list | None = None):
     """'Fine-tunes' by copying the base model and writing a LLaMA-Factory-style trainer_log.jsonl."""
-    from course_lib.sft import SFTResult
+    from course_lib.training.sft import SFTResult
 
     def finetune(base_model_path, train_rows, out_dir, *, profile="ci", **overrides):
         out = Path(out_dir) / "lazyllm_merge"
@@ -105,8 +105,8 @@ def make_fake_finetune(calls: list | None = None):
 def install(monkeypatch, *, calls: list | None = None, sandbox: bool = True, broken_sandbox: bool = False,
             finetune=None) -> None:
     """Replace the neighbours' functions (not modules) with autospecced stand-ins."""
-    from course_lib import codegen, sft
-    from course_lib import sandbox as sb
+    from course_lib.evaluation import sandbox as sb
+    from course_lib.training import codegen, sft
 
     if sandbox or broken_sandbox:
         monkeypatch.setattr(sb, "run_many", create_autospec(

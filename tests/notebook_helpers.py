@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from course_lib.nbtools import lesson_paths, read_records
 from course_lib.paths import build_dir
-from course_lib.runner import NotebookRun, execute_notebook
+from course_lib.tooling.nbtools import lesson_paths, read_records
+from course_lib.tooling.runner import NotebookRun, execute_notebook
 
 TIMEOUT_S = float(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "900"))
 

@@ -23,7 +23,7 @@ from course_lib.agentic.envs import (
 def runner():
     """The course sandbox; on a machine with neither Docker nor bubblewrap, its plain-subprocess backend
     (these are our own asset repositories, not model output)."""
-    from course_lib.sandbox import resolve_backend, run_code
+    from course_lib.evaluation.sandbox import resolve_backend, run_code
 
     try:
         backend = resolve_backend(None)

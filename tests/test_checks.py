@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from course_lib import check_function, check_value, record
-from course_lib.checks import Case, ExerciseCheckError, values_equal
+from course_lib.tooling.checks import Case, ExerciseCheckError, values_equal
 
 
 def reference(xs, k=1):

@@ -1,4 +1,4 @@
-"""Tests of course_lib.codegen / course_lib.teacher (lesson 05): the LazyLLM codegen pipeline with
+"""Tests of course_lib.training.codegen / course_lib.training.teacher (lesson 05): the LazyLLM codegen pipeline with
 the offline teacher, end to end on a few rows, and every kind of bad input."""
 import json
 import socket
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from course_lib import codegen, teacher
+from course_lib.training import codegen, teacher
 
 GOOD = {"idx": 10, "prompt": "Write a Python function to add two numbers. Keep it short.",
         "response": "Here you go:\n```python\ndef add(a, b):\n    \"\"\"Add.\"\"\"\n    return a + b\n```\nDone."}

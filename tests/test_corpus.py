@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import corpus
-from course_lib.corpus import (COLUMNS, CorpusReport, build_corpus_rows, load_corpus, load_corpus_report)
-from course_lib.filters import file_filter_reason, is_permissive_license
-from course_lib.repos import Repo
+from course_lib.data import corpus
+from course_lib.data.corpus import COLUMNS, CorpusReport, build_corpus_rows, load_corpus, load_corpus_report
+from course_lib.data.filters import file_filter_reason, is_permissive_license
+from course_lib.data.repos import Repo
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _github_shaped import MODULE_TEXT, _GitHubShaped  # noqa: E402
-from _github_shaped import github_server  # noqa: E402,F401  (fixture)
+from _github_shaped import (  # noqa: E402
+    MODULE_TEXT,
+    _GitHubShaped,
+    github_server,  # noqa: E402,F401  (fixture)
+)
 
 CFG = {"max_files_per_repo": 100, "stdlib_max_files": 0, "max_file_bytes": 2000, "min_stars": 5,
        "redact": True}

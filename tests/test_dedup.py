@@ -1,4 +1,4 @@
-"""Tests of course_lib.dedup (lesson 02): behaviour on tiny real inputs, plus property tests."""
+"""Tests of course_lib.data.dedup (lesson 02): behaviour on tiny real inputs, plus property tests."""
 from __future__ import annotations
 
 import itertools
@@ -6,13 +6,27 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from course_lib import dedup
-from course_lib.dedup import (MinHasher, UnionFind, choose_bands, choose_keeper, clusters_from_pairs,
-                              content_hash, exact_duplicate_groups, exact_jaccard_pairs,
-                              find_near_duplicates, jaccard, lsh_candidate_pairs, precision_recall,
-                              s_curve, word_shingles, word_tokens)
+from course_lib.data import dedup
+from course_lib.data.dedup import (
+    MinHasher,
+    UnionFind,
+    choose_bands,
+    choose_keeper,
+    clusters_from_pairs,
+    content_hash,
+    exact_duplicate_groups,
+    exact_jaccard_pairs,
+    find_near_duplicates,
+    jaccard,
+    lsh_candidate_pairs,
+    precision_recall,
+    s_curve,
+    word_shingles,
+    word_tokens,
+)
 
 CODE = '''def fib(n):
     """Return the n-th Fibonacci number."""
@@ -233,7 +247,7 @@ def test_lesson_02_records(notebook_records):
     assert rec["dedup_removed"] > 0 and rec["dedup_kept"] > rec["dedup_removed"]
     assert rec["minhash_max_abs_error"]["course_lib"] < 0.2
     assert rec["repo_level_pairs_real"] >= 0 and rec["repos_left_incomplete"] >= 0
-    from course_lib import dedup_scaleout
+    from course_lib.data import dedup_scaleout
     if dedup_scaleout.datatrove_status()["ready"]:   # ./course setup creates .venv-datatrove
         assert rec["datatrove_ran"] is True
         assert rec["datatrove_only_jaccard_median"] < 0.8 if "datatrove_only_jaccard_median" in rec else True

@@ -1,11 +1,11 @@
-"""Tests of course_lib.dedup_scaleout (lesson 02's datatrove section)."""
+"""Tests of course_lib.data.dedup_scaleout (lesson 02's datatrove section)."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from course_lib import dedup, dedup_scaleout
+from course_lib.data import dedup, dedup_scaleout
 
 
 def test_missing_environment_is_reported_not_crashed(tmp_path):

@@ -1,16 +1,29 @@
-"""Tests of course_lib.deps (lesson 03): parsers, resolution, orderings, samples; property tests."""
+"""Tests of course_lib.data.deps (lesson 03): parsers, resolution, orderings, samples; property tests."""
 from __future__ import annotations
-
-import random
 
 import networkx as nx
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from course_lib import deps
-from course_lib.deps import (ImportRef, ParseStats, ast_imports, edge_respect, import_graph, module_index,
-                             order_deepseek, order_files, order_kahn_fallback, order_scc, parse_imports,
-                             regex_imports, repo_to_sample, resolve_import, tolerant_imports)
+from course_lib.data import deps
+from course_lib.data.deps import (
+    ImportRef,
+    ParseStats,
+    ast_imports,
+    edge_respect,
+    import_graph,
+    module_index,
+    order_deepseek,
+    order_files,
+    order_kahn_fallback,
+    order_scc,
+    parse_imports,
+    regex_imports,
+    repo_to_sample,
+    resolve_import,
+    tolerant_imports,
+)
 
 TRICKY = '''"""Docs mention: import not_really"""
 import os, sys
@@ -182,7 +195,7 @@ def test_order_respects_edges_outside_cycles_and_is_deterministic(files, rnd):
 
 def test_load_ordered_corpus_from_a_tiny_deduped_corpus(tmp_path, monkeypatch):
     datasets = pytest.importorskip("datasets")
-    from course_lib import dedup
+    from course_lib.data import dedup
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     rows = {"repo": ["r1", "r1", "r2"], "path": ["b.py", "a.py", "x.py"], "license": ["MIT"] * 3,
             "language": ["Python"] * 3, "content": ["import a\n", "X = 1\n", "print(1)\n"],
@@ -259,7 +272,7 @@ def test_large_file_is_streamed_with_a_warning():
 
 _MEMORY_PROBE = r"""
 import resource, sys, warnings
-from course_lib import deps
+from course_lib.data import deps
 warnings.simplefilter("ignore")
 body = "".join(f"import os\nfrom .m{i % 7} import x\ndef f{i}(a, b):\n    '''doc {i}'''\n"
                f"    return a + b * {i}  # c\n\n" for i in range(25000))

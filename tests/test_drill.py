@@ -143,7 +143,7 @@ def test_corrupted_output_is_detected_and_redone(tmp_path, fakes, tiny_model):
 
 def _real_sandbox_or_skip():
     try:
-        from course_lib import sandbox
+        from course_lib.evaluation import sandbox
         sandbox.resolve_backend(None)
     except Exception as exc:  # no backend here: the stand-in version of the test still runs
         pytest.skip(f"no real sandbox backend: {exc}")
@@ -183,7 +183,7 @@ def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model
     standins.install(monkeypatch, broken_sandbox=True)
     with pytest.raises(evaluate.SandboxUnavailable, match="bubblewrap"):
         evaluate.evaluate_answers([{"idx": 0, "response": "```python\nprint(1)\n```"}])
-    from course_lib import sandbox
+    from course_lib.evaluation import sandbox
 
     def no_backend(backend=None):
         raise RuntimeError("no sandbox backend works here. Install bubblewrap (`apt-get install bubblewrap`)")
@@ -193,8 +193,8 @@ def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model
 
 
 def test_pipeline_step_passes_the_profiles_timeout(tmp_path, fakes, tiny_model):
-    from course_lib import codegen
     from course_lib.profiles import get_profile
+    from course_lib.training import codegen
 
     cfg = tiny_cfg(tmp_path, tiny_model)
     cfg.paths.make()
@@ -313,8 +313,8 @@ def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path
 @pytest.mark.slow
 def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
     """download → pipeline → SFT → inference → evaluation with the real lesson 05/06 modules."""
-    pytest.importorskip("course_lib.codegen")
-    pytest.importorskip("course_lib.sft")
+    pytest.importorskip("course_lib.training.codegen")
+    pytest.importorskip("course_lib.training.sft")
     _real_sandbox_or_skip()
     cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=False,
                    sft_overrides={"max_steps": 12, "per_device_train_batch_size": 4,

@@ -1,8 +1,6 @@
 """The drill's data: the tiny-codes-shaped generator, the hub loader on local files, code extraction."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from course_lib.drill import data, taskgen

@@ -99,6 +99,7 @@ def test_runs_vs_correct_crosstab():
 
 def test_teacher_forced_ppl_counts_only_answer_tokens(tmp_path):
     import _drill_standins as standins
+
     from course_lib.drill.inference import teacher_forced_ppl
 
     model = standins.make_tiny_model(tmp_path / "m", ["def f(x):\n    return x\n"] * 20)

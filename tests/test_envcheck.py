@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import types
 
-from course_lib import envcheck
+from course_lib.tooling import envcheck
 
 
 def test_every_pyproject_requirement_is_checked():
@@ -30,9 +30,9 @@ def test_report_names_python_gpu_sandbox_and_caches():
 
 
 def test_sandbox_probe_uses_course_lib_sandbox(monkeypatch):
-    fake = types.ModuleType("course_lib.sandbox")
+    fake = types.ModuleType("course_lib.evaluation.sandbox")
     fake.available_backends = lambda: {"bwrap": "ok", "docker": "no Docker daemon answers"}
-    monkeypatch.setitem(sys.modules, "course_lib.sandbox", fake)
+    monkeypatch.setitem(sys.modules, "course_lib.evaluation.sandbox", fake)
     info = envcheck.check_sandbox()
     assert info["backends"] == {"bwrap": True, "docker": "no Docker daemon answers"}
     text = envcheck.format_report({**envcheck.collect_environment(sandbox=False), "sandbox": info})
@@ -40,7 +40,7 @@ def test_sandbox_probe_uses_course_lib_sandbox(monkeypatch):
 
 
 def test_sandbox_missing_says_not_available_yet(monkeypatch):
-    monkeypatch.setitem(sys.modules, "course_lib.sandbox", None)
+    monkeypatch.setitem(sys.modules, "course_lib.evaluation.sandbox", None)
     assert envcheck.check_sandbox()["module"].startswith("not available yet")
 
 

@@ -5,13 +5,21 @@ import os
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from course_lib import filters
-from course_lib.filters import (CONTENT_RULES, FilterReport, file_filter_reason, is_permissive_license,
-                                license_verdict, normalize_license, read_source_file, redact_secrets)
-from course_lib.redaction import PLACEHOLDERS, find_secrets, shannon_entropy
-from course_lib.redaction_eval import (course_detector, evaluate, fake_value, labelled_cases)
+from course_lib.data.filters import (
+    CONTENT_RULES,
+    FilterReport,
+    file_filter_reason,
+    is_permissive_license,
+    license_verdict,
+    normalize_license,
+    read_source_file,
+    redact_secrets,
+)
+from course_lib.data.redaction import PLACEHOLDERS, find_secrets, shannon_entropy
+from course_lib.data.redaction_eval import course_detector, evaluate, fake_value, labelled_cases
 
 GOOD = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(8)) + "\n"
 

@@ -1,16 +1,29 @@
-"""Tests of course_lib.fim: FIM splits, layouts, rates, context-level FIM and loss masks."""
+"""Tests of course_lib.training.fim: FIM splits, layouts, rates, context-level FIM and loss masks."""
 from __future__ import annotations
 
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from course_lib import fim
-from course_lib.fim import (
-    IGNORE_INDEX, apply_fim_context_level, apply_fim_document_level, fim_prompt, fim_transform,
-    get_sentinels, middle_only_labels, middle_token_mask, packed_attention_mask, parse_fim,
-    psm_transform, split_document, split_points, split_tokens, spm_transform,
+from course_lib.training import fim
+from course_lib.training.fim import (
+    IGNORE_INDEX,
+    apply_fim_context_level,
+    apply_fim_document_level,
+    fim_prompt,
+    fim_transform,
+    get_sentinels,
+    middle_only_labels,
+    middle_token_mask,
+    packed_attention_mask,
+    parse_fim,
+    psm_transform,
+    split_document,
+    split_points,
+    split_tokens,
+    spm_transform,
 )
 
 STYLES = ["starcoder", "qwen2.5-coder"]
@@ -120,7 +133,7 @@ def test_fim_transform_plain_keeps_text():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from course_lib.tinymodel import train_tokenizer
+    from course_lib.training.tinymodel import train_tokenizer
 
     texts = ["def add(a, b):\n    return a + b\n", "class Point:\n    x: int = 0\n    y: int = 0\n",
              "for i in range(10):\n    print(i * i)\n"] * 20
@@ -198,7 +211,7 @@ def test_permute_fragment_never_cuts_the_middle(tokenizer):
 
 def test_no_middle_truncated_on_the_course_256_token_windows():
     from course_lib.profiles import get_profile
-    from course_lib.tinymodel import EOT, course_tokenizer, pack_windows, pretraining_corpus
+    from course_lib.training.tinymodel import EOT, course_tokenizer, pack_windows, pretraining_corpus
 
     P = get_profile("ci")
     hf = course_tokenizer("ci")

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
+from course_lib.evaluation import humaneval as he
+from course_lib.evaluation.sandbox import run_many
 from tests._sandbox_support import ensure_backend
-from course_lib import humaneval as he
-from course_lib.sandbox import run_many
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests of course_lib.instructions (lesson 05): four kinds of samples from real code, chat
+"""Tests of course_lib.training.instructions (lesson 05): four kinds of samples from real code, chat
 formatting, the answer-only mask, packing."""
 import shutil
 import subprocess
@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from course_lib import instructions as I
+from course_lib.training import instructions as I
 from tests.chat_model_for_tests import make_chat_model
 
 SOURCE = textwrap.dedent('''
@@ -101,7 +101,7 @@ def test_four_kinds_are_built(code_file):
 def test_harvest_reads_real_files_and_in_memory_sources(code_file):
     import sysconfig
 
-    from course_lib.repos import source_files
+    from course_lib.data.repos import source_files
 
     root = sysconfig.get_paths()["stdlib"]
     paths = [f"{root}/{p}" for p in source_files(root) if p.endswith(".py") and "/" not in p][:60]
@@ -115,7 +115,7 @@ def test_harvest_reads_real_files_and_in_memory_sources(code_file):
 
 
 def test_corpus_sources_come_through_the_one_loader(monkeypatch):
-    from course_lib import tinymodel
+    from course_lib.training import tinymodel
 
     repos = [tinymodel.RepoFiles("r", ["b.py", "a.py", "data.json"], ["x = 1\n", "y = 2\n", "{}"])]
     monkeypatch.setattr(tinymodel, "corpus_repositories", lambda profile="ci": (repos, "f" * 16))
@@ -164,7 +164,7 @@ def test_mask_html_colours_prompt_and_answer(tokenizer):
 
 def test_references_pass_in_the_sandbox(code_file):
     if I._sandbox_or_none() is None:
-        pytest.skip("course_lib.sandbox is not on this branch yet: references are not executed")
+        pytest.skip("course_lib.evaluation.sandbox is not on this branch yet: references are not executed")
     ins = I.build_instruction_set([code_file], verify=True)
     assert "sandbox" in ins.verified_by
     assert ins.counts().get("unittest") == 1

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from course_lib.metrics import mean_pass_at_k, pass_at_k, pass_at_k_exact, pass_counts
-from course_lib.sandbox import SandboxResult
+from course_lib.evaluation.metrics import mean_pass_at_k, pass_at_k, pass_at_k_exact, pass_counts
+from course_lib.evaluation.sandbox import SandboxResult
 
 
 def test_matches_exact_combinatorics_on_a_grid():

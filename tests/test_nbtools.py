@@ -4,11 +4,22 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from course_lib.checks import RECORD_MIME
-from course_lib.nbtools import (
-    NotebookFormatError, build_notebooks, code, dumps, generate_student_notebooks, lesson_source_paths,
-    lesson_source_text, read_lesson_source, lesson_ids, lint_notebook,
-    make_student_notebook, md, read_records, write_notebook,
+from course_lib.tooling.checks import RECORD_MIME
+from course_lib.tooling.nbtools import (
+    NotebookFormatError,
+    build_notebooks,
+    code,
+    dumps,
+    generate_student_notebooks,
+    lesson_ids,
+    lesson_source_paths,
+    lesson_source_text,
+    lint_notebook,
+    make_student_notebook,
+    md,
+    read_lesson_source,
+    read_records,
+    write_notebook,
 )
 
 

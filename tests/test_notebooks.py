@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.nbtools import lesson_paths
+from course_lib.tooling.nbtools import lesson_paths
 from tests.notebook_helpers import failure_message, records_of, run_lesson
 
 pytestmark = pytest.mark.notebooks
@@ -48,6 +48,6 @@ def test_lesson_00_records():
     import json as _json
     from pathlib import Path
 
-    from course_lib.codestats import count_code_lines
+    from course_lib.tooling.codestats import count_code_lines
 
     assert rec["json_code_lines"] == count_code_lines(Path(_json.__file__).read_text(encoding="utf-8"))

@@ -114,9 +114,9 @@ def test_slides_template_ships_with_the_package(repo):
     assert (repo / "course_lib" / "tooling" / "templates" / "course_reveal" / "index.html.j2").exists()
 
 
-@pytest.mark.parametrize("module", ["course_lib", "course_lib.runner", "course_lib.slides",
-                                    "course_lib.envcheck", "course_lib.nbtools", "course_lib.codestats",
-                                    "course_lib.coursemap"])
+@pytest.mark.parametrize("module", ["course_lib", "course_lib.tooling.runner", "course_lib.tooling.slides",
+                                    "course_lib.tooling.envcheck", "course_lib.tooling.nbtools", "course_lib.tooling.codestats",
+                                    "course_lib.tooling.coursemap"])
 def test_skeleton_modules_import(module):
     __import__(module)
 

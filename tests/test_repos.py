@@ -7,10 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import github
-from course_lib.repos import (Repo, canonical_name, installed_repos, load_repo_metadata, local_repos,
-                              metadata_as_of, repo_rejection_reason, select_repos, source_files, stdlib_repo,
-                              write_illustrative_metadata)
+from course_lib.data import github
+from course_lib.data.repos import (
+    Repo,
+    canonical_name,
+    installed_repos,
+    load_repo_metadata,
+    local_repos,
+    metadata_as_of,
+    repo_rejection_reason,
+    select_repos,
+    source_files,
+    stdlib_repo,
+    write_illustrative_metadata,
+)
 
 AS_OF = dt.date(2026, 12, 1)
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from course_lib.evaluation.rewards import calculate_reward, calculate_rewards, reward_from_result
+from course_lib.evaluation.sandbox import SandboxResult
 from tests._sandbox_support import ensure_backend
-from course_lib.rewards import calculate_reward, calculate_rewards, reward_from_result
-from course_lib.sandbox import SandboxResult
 
 TESTS = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import runner
-from course_lib.nbtools import code, md, write_notebook
-from course_lib.runner import (
+from course_lib.tooling import runner
+from course_lib.tooling.nbtools import code, md, write_notebook
+from course_lib.tooling.runner import (
     SetupProblem,
     check_kernel,
     check_writable,
@@ -98,7 +98,7 @@ def test_a_dying_kernel_is_reported_at_its_cell(tmp_path):
 def test_lab_overrides_turn_off_the_news_prompt(tmp_path):
     import json
 
-    from course_lib.cli import write_lab_overrides
+    from course_lib.tooling.cli import write_lab_overrides
 
     target = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     target.parent.mkdir(parents=True)

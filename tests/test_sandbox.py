@@ -1,12 +1,19 @@
-"""Unit tests of course_lib.sandbox: statuses, output capping, run_many's order, argument checks."""
+"""Unit tests of course_lib.evaluation.sandbox: statuses, output capping, run_many's order, argument checks."""
 from __future__ import annotations
 
 import pytest
 
+from course_lib.evaluation import sandbox
+from course_lib.evaluation.sandbox import (
+    STATUSES,
+    SandboxResult,
+    backends,
+    resolve_backend,
+    run_code,
+    run_many,
+    summarize,
+)
 from tests._sandbox_support import ensure_backend
-from course_lib import sandbox
-from course_lib.sandbox import STATUSES, SandboxResult, resolve_backend, run_code, run_many, summarize
-from course_lib.sandbox import backends
 
 
 @pytest.fixture(scope="module")

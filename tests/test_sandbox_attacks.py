@@ -3,8 +3,6 @@ the right status, and leave the host unchanged. Docker's daemon is started here 
 stopped again at the end of this module), so ``./course test`` needs nothing started beforehand."""
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -13,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from course_lib.evaluation.sandbox import run_code, run_many
+from course_lib.evaluation.sandbox.backends import UID_BASE, UID_COUNT
 from tests._sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
-from course_lib.sandbox import run_code
-from course_lib.sandbox import run_many
-from course_lib.sandbox.backends import UID_BASE, UID_COUNT
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "course-test-secret-7f3a9c"
@@ -433,7 +430,7 @@ def test_the_attacks_are_real_the_unsafe_backend_lets_them_through(tmp_path):
     """The same attacks against the plain-subprocess backend succeed: the suite has teeth, and
     `unsafe` is not isolation."""
     with pytest.warns(RuntimeWarning):
-        import course_lib.sandbox as sb
+        import course_lib.evaluation.sandbox as sb
 
         sb._unsafe_warned = False
         r = run_code(tries(f"open({str(REPO / 'pyproject.toml')!r}).read()"), backend="unsafe")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from course_lib.evaluation.sandbox import run_code
 from tests._sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
-from course_lib.sandbox import run_code
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
-"""Tests of course_lib.sft (lesson 05): the LLaMA-Factory settings and YAML of both profiles, the
+"""Tests of course_lib.training.sft (lesson 05): the LLaMA-Factory settings and YAML of both profiles, the
 post-run checks, and one real tiny fine-tune on CPU through LazyLLM → LLaMA-Factory."""
 import json
 
 import pytest
 
-from course_lib import sft
+from course_lib.training import sft
 from tests.chat_model_for_tests import make_chat_model
 
 ROWS = [{"instruction": f"Write a function that returns {i} plus one.", "input": "",
@@ -149,7 +149,7 @@ def test_encode_chat_is_the_one_source_of_sft_examples(tiny_model):
 
     from transformers import AutoTokenizer
 
-    from course_lib import instructions as I
+    from course_lib.training import instructions as I
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     sample = {"instruction": "Write f", "input": "", "output": "def f():\n    return 1"}

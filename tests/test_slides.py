@@ -7,9 +7,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.nbtools import code, lesson_paths, md, write_notebook
 from course_lib.paths import build_dir
-from course_lib.slides import (
+from course_lib.tooling.nbtools import code, lesson_paths, md, write_notebook
+from course_lib.tooling.slides import (
     REMOVED_TAGS,
     ensure_vendor,
     export_slides,
@@ -105,7 +105,7 @@ def _decks_to_measure(repo: Path, out: Path) -> list[Path]:
 
 
 def test_every_deck_fits_the_screen_in_headless_chromium(tmp_path, repo, vendor):
-    from course_lib.slides import SlidesError, browser, measure_deck
+    from course_lib.tooling.slides import SlidesError, browser, measure_deck
 
     if vendor is None:
         pytest.skip("npm could not vendor reveal.js here (see README, Troubleshooting)")
@@ -125,7 +125,7 @@ def test_every_deck_fits_the_screen_in_headless_chromium(tmp_path, repo, vendor)
 
 
 def test_slides_strip_solutions_and_hidden_tests_and_split_tall_cells(tmp_path, vendor):
-    from course_lib.slides import TAG_HIDE_CODE, prepare_for_slides
+    from course_lib.tooling.slides import TAG_HIDE_CODE, prepare_for_slides
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [

@@ -1,4 +1,4 @@
-"""Tests of course_lib.tinymodel: the tiny model's folder is a standard Hugging Face model."""
+"""Tests of course_lib.training.tinymodel: the tiny model's folder is a standard Hugging Face model."""
 from __future__ import annotations
 
 import json
@@ -12,10 +12,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from course_lib import tinymodel  # noqa: E402
-from course_lib.tinymodel import (  # noqa: E402
-    IM_END, IM_START, EOT, QWEN_FIM, SPECIAL_TOKENS, STARCODER_FIM, build_tiny_model, pack_windows,
-    split_into_snippets, tiny_config,
+from course_lib.training import tinymodel  # noqa: E402
+from course_lib.training.tinymodel import (  # noqa: E402
+    EOT,
+    IM_END,
+    IM_START,
+    QWEN_FIM,
+    SPECIAL_TOKENS,
+    STARCODER_FIM,
+    build_tiny_model,
+    pack_windows,
+    split_into_snippets,
+    tiny_config,
 )
 
 
@@ -24,7 +32,7 @@ def toy_repositories(n_train: int = 8, n_held_out: int = 2, files_per_repo: int 
     standard-library modules, named so that both splits of ``is_held_out(name, 10)`` are filled."""
     import sysconfig
 
-    from course_lib.repos import source_files
+    from course_lib.data.repos import source_files
 
     root = sysconfig.get_paths()["stdlib"]
     paths = [p for p in source_files(root) if p.endswith(".py") and "/" not in p][:200]
@@ -249,7 +257,7 @@ def test_cached_base_model_learned_code_and_infilling():
     assert 0.4 < log["modes"]["plain"] / sum(log["modes"].values()) < 0.6
     tok = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModelForCausalLM.from_pretrained(path)
-    from course_lib.fim import infill
+    from course_lib.training.fim import infill
 
     out = infill(model, tok, "def add(a, b):\n    return ", "\n", max_new_tokens=8)
     assert isinstance(out, str)

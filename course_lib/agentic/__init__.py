@@ -33,9 +33,9 @@ def load_lesson_model(profile: str = "ci", *, attn: str = "sdpa", seed: int = 0,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                  initializer_range=0.1, tie_word_embeddings=False)
     try:
-        from course_lib import tinymodel
+        from course_lib.training import tinymodel
     except ImportError as exc:
-        reason, config = f"course_lib.tinymodel is not available ({exc})", Qwen2Config(**small)
+        reason, config = f"course_lib.training.tinymodel is not available ({exc})", Qwen2Config(**small)
     else:
         config = tinymodel.tiny_config(**small)
         try:

@@ -11,7 +11,7 @@ Building an environment:
 5. Fail-to-Pass = fail before, pass after; Pass-to-Pass = pass in both; a test that fails after the
    gold patch means the environment (not the patch) is broken.
 
-Every test run goes through ``course_lib.sandbox.run_code``: the repository's files travel inside
+Every test run goes through ``course_lib.evaluation.sandbox.run_code``: the repository's files travel inside
 the code string, are written to the sandbox's private ``/tmp`` and imported from there.
 
 Introduced in lesson 08.
@@ -187,8 +187,8 @@ class TestRun:
 
 
 def default_runner() -> Runner:
-    """``course_lib.sandbox.run_code`` (the lesson's environments always run in the sandbox)."""
-    from course_lib.sandbox import run_code
+    """``course_lib.evaluation.sandbox.run_code`` (the lesson's environments always run in the sandbox)."""
+    from course_lib.evaluation.sandbox import run_code
 
     return run_code
 

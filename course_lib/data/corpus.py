@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from course_lib.filters import (FilterReport, file_filter_reason, language_of, read_source_file)
 from course_lib import store
+from course_lib.data.filters import FilterReport, file_filter_reason, language_of, read_source_file
+from course_lib.data.redaction import redact_secrets
+from course_lib.data.repos import STDLIB_REPO, Repo, Selection, select_repos
 from course_lib.paths import cache_dir
 from course_lib.profiles import get_profile
-from course_lib.redaction import redact_secrets
-from course_lib.repos import STDLIB_REPO, Repo, Selection, select_repos
 
 CORPUS_FORMAT = 1  # bump when the rules or columns change: the cache key changes with it
 COLUMNS = ("repo", "path", "license", "language", "content", "size", "kept_reason")
@@ -107,7 +107,7 @@ def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
     """
     from tqdm.auto import tqdm
 
-    from course_lib.filters import CONTENT_RULES
+    from course_lib.data.filters import CONTENT_RULES
 
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     repos = list(repos)
@@ -161,13 +161,13 @@ def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
     """
     cfg = get_profile(profile).corpus
     if cfg["source"] == "site-packages":
-        from course_lib.repos import local_repos
+        from course_lib.data.repos import local_repos
 
         repos = local_repos()
         if not cfg.get("stdlib_max_files", 1):
             repos = [r for r in repos if r.name != STDLIB_REPO]
     elif cfg["source"] == "github":
-        from course_lib.github import GitHubClient, search_repos
+        from course_lib.data.github import GitHubClient, search_repos
 
         client = GitHubClient.from_env()
         repos = search_repos(client, cfg.get("github_query", "language:python"),
@@ -213,7 +213,7 @@ def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
     cfg = get_profile(profile).corpus
     repos, sel = selected if selected is not None else select_corpus_repos(profile)
     if cfg["source"] == "github":
-        from course_lib.github import GitHubClient, download_repos
+        from course_lib.data.github import GitHubClient, download_repos
 
         sel.kept = download_repos(GitHubClient.from_env(), sel.kept, cache_dir("corpus", "github"))
     report = CorpusReport(profile=profile, repos_seen=len(repos), repos_kept=len(sel.kept),

@@ -717,23 +717,23 @@ def partially_removed_repos(removed: Sequence[Mapping[str, Any]], repos: Sequenc
 # --- 7. the lesson's artefact -----------------------------------------------------------------------
 
 def _corpus(profile: str, rebuild: bool = False):
-    from course_lib.corpus import load_corpus
+    from course_lib.data.corpus import load_corpus
 
     return load_corpus(profile=profile, rebuild=rebuild)
 
 
 def repo_stars(profile: str = "ci") -> dict[str, int] | None:
-    """Stars per repository, from lesson 01 (``course_lib.corpus.corpus_repo_metadata``: the kept
+    """Stars per repository, from lesson 01 (``course_lib.data.corpus.corpus_repo_metadata``: the kept
     repositories; in ci the stars are the illustrative values of ``assets/repo_metadata.csv``), or None
     when lesson 01 offers none (the keep rule then falls back to the shortest path).
     Introduced in lesson 02."""
     try:
-        from course_lib.corpus import corpus_repo_metadata
+        from course_lib.data.corpus import corpus_repo_metadata
 
         meta = corpus_repo_metadata(profile)
     except (ImportError, AttributeError, OSError, ValueError, KeyError):
         try:
-            from course_lib.repos import load_repo_metadata
+            from course_lib.data.repos import load_repo_metadata
 
             meta = load_repo_metadata()
         except (ImportError, OSError, ValueError) as exc:
@@ -808,7 +808,7 @@ def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
     """Lesson 01's corpus after exact and near dedup (a ``datasets.Dataset``, same columns), cached in
     ``cache_dir("dedup")`` through :mod:`course_lib.store` under a key of the profile's ``dedup``
     settings, lesson 01's corpus artefact and this module's code; built from
-    ``course_lib.corpus.load_corpus`` when missing (or ``rebuild=True``). The report of what was removed
+    ``course_lib.data.corpus.load_corpus`` when missing (or ``rebuild=True``). The report of what was removed
     is in :func:`load_dedup_report`. Introduced in lesson 02.
     """
     import datasets

@@ -10,7 +10,7 @@ huggingface-hub, while the LLaMA-Factory stack of lessons 05/07 needs numpy < 2 
 its own small environment, ``.venv-datatrove`` beside the course (``$COURSE_DATATROVE_VENV`` overrides),
 created on demand by :func:`ensure_datatrove_venv`; :func:`run_datatrove_minhash` writes the corpus as
 JSONL, runs ``course_lib/scripts/datatrove_minhash.py`` there as a subprocess and reads back what
-datatrove removed. Command line: ``python -m course_lib.dedup_scaleout setup|run|status``.
+datatrove removed. Command line: ``python -m course_lib.data.dedup_scaleout setup|run|status``.
 
 Introduced in lesson 02.
 """
@@ -54,14 +54,14 @@ def datatrove_status(venv: Path | None = None) -> dict[str, Any]:
     if not py.exists():
         return {"venv": str(venv), "ready": False, "version": None,
                 "reason": f"no datatrove environment at {venv}; create it with "
-                          f"`python -m course_lib.dedup_scaleout setup` (pip install "
+                          f"`python -m course_lib.data.dedup_scaleout setup` (pip install "
                           f"{' '.join(DATATROVE_REQUIREMENTS)} into a new venv, ~1-2 min, ~150 MB)"}
     probe = subprocess.run([str(py), "-c", "import datatrove, importlib.metadata as m; "
                             "print(m.version('datatrove'))"], capture_output=True, text=True, timeout=120)
     if probe.returncode != 0:
         return {"venv": str(venv), "ready": False, "version": None,
                 "reason": f"{venv} exists but `import datatrove` fails: {probe.stderr.strip()[-300:]}; "
-                          f"rebuild it with `python -m course_lib.dedup_scaleout setup --force`"}
+                          f"rebuild it with `python -m course_lib.data.dedup_scaleout setup --force`"}
     return {"venv": str(venv), "ready": True, "version": probe.stdout.strip(), "reason": "ready"}
 
 
@@ -85,7 +85,7 @@ def ensure_datatrove_venv(venv: Path | None = None, force: bool = False, quiet: 
     if done.returncode != 0:
         raise RuntimeError(f"pip could not install datatrove into {venv}:\n{done.stderr[-2000:]}\n"
                            f"Check access to the package index, then run "
-                           f"`python -m course_lib.dedup_scaleout setup --force`.")
+                           f"`python -m course_lib.data.dedup_scaleout setup --force`.")
     status = datatrove_status(venv)
     if not status["ready"]:
         raise RuntimeError(status["reason"])
@@ -153,7 +153,7 @@ def compare_removals(ours_clusters: Sequence[Sequence[int]], theirs_clusters: Se
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m course_lib.dedup_scaleout",
+    p = argparse.ArgumentParser(prog="python -m course_lib.data.dedup_scaleout",
                                 description="datatrove's MinHash dedup in its own environment")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup", help="create .venv-datatrove and install datatrove")
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "status":
         print(json.dumps(datatrove_status(), indent=1))
         return 0
-    from course_lib import dedup
+    from course_lib.data import dedup
     from course_lib.profiles import get_profile
 
     corpus = dedup._corpus(args.profile)

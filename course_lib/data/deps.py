@@ -567,7 +567,7 @@ def load_ordered_corpus(profile: str = "ci", rebuild: bool = False):
     import datasets
 
     from course_lib import store
-    from course_lib.dedup import _dedup_artefact, load_deduped_corpus
+    from course_lib.data.dedup import _dedup_artefact, load_deduped_corpus
     from course_lib.profiles import get_profile
 
     cfg = dict(get_profile(profile).deps)

@@ -6,7 +6,7 @@ high mean line length (minified or data files), files that are mostly not alphan
 non-UTF-8 files. Each rule has a name; :func:`file_filter_reason` returns the name of the first rule
 that removes a file, and :class:`FilterReport` counts removals per rule and keeps a few examples.
 
-``redact_secrets`` (secrets and PII) lives in :mod:`course_lib.redaction` and is re-exported here.
+``redact_secrets`` (secrets and PII) lives in :mod:`course_lib.data.redaction` and is re-exported here.
 
 Introduced in lesson 01.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from course_lib.redaction import Finding, RedactionResult, redact_secrets  # noqa: F401  (re-export)
+from course_lib.data.redaction import Finding, RedactionResult, redact_secrets  # noqa: F401  (re-export)
 
 # --- rule parameters (Codex / codeparrot / StarCoder values) ------------------------------------
 MIN_LINES = 10

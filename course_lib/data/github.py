@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from course_lib import store
-from course_lib.filters import normalize_license
-from course_lib.repos import Repo, code_files
+from course_lib.data.filters import normalize_license
+from course_lib.data.repos import Repo, code_files
 
 DEFAULT_API_URL = "https://api.github.com"
 # one search per licence: the search API has no OR between licence qualifiers
@@ -206,7 +206,7 @@ class GitHubClient:
 
 
 def repo_from_search_item(item: dict) -> Repo:
-    """A :class:`~course_lib.repos.Repo` from one search result (no files yet)."""
+    """A :class:`~course_lib.data.repos.Repo` from one search result (no files yet)."""
     lic = item.get("license") or {}
     raw = lic.get("spdx_id") or lic.get("name")
     if raw in ("NOASSERTION", "Other"):
@@ -250,7 +250,8 @@ def extract_tarball(data: bytes, dest: Path) -> Path:
 
 def download_repos(client: GitHubClient, repos: list[Repo], dest: Path) -> list[Repo]:
     """Download each repository's tarball (``GET /repos/{owner}/{repo}/tarball/{ref}``) into ``dest``
-    (an artefact of :mod:`course_lib.store` per repository and version, reused when complete) and return the repos with ``root`` and code ``files`` filled in.
+    (an artefact of :mod:`course_lib.store` per repository and version, reused when complete) and return
+    the repos with ``root`` and code ``files`` filled in.
     A repository that fails to download is reported and skipped. Introduced in lesson 01."""
     out = []
     for repo in repos:

@@ -131,7 +131,8 @@ _IPV6_CHARS_RE = re.compile(r"[0-9A-Fa-f:.]*")
 _IPV6_CHARS_BACK_RE = re.compile(r"[0-9A-Fa-f:]*$")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _VERSION_CONTEXT_RE = re.compile(r"(?i)(?:\bversion|\bver|\brelease|\bv|==|>=|<=|~=|!=|\bpython)\W{0,3}$")
-_TEMPLATE_RE = re.compile(r"\{[^}]*\}|\$\{|\$[A-Za-z_]|%\(|%s|<[A-Za-z_ -]+>|\*\*\*|\.\.\.|^x+$|os\.environ|getenv|settings\.|config\.", re.IGNORECASE)
+_TEMPLATE_RE = re.compile(r"\{[^}]*\}|\$\{|\$[A-Za-z_]|%\(|%s|<[A-Za-z_ -]+>|\*\*\*|\.\.\.|^x+$"
+                          r"|os\.environ|getenv|settings\.|config\.", re.IGNORECASE)
 _HASH_PREFIX_RE = re.compile(r"^(?:sha(?:1|224|256|384|512)|md5|blake2b?)[-:=]", re.IGNORECASE)
 
 

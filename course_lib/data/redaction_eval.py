@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from course_lib.data.redaction import PLACEHOLDERS, find_secrets
 from course_lib.paths import assets_dir
-from course_lib.redaction import PLACEHOLDERS, find_secrets
 
 CASES_FILE = ("secrets", "labelled_cases.jsonl")
 CATEGORY_OF_PLACEHOLDER = {"<KEY>": "key", "<PASSWORD>": "password", "<EMAIL>": "email",
@@ -128,7 +128,7 @@ def labelled_cases(path: str | os.PathLike | None = None, seed: int = 0) -> list
         rng = random.Random(f"{seed}:{row['id']}")
         values: dict[str, str] = {}
 
-        def fill(s: str) -> str:
+        def fill(s: str, values: dict[str, str] = values, rng: random.Random = rng) -> str:
             def sub(m):
                 key = m.group(0)
                 if key not in values:
@@ -151,7 +151,7 @@ Detection = tuple[int, int, str]  # (start, end, category) in the case text
 
 
 def course_detector(text: str, ext: str = "py") -> list[Detection]:
-    """:func:`course_lib.redaction.find_secrets` as ``(start, end, category)`` triples."""
+    """:func:`course_lib.data.redaction.find_secrets` as ``(start, end, category)`` triples."""
     return [(f.start, f.end, CATEGORY_OF_PLACEHOLDER[PLACEHOLDERS[f.kind]]) for f in find_secrets(text)]
 
 

@@ -5,15 +5,15 @@ installed in the course's own environment: real code with real licence metadata 
 trove classifiers, ``License`` fields, licence files). Stars and last-push dates cannot be measured
 offline, so they come from ``assets/repo_metadata.csv`` — ILLUSTRATIVE course data generated for the
 lesson, not GitHub facts. In the ``full`` profile the same selection runs on GitHub search results
-(:mod:`course_lib.github`).
+(:mod:`course_lib.data.github`).
 
 Introduced in lesson 01.
 """
 from __future__ import annotations
 
 import csv
-import functools
 import datetime as dt
+import functools
 import importlib.metadata as md
 import os
 import re
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
-from course_lib.filters import language_of, license_verdict, normalize_license
+from course_lib.data.filters import language_of, license_verdict, normalize_license
 from course_lib.paths import assets_dir
 
 STDLIB_REPO = "python/cpython"
@@ -103,7 +103,8 @@ SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})
 
 
 def source_files(root: str | os.PathLike, *, skip_dirs: Iterable[str] = SKIP_DIRS) -> list[str]:
-    """Every file below ``root`` as a ``/``-separated path relative to ``root``, sorted, without entering folders named in ``skip_dirs`` or starting with ``config-`` (the interpreter's
+    """Every file below ``root`` as a ``/``-separated path relative to ``root``, sorted,
+    without entering folders named in ``skip_dirs`` or starting with ``config-`` (the interpreter's
     build configuration). The course's one source-tree walker. Introduced in lesson 01."""
     root = Path(root)
     if not root.is_dir():
@@ -317,7 +318,7 @@ def write_illustrative_metadata(path: str | os.PathLike, names: Iterable[str], a
     lines = [
         "# ILLUSTRATIVE COURSE DATA — not measured GitHub facts.\n",
         "# Stars and last-push dates cannot be fetched offline; these values come from a hash of each name\n",
-        "# (course_lib.repos.write_illustrative_metadata) so that the selection rules of lesson 01 have\n",
+        "# (course_lib.data.repos.write_illustrative_metadata) so that the selection rules of lesson 01 have\n",
         "# something to act on. Some repositories get few stars or an old last push on purpose.\n",
         f"# as_of: {as_of.isoformat()}\n",
         "repo,stars,pushed_at,note\n",

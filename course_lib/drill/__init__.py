@@ -8,8 +8,16 @@
 Introduced in lesson 07.
 """
 from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
-from course_lib.drill.run import (STEPS, DrillConfig, PrerequisiteError, check_prerequisites,
-                                  config_from_profile, load_metrics, load_report, run_drill)
+from course_lib.drill.run import (
+    STEPS,
+    DrillConfig,
+    PrerequisiteError,
+    check_prerequisites,
+    config_from_profile,
+    load_metrics,
+    load_report,
+    run_drill,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from course_lib.drill.run import STEPS, PrerequisiteError, config_from_profile, default_root, run_drill
+from course_lib.drill.run import PrerequisiteError, config_from_profile, default_root, run_drill
 from course_lib.drill.store import DrillPaths, StepOutputError, setup_logging
 
 EPILOG = """\
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")
     g.add_argument("--sandbox-backend", default=None,
-                   help="sandbox backend (course_lib.sandbox: e.g. bwrap, docker; default: the profile's)")
+                   help="sandbox backend (course_lib.evaluation.sandbox: e.g. bwrap, docker; default: the profile's)")
     g.add_argument("--timeout", dest="timeout_s", type=float, default=None, help="seconds per run (10)")
     g.add_argument("--memory-mb", type=int, default=None, help="memory per run (128)")
     return p

@@ -106,7 +106,8 @@ def split_python_rows(rows: Iterable[dict[str, Any]], train_size: int, eval_size
     Without ``is_eval`` (the hub): take the first ``train_size + eval_size`` Python rows of the stream
     and split them by a hash of ``idx`` (same rows, same split, whatever the order of arrival). With
     ``is_eval`` (the ci sample): rows it accepts form the eval pool, taken in equal shares from each
-    value it returns (the eval parts: new instances, held-out combinations); the others the train pool. ``stats`` (if given) receives counts of seen/python/other rows.
+    value it returns (the eval parts: new instances, held-out combinations); the others the train pool.
+    ``stats`` (if given) receives counts of seen/python/other rows.
     Introduced in lesson 07.
     """
     stats = stats if stats is not None else {}

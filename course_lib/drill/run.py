@@ -22,9 +22,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from course_lib.drill.inference import VLLMKnobs
-from course_lib.drill.store import (DrillPaths, StepOutputError, atomic_write_text, check_weights, log,
-                                    mark_done, output_state, read_json_output, sha256_file, up_to_date,
-                                    write_json_output)
+from course_lib.drill.store import (
+    DrillPaths,
+    StepOutputError,
+    atomic_write_text,
+    check_weights,
+    log,
+    mark_done,
+    output_state,
+    read_json_output,
+    sha256_file,
+    up_to_date,
+    write_json_output,
+)
 
 STEPS = ("download", "pipeline", "sft", "inference", "evaluation")
 
@@ -209,7 +219,7 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     if _skip(p.codegen_json, conf, cfg.force, "pipeline"):
         return {"skipped": True}
     _use_lazyllm_path(cfg)
-    from course_lib import codegen
+    from course_lib.training import codegen
 
     rows = read_json_output(p.train_json, "download")
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
@@ -281,7 +291,7 @@ def base_model_path(cfg: DrillConfig) -> str:
     if cfg.sft_model:
         return str(cfg.sft_model)
     if cfg.profile == "ci":
-        from course_lib.tinymodel import get_tiny_model
+        from course_lib.training.tinymodel import get_tiny_model
 
         return str(get_tiny_model("base", profile="ci"))
     from course_lib.profiles import get_profile
@@ -353,7 +363,7 @@ def plot_loss(history: list[dict], path: str | Path, title: str = "SFT loss") ->
 
 
 def step_sft(cfg: DrillConfig) -> dict:
-    """Step 3: fine-tune the base model through lesson 05's ``course_lib.sft.finetune`` for each variant.
+    """Step 3: fine-tune the base model through lesson 05's ``course_lib.training.sft.finetune`` for each variant.
 
     Writes ``<model-dir>/<variant>/sft_result.json`` (where step 4 finds the model) and ``loss.png``.
     Introduced in lesson 07.
@@ -365,7 +375,7 @@ def step_sft(cfg: DrillConfig) -> dict:
             info[variant] = {"skipped": True}
             continue
         _use_lazyllm_path(cfg)
-        from course_lib import sft
+        from course_lib.training import sft
 
         data_path = cfg.paths.codegen_json if variant == "pipeline_sft" else cfg.paths.train_json
         rows = to_sft_rows(read_json_output(data_path, "pipeline" if variant == "pipeline_sft" else "download"))
@@ -631,7 +641,7 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
     if "evaluation" in steps:
         for v in cfg.variants():
             need(p.output_for(v) / "inference_results.json", "inference", f"the answers of {v}")
-        from course_lib import sandbox
+        from course_lib.evaluation import sandbox
 
         try:
             sandbox.resolve_backend(cfg.sandbox_backend)

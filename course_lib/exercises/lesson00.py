@@ -1,9 +1,9 @@
 """Lesson 00's exercises: count code lines, choose a profile."""
 from __future__ import annotations
 
-from course_lib.codestats import count_code_lines
 from course_lib.exercises import Exercise
 from course_lib.profiles import recommend_profile
+from course_lib.tooling.codestats import count_code_lines
 
 EXERCISES = [
     Exercise(

@@ -4,9 +4,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from course_lib import filters
+from course_lib.data import filters
+from course_lib.data.redaction import redact_secrets
 from course_lib.exercises import Exercise
-from course_lib.redaction import redact_secrets
 
 _GOOD = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(8)) + "\n"
 

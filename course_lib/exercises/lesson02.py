@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_lib import dedup
+from course_lib.data import dedup
 from course_lib.exercises import Exercise
 
 _SNIPPET = "for i in range(n):\n    total += values[i] * weight"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from course_lib import deps
+from course_lib.data import deps
 from course_lib.exercises import Exercise
 
 

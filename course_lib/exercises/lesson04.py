@@ -2,8 +2,8 @@
 and bigcode's form, and the middle-only labels of L_FIM."""
 from __future__ import annotations
 
-from course_lib import fim
 from course_lib.exercises import Exercise
+from course_lib.training import fim
 
 STARCODER, QWEN = fim.get_sentinels("starcoder"), fim.get_sentinels("qwen2.5-coder")
 EXAMPLE = ("def add(a, b):\n    ", "return a + b", "\n\nprint(add(1, 2))\n")
@@ -16,7 +16,7 @@ def psm_reference(prefix, middle, suffix, sentinels):
 
 
 def spm_reference(prefix, middle, suffix, sentinels, layout="lecture"):
-    """SPM in the lecture's layout or bigcode's (:func:`course_lib.fim.spm_transform`)."""
+    """SPM in the lecture's layout or bigcode's (:func:`course_lib.training.fim.spm_transform`)."""
     return fim.spm_transform(prefix, middle, suffix, sentinels, layout=layout)
 
 

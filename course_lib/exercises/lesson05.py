@@ -2,12 +2,12 @@
 rubric."""
 from __future__ import annotations
 
-from course_lib import instructions, teacher
 from course_lib.exercises import Exercise
+from course_lib.training import instructions, teacher
 
 
 def rubric_reference(status, defines=False, documented=False, has_tests=False):
-    """:func:`course_lib.teacher.rubric_score` with positional flags, as the lesson's exercise asks."""
+    """:func:`course_lib.training.teacher.rubric_score` with positional flags, as the lesson's exercise asks."""
     return teacher.rubric_score(status, defines=defines, documented=documented, has_tests=has_tests)
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from course_lib.evaluation.metrics import pass_at_k
+from course_lib.evaluation.rewards import reward_from_result
+from course_lib.evaluation.sandbox import SandboxResult
 from course_lib.exercises import Exercise
-from course_lib.metrics import pass_at_k
-from course_lib.rewards import reward_from_result
-from course_lib.sandbox import SandboxResult
 
 
 def as_outcome(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -164,7 +164,7 @@ def check_value(name: str, got: Any, expected: Any, *, hint: str = "",
 
 def record(name: str, value: Any) -> Any:
     """Record a value in the notebook's output so tests can read it back from the executed notebook
-    (``course_lib.nbtools.read_records``). Returns ``value``. Introduced in lesson 00."""
+    (``course_lib.tooling.nbtools.read_records``). Returns ``value``. Introduced in lesson 00."""
     try:
         payload = json.loads(json.dumps(value, default=float))
     except (TypeError, ValueError) as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def _cmd_notebooks(argv: list[str]) -> int:
-    from course_lib.nbtools import build_notebooks
+    from course_lib.tooling.nbtools import build_notebooks
 
     p = argparse.ArgumentParser(
         prog="course notebooks",
@@ -96,13 +96,13 @@ def _cmd_lab(argv: list[str]) -> int:
 
 COMMANDS = {
     "notebooks": ("build solutions/ and notebooks/ from the lesson sources lessons/*.py",
-                  "course_lib.cli:_cmd_notebooks"),
-    "student": ("the same as `notebooks` (kept for old instructions)", "course_lib.cli:_cmd_notebooks"),
-    "lab": ("open JupyterLab on notebooks/ (offline-friendly flags)", "course_lib.cli:_cmd_lab"),
-    "run": ("run every lesson notebook with papermill, export slides, print a table", "course_lib.runner:main"),
-    "slides": ("export reveal.js slides that open offline", "course_lib.slides:main"),
-    "env": ("report the environment (packages, GPU, sandbox backends, caches)", "course_lib.envcheck:main"),
-    "model": ("build the course's tiny code model (lesson 04) into the cache", "course_lib.tinymodel:main"),
+                  "course_lib.tooling.cli:_cmd_notebooks"),
+    "student": ("the same as `notebooks` (kept for old instructions)", "course_lib.tooling.cli:_cmd_notebooks"),
+    "lab": ("open JupyterLab on notebooks/ (offline-friendly flags)", "course_lib.tooling.cli:_cmd_lab"),
+    "run": ("run every lesson notebook with papermill, export slides, print a table", "course_lib.tooling.runner:main"),
+    "slides": ("export reveal.js slides that open offline", "course_lib.tooling.slides:main"),
+    "env": ("report the environment (packages, GPU, sandbox backends, caches)", "course_lib.tooling.envcheck:main"),
+    "model": ("build the course's tiny code model (lesson 04) into the cache", "course_lib.training.tinymodel:main"),
     "drill": ("the tiny-codes drill of lesson 07", "course_lib.drill:main"),
 }
 

@@ -109,7 +109,7 @@ def check_gpu() -> dict[str, Any]:
 
 
 def check_sandbox() -> dict[str, Any]:
-    """Which sandbox backends work (asks ``course_lib.sandbox`` when it is there) and which tools
+    """Which sandbox backends work (asks ``course_lib.evaluation.sandbox`` when it is there) and which tools
     are installed. Introduced in lesson 00 (the sandbox itself: lesson 06)."""
     info: dict[str, Any] = {
         "tools": {"bwrap": shutil.which("bwrap"), "docker": shutil.which("docker"),
@@ -117,11 +117,11 @@ def check_sandbox() -> dict[str, Any]:
         "backends": {},
     }
     try:
-        sandbox = importlib.import_module("course_lib.sandbox")
+        sandbox = importlib.import_module("course_lib.evaluation.sandbox")
     except ImportError as exc:
         info["module"] = f"not available yet ({exc})"
         return info
-    info["module"] = "course_lib.sandbox"
+    info["module"] = "course_lib.evaluation.sandbox"
     for probe in ("available_backends", "backend_status", "probe_backends"):
         fn = getattr(sandbox, probe, None)
         if callable(fn):
@@ -138,7 +138,7 @@ def check_sandbox() -> dict[str, Any]:
             return info
     run_code = getattr(sandbox, "run_code", None)
     if run_code is None:
-        info["module"] = "course_lib.sandbox has no run_code() yet"
+        info["module"] = "course_lib.evaluation.sandbox has no run_code() yet"
         return info
     for backend in ("bwrap", "docker"):
         try:

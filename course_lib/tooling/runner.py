@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from course_lib.nbtools import KERNEL_NAME
 from course_lib.paths import repo_root
+from course_lib.tooling.nbtools import KERNEL_NAME
 
 DEFAULT_TIMEOUT_S = 900          # per notebook; the ci budget is 3 min a lesson (8 for the drill)
 _SKIPPED_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
@@ -281,7 +281,7 @@ def execute_notebook(source: str | Path, output: str | Path, *, profile: str = "
     folder) is the kernel's current directory. Introduced in lesson 00.
     """
     papermill = _import_or_explain("papermill")
-    from course_lib.nbtools import read_records
+    from course_lib.tooling.nbtools import read_records
 
     source, output = Path(source), Path(output)
     name = source.stem
@@ -341,7 +341,7 @@ def format_table(runs: list[NotebookRun]) -> str:
 def select_lessons(folder: str, only: str | None) -> list[Path]:
     """The lesson notebooks of ``folder``, restricted to the comma-separated ids in ``only``;
     an unknown id raises :class:`SetupProblem` listing the ids that exist."""
-    from course_lib.nbtools import lesson_paths
+    from course_lib.tooling.nbtools import lesson_paths
 
     paths = lesson_paths(folder)
     if not paths:
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{i}/{len(lessons)}] {path.stem}: {run.status} in {run.seconds:.1f} s"
               + (f" — {run.first_error()}" if run.error else ""), flush=True)
     if not args.no_slides and not args.student:
-        from course_lib.slides import export_slides, SlidesError
+        from course_lib.tooling.slides import SlidesError, export_slides
 
         for run in runs:
             if run.output:

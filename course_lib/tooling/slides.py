@@ -148,7 +148,8 @@ def _install_vendor(vendor: Path, out_dir: Path) -> None:
 
 
 _SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*(\n|$)", re.DOTALL | re.MULTILINE)
-_HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*(\n|$)", re.DOTALL | re.MULTILINE)
+_HIDDEN_BLOCK = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*(\n|$)",
+                           re.DOTALL | re.MULTILINE)
 _TEXT_ESCAPED_UNDERSCORE = re.compile(r"(\\text\{[^{}]*\})")
 
 
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if vendor else 1
     notebooks = list(args.notebooks)
     if not notebooks:
-        from course_lib.nbtools import lesson_paths
+        from course_lib.tooling.nbtools import lesson_paths
 
         executed = sorted(build_dir("executed", create=False).glob("[0-9][0-9]_*.ipynb"))
         notebooks = executed or lesson_paths("solutions")

@@ -5,7 +5,7 @@ The lesson's pipeline (``lazyllm.tools.data.codegen_ops``, composed with ``lazyl
     CodeInstructionGenerator → ScriptSynthesizer → LogicIntegrityAuditor → ThresholdSieve → CodeFeedbackFormatter
 
 Its model is ``lazyllm.OnlineChatModule(source='openai', base_url=...)`` talking to an
-OpenAI-compatible server on 127.0.0.1: the offline teacher of :mod:`course_lib.teacher` in ``ci``,
+OpenAI-compatible server on 127.0.0.1: the offline teacher of :mod:`course_lib.training.teacher` in ``ci``,
 a vLLM server with the lesson's teacher in ``full``.
 
 LazyLLM 1.4.0 behaviours this wrapper handles and reports (each one is a lesson):
@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from course_lib.teacher import (OFFLINE_MODEL_NAME, TeacherServer, VLLMTeacher,
-                                teacher_is_up)
+from course_lib.training.teacher import OFFLINE_MODEL_NAME, TeacherServer, VLLMTeacher, teacher_is_up
 
 ROW_ID = "course_row_id"
 STAGES = ("CodeInstructionGenerator", "ScriptSynthesizer", "LogicIntegrityAuditor",
@@ -445,7 +444,7 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
 
     ``rows``: tiny-codes-shaped (``prompt``, ``response``, optional ``idx``) or instruction samples
     (``instruction``, ``input``, ``output``, optional ``id`` and ``tests``). The teacher: ``server``
-    (a running :class:`~course_lib.teacher.TeacherServer`), else ``base_url``/``model_name``, else the
+    (a running :class:`~course_lib.training.teacher.TeacherServer`), else ``base_url``/``model_name``, else the
     profile's (``ci``: the offline teacher started here; ``full``: ``$COURSE_TEACHER_URL`` or vLLM on
     127.0.0.1:8000). Returns (kept rows in input order, :class:`PipelineReport`). Each kept row has
     ``row_id``, ``instruction`` (the raw request, as LazyLLM's formatter writes it, or the standardised

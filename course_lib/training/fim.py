@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 IGNORE_INDEX = -100
 PERMUTE_VERSION = 2
@@ -213,7 +213,7 @@ class _Codec:
         tid = self.tok.convert_tokens_to_ids(token) if self.is_hf else self.tok.token_to_id(token)
         if tid is None or (self.is_hf and tid == self.tok.unk_token_id):
             raise ValueError(f"the tokenizer has no special token {token!r}: add the FIM sentinels "
-                             "as special tokens before training (course_lib.tinymodel does)")
+                             "as special tokens before training (course_lib.training.tinymodel does)")
         return int(tid)
 
 

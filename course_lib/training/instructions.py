@@ -12,7 +12,7 @@ The lesson's four kinds of instruction data, all in Alpaca-style ``instruction``
 Every function comes from the course corpus that lessons 01-03 build (licensed, filtered, redacted,
 deduplicated, dependency-ordered; read through ``tinymodel.corpus_repositories``, the loader lesson 04
 pretrains from): self-contained top-level functions with docstrings, found with :mod:`ast` (nothing is
-imported). A sample is kept only when its reference runs in the sandbox (:mod:`course_lib.sandbox`);
+imported). A sample is kept only when its reference runs in the sandbox (:mod:`course_lib.evaluation.sandbox`);
 every skipped function is counted with its reason.
 
 Introduced in lesson 05.
@@ -75,7 +75,7 @@ def corpus_sources(profile: str = "ci") -> list[tuple[str, str]]:
     """Every Python file of the course corpus as ``("repo:path", source)``, repository by repository,
     files in dependency order — read through the same loader as lesson 04's pretraining
     (``tinymodel.corpus_repositories``). Introduced in lesson 05."""
-    from course_lib.tinymodel import corpus_repositories
+    from course_lib.training.tinymodel import corpus_repositories
 
     repos, _ = corpus_repositories(profile)
     return [(f"{r.name}:{p}", t) for r in repos for p, t in zip(r.paths, r.texts) if p.endswith(".py")]
@@ -413,7 +413,7 @@ class InstructionSet:
 
 
 def _sandbox_or_none():
-    from course_lib.teacher import sandbox_status
+    from course_lib.training.teacher import sandbox_status
 
     return sandbox_status()[0]
 
@@ -423,10 +423,10 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -
     the doctest asserts; a unit-test sample's tests must pass against the function.
 
     Returns (ok per sample, reason per sample, a sentence naming what checked them). Without
-    ``course_lib.sandbox`` nothing is executed (untrusted code never runs outside a sandbox): every
+    ``course_lib.evaluation.sandbox`` nothing is executed (untrusted code never runs outside a sandbox): every
     sample is kept unverified and the sentence says so. Introduced in lesson 05.
     """
-    from course_lib.teacher import sandbox_status
+    from course_lib.training.teacher import sandbox_status
 
     sandbox, why = sandbox_status()
     if sandbox is None:
@@ -608,8 +608,7 @@ def load_instruction_set(profile: str = "ci", *, rebuild: bool = False) -> Instr
 
     from course_lib.paths import cache_dir
     from course_lib.profiles import get_profile
-
-    from course_lib.tinymodel import corpus_repositories
+    from course_lib.training.tinymodel import corpus_repositories
 
     P = get_profile(profile).instructions
     verified = _sandbox_or_none() is not None

@@ -217,7 +217,7 @@ def resolve_base_model(base: str | os.PathLike, profile: str = "ci") -> Path:
     Introduced in lesson 05."""
     text = str(base)
     if text == "course-tiny":
-        from course_lib.tinymodel import get_tiny_model
+        from course_lib.training.tinymodel import get_tiny_model
 
         return Path(get_tiny_model(name="base", profile=profile))
     if Path(text).exists():
@@ -426,14 +426,14 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
 def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_new_tokens: int = 64,
              system: str | None = None, details: bool = False) -> list:
     """Greedy answers of a chat model (transformers ``generate`` on the chat template,
-    :func:`course_lib.instructions.chat_prompt`), for before/after comparisons. With ``details`` each
+    :func:`course_lib.training.instructions.chat_prompt`), for before/after comparisons. With ``details`` each
     answer is ``{"text", "new_tokens", "stopped"}``: ``stopped`` is True when the model ended the
     answer itself (``<|im_end|>`` / ``<|endoftext|>``), False when it ran to ``max_new_tokens``.
     Introduced in lesson 05."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from course_lib.instructions import chat_prompt
+    from course_lib.training.instructions import chat_prompt
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import threading
 import time
@@ -186,14 +185,14 @@ class OfflineTeacher:
 
 
 def sandbox_status() -> tuple[object | None, str]:
-    """(the ``course_lib.sandbox`` module or None, its backend name or why it cannot run).
+    """(the ``course_lib.evaluation.sandbox`` module or None, its backend name or why it cannot run).
 
     Introduced in lesson 05.
     """
     try:
-        from course_lib import sandbox
+        from course_lib.evaluation import sandbox
     except ImportError:
-        return None, "course_lib.sandbox is not available"
+        return None, "course_lib.evaluation.sandbox is not available"
     try:
         backend = sandbox.preferred_backend()
     except Exception as exc:  # e.g. an invalid SANDBOX_BACKEND
@@ -206,7 +205,7 @@ def sandbox_status() -> tuple[object | None, str]:
 
 
 def sandbox_backend() -> str | None:
-    """The sandbox backend lesson 05 runs code with: :func:`course_lib.sandbox.preferred_backend`;
+    """The sandbox backend lesson 05 runs code with: :func:`course_lib.evaluation.sandbox.preferred_backend`;
     None when no sandbox works.
     Introduced in lesson 05."""
     sandbox, backend = sandbox_status()

@@ -11,7 +11,7 @@ config that made it:
 2. a byte-level BPE tokenizer (``tokenizers``, 4,096 tokens, Qwen2's pre-tokenizer regex) with
    ``<|endoftext|>``, ChatML markers and both styles of FIM sentinels as special tokens;
 3. a Qwen2-architecture decoder of ~2.4M parameters pretrained for a fixed number of steps with
-   context-level FIM (``course_lib.fim``) at ``fim_rate`` 0.5 ("base") or without FIM ("nofim", the
+   context-level FIM (``course_lib.training.fim``) at ``fim_rate`` 0.5 ("base") or without FIM ("nofim", the
    lesson's control run).
 
 Introduced in lesson 04.
@@ -106,8 +106,8 @@ def corpus_repositories(profile: str = "ci") -> tuple[list[RepoFiles], str]:
     builds lessons 01-03's artefacts when they are not cached; the file contents come from
     ``dedup.load_deduped_corpus``) — and its fingerprint (a hash of every repository's sample). The one
     loader through which lessons 04 and 05 read the corpus. Introduced in lesson 04."""
-    from course_lib.dedup import load_deduped_corpus
-    from course_lib.deps import load_ordered_corpus
+    from course_lib.data.dedup import load_deduped_corpus
+    from course_lib.data.deps import load_ordered_corpus
 
     ordered = load_ordered_corpus(profile)
     deduped = load_deduped_corpus(profile)
@@ -350,7 +350,7 @@ def _model_settings(profile: str) -> dict[str, Any]:
 
 
 def _config_key(name: str, settings: dict[str, Any], corpus_fingerprint: str) -> str:
-    from course_lib.fim import PERMUTE_VERSION
+    from course_lib.training.fim import PERMUTE_VERSION
 
     blob = json.dumps({"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings, "fim": PERMUTE_VERSION,
                        "corpus": corpus_fingerprint, "version": BUILD_VERSION,
@@ -373,8 +373,8 @@ def pack_windows(docs: Sequence[Sequence[int]], seq_len: int, eot_id: int) -> li
 def fim_eval_examples(texts: Sequence[str], tokenizer, seq_len: int, n: int, seed: int = 0,
                       sentinels: str = "qwen2.5-coder") -> list[tuple[list[int], list[int]]]:
     """Held-out PSM examples for the middle-token loss: ``(input_ids, labels)`` pairs whose labels
-    keep the middle tokens only (``course_lib.fim.middle_only_labels``). Introduced in lesson 04."""
-    from course_lib.fim import get_sentinels, middle_only_labels, psm_transform, split_document
+    keep the middle tokens only (``course_lib.training.fim.middle_only_labels``). Introduced in lesson 04."""
+    from course_lib.training.fim import get_sentinels, middle_only_labels, psm_transform, split_document
 
     s = get_sentinels(sentinels)
     rng = random.Random(seed)
@@ -459,7 +459,7 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
     import torch
     from tqdm.auto import tqdm
 
-    from course_lib.fim import apply_fim_context_level, fim_mode_counts, get_sentinels
+    from course_lib.training.fim import apply_fim_context_level, fim_mode_counts, get_sentinels
 
     s = get_sentinels(sentinels)
     pad_id = tokenizer.token_to_id(s.pad)

@@ -1,6 +1,6 @@
 """datatrove's four MinHash stages on a JSONL corpus (lesson 02's scale-out section).
 
-Runs INSIDE the separate datatrove virtual environment (``course_lib.dedup_scaleout`` creates it and
+Runs INSIDE the separate datatrove virtual environment (``course_lib.data.dedup_scaleout`` creates it and
 starts this file as a subprocess): it imports nothing from course_lib. Usage::
 
     .venv-datatrove/bin/python datatrove_minhash.py INPUT_DIR WORK_DIR [--tasks N] [--workers N]
@@ -48,8 +48,12 @@ def main():
     args = p.parse_args()
 
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup import (MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter,
-                                          MinhashDedupSignature)
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
@@ -88,7 +92,7 @@ def main():
             tasks=args.tasks, workers=args.workers, logging_dir=str(work / "logs/4_filter")),
     ]
     timings = []
-    for i, stage in enumerate(stages, 1):
+    for stage in stages:
         t0 = time.time()
         stage.run()
         timings.append(round(time.time() - t0, 2))

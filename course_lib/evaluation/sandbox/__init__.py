@@ -3,7 +3,7 @@
 One interface, several backends (``bwrap``, ``docker``, ``unsafe``; ``auto`` picks), chosen with the
 ``backend`` argument or ``$SANDBOX_BACKEND``::
 
-    from course_lib.sandbox import run_code, run_many
+    from course_lib.evaluation.sandbox import run_code, run_many
     r = run_code("def add(a, b):\\n    return a + b", "assert add(1, 2) == 3")
     r.status   # 'passed'
 
@@ -19,8 +19,6 @@ import secrets
 import selectors
 import signal
 import subprocess
-import sys
-import threading
 import time
 import uuid
 import warnings
@@ -28,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from course_lib.sandbox import backends as _b
-from course_lib.sandbox._harness import decode_report, encode_payload
-from course_lib.sandbox.backends import Limits, UidLease
-from course_lib.sandbox.cgroups import RunCgroup, cgroup_support
+from course_lib.evaluation.sandbox import backends as _b
+from course_lib.evaluation.sandbox._harness import decode_report, encode_payload
+from course_lib.evaluation.sandbox.backends import Limits, UidLease
+from course_lib.evaluation.sandbox.cgroups import RunCgroup, cgroup_support
 
 STATUSES = ("passed", "failed", "syntax_error", "runtime_error", "timeout", "memory_limit",
             "output_limit", "sandbox_error")
@@ -87,12 +85,12 @@ def _probe(name: str) -> tuple[bool, str]:
             return ok, reason
     ok, reason = False, ""
     if name == "docker":
-        from course_lib.sandbox import docker as d
+        from course_lib.evaluation.sandbox import docker as d
 
         if not d.daemon_answers():
-            reason = "no Docker daemon answers (start one: `python -m course_lib.sandbox daemon`)"
+            reason = "no Docker daemon answers (start one: `python -m course_lib.evaluation.sandbox daemon`)"
         elif not d.image_exists():
-            reason = f"the {_b.IMAGE!r} image is missing (build it: `python -m course_lib.sandbox image`)"
+            reason = f"the {_b.IMAGE!r} image is missing (build it: `python -m course_lib.evaluation.sandbox image`)"
         else:
             ok = True
     else:
@@ -107,7 +105,7 @@ def _probe(name: str) -> tuple[bool, str]:
 
 def available_backends() -> dict[str, str]:
     """Each real backend with "ok" or the reason it cannot run here (whether bwrap's memory limit is per
-    sample: :func:`course_lib.sandbox.cgroups.cgroup_support`). Introduced in lesson 06."""
+    sample: :func:`course_lib.evaluation.sandbox.cgroups.cgroup_support`). Introduced in lesson 06."""
     return {name: ("ok" if ok else reason) for name in ("bwrap", "docker") for ok, reason in [_probe(name)]}
 
 
@@ -281,7 +279,7 @@ def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: 
     pass_fds: tuple[int, ...] = ()
     seccomp_fd = None
     if backend == "bwrap":
-        from course_lib.sandbox.seccomp import filter_bytes
+        from course_lib.evaluation.sandbox.seccomp import filter_bytes
 
         program = filter_bytes()
         if program is not None:
@@ -294,7 +292,7 @@ def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: 
         if cgroup is not None:
             argv = cgroup.enter_argv(argv)
     elif backend == "docker":
-        from course_lib.sandbox.docker import docker_host
+        from course_lib.evaluation.sandbox.docker import docker_host
 
         host = docker_host()
         container = f"course-sbx-{uuid.uuid4().hex[:12]}"
@@ -413,7 +411,7 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
     raise ValueError. The result's ``.status`` is one of :data:`STATUSES`; ``.stdout``/``.stderr`` are
     capped at 64 KiB; ``.tests`` lists the outcome of each test ("ok", "assert", "error"). A pass counts
     only when the harness's per-run end-of-run marker was printed and every test reported. Each run
-    leases its own unprivileged uid (:class:`~course_lib.sandbox.backends.UidLease`), so callers never
+    leases its own unprivileged uid (:class:`~course_lib.evaluation.sandbox.backends.UidLease`), so callers never
     pick one. Introduced in lesson 06.
     """
     global _unsafe_warned

@@ -1,4 +1,4 @@
-"""``python -m course_lib.sandbox <command>``: status | runtime | daemon | image | stop-daemon | run FILE [TESTS].
+"""``python -m course_lib.evaluation.sandbox <command>``: status | runtime | daemon | image | stop-daemon | run FILE [TESTS].
 
 * ``status``      which backends work here, and why not
 * ``runtime``     build the read-only numpy/pandas runtime the sandbox's Python imports (both backends)
@@ -12,20 +12,17 @@ Introduced in lesson 06.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m course_lib.sandbox", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m course_lib.evaluation.sandbox", description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=["status", "runtime", "daemon", "image", "stop-daemon", "run"])
     p.add_argument("files", nargs="*", help="run: the code file, then optionally a tests file")
     p.add_argument("--backend", default=None)
     p.add_argument("--timeout", type=float, default=None, help="seconds (default: the profile's)")
     args = p.parse_args(argv)
-    from course_lib import sandbox
-    from course_lib.sandbox import docker
+    from course_lib.evaluation import sandbox
+    from course_lib.evaluation.sandbox import docker
 
     if args.command == "status":
         for name, state in sandbox.available_backends().items():
@@ -36,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"auto -> none: {exc}")
         return 0
     if args.command == "runtime":
-        from course_lib.sandbox.runtime import build_runtime
+        from course_lib.evaluation.sandbox.runtime import build_runtime
 
         print(f"sandbox runtime built at {build_runtime()}")
         return 0
@@ -45,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Docker daemon answers at {d.host or 'the default socket'}" + (f" (started, pid {d.pid})" if d.started else ""))
         return 0
     if args.command == "image":
-        from course_lib.sandbox.runtime import build_runtime, runtime_site_packages
+        from course_lib.evaluation.sandbox.runtime import build_runtime, runtime_site_packages
 
         if runtime_site_packages() is None:
             build_runtime()

@@ -17,7 +17,7 @@ function with a fake result (the child has none that takes a result; answers mus
 and an early ``os._exit(0)`` reports nothing. Its limit: the sample runs in the same process as the
 assert-based tests, so it can change what those tests see (an object whose ``__eq__`` is always True,
 a patched module, reading the request pipe itself). Tests as ``(input, expected)`` pairs
-(:func:`course_lib.rewards.calculate_reward`) keep the expected values in the parent, where the sample
+(:func:`course_lib.evaluation.rewards.calculate_reward`) keep the expected values in the parent, where the sample
 cannot see them.
 
 This file must stay standard-library only: the sandbox's interpreter is the system Python.

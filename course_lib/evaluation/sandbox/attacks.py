@@ -88,7 +88,7 @@ def attack_outcome(attack: Attack, result) -> str:
 def run_attacks(backends: Iterable[str], *, workers: int = 4) -> dict[str, dict[str, str]]:
     """Run the catalogue on each backend: ``{attack: {backend: outcome}}``. On ``unsafe`` only the attacks
     that are harmless without isolation run (the others say "not run"). Introduced in lesson 06."""
-    from course_lib.sandbox import run_many
+    from course_lib.evaluation.sandbox import run_many
 
     catalogue = attack_catalogue()
     table = {a.name: {} for a in catalogue}

@@ -1,10 +1,10 @@
 """The sandbox backends: how one sample's command line is built, per backend.
 
 * ``bwrap``  — a drop to a per-run unprivileged uid (``setpriv``), then bubblewrap namespaces (user with
-  ``--disable-userns``, pid, net, ipc, uts), a seccomp filter (:mod:`course_lib.sandbox.seccomp`),
+  ``--disable-userns``, pid, net, ipc, uts), a seccomp filter (:mod:`course_lib.evaluation.sandbox.seccomp`),
   read-only system Python plus the numpy/pandas runtime, private tmpfs ``/tmp``, nothing of the
   project, home folder or Docker socket, cleared environment; one cgroup per run bounds memory,
-  processes and CPU of the sample as a whole (:mod:`course_lib.sandbox.cgroups`).
+  processes and CPU of the sample as a whole (:mod:`course_lib.evaluation.sandbox.cgroups`).
 * ``docker`` — the lesson's design: image ``python-sandbox``, ``--network none --memory 128m``, plus
   ``--pids-limit``, ``--cpus 1``, ``--read-only``, tmpfs ``/tmp``, ``--cap-drop ALL``, no-new-privileges, non-root user.
 * ``unsafe`` — a plain subprocess with rlimits. NOT isolation; only on explicit request.
@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib.sandbox._harness import HARNESS_SOURCE
+from course_lib.evaluation.sandbox._harness import HARNESS_SOURCE
 
 UID_BASE = 60000          # sandboxed code runs as a uid in [UID_BASE, UID_BASE + UID_COUNT), one per run
 UID_COUNT = 4096
@@ -119,7 +119,7 @@ def harness_argv(python: str = "python3") -> list[str]:
 # --- bwrap -----------------------------------------------------------------------------------------
 
 def _runtime_mount(python: Path) -> list[str]:
-    from course_lib.sandbox.runtime import runtime_site_packages
+    from course_lib.evaluation.sandbox.runtime import runtime_site_packages
 
     site = runtime_site_packages()
     name = python.resolve().name  # python3.11

@@ -5,7 +5,7 @@ built. :func:`build_image` makes an equivalent image offline with ``docker impor
 holding only the system Python, the shared libraries it and its extension modules load (found with
 ``ldd``), its standard library and a minimal ``/etc/passwd``. One command::
 
-    python -m course_lib.sandbox image      # starts the course's dockerd if needed, then builds the image
+    python -m course_lib.evaluation.sandbox image      # starts the course's dockerd if needed, then builds the image
 
 :func:`start_daemon` starts ``dockerd --iptables=false --ip6tables=false --bridge=none`` with its own data
 root, exec root and socket (``/run/course-sandbox/docker.sock``) when no daemon answers; the caller stops
@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib.sandbox.backends import IMAGE, sandbox_python
+from course_lib.evaluation.sandbox.backends import IMAGE, sandbox_python
 
 STATE_DIR = Path(os.environ.get("SANDBOX_DOCKER_STATE", "/var/lib/course-sandbox"))
 RUN_DIR = Path(os.environ.get("SANDBOX_DOCKER_RUN", "/run/course-sandbox"))
@@ -204,7 +204,7 @@ _SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", 
 def rootfs_tar(python: Path | None = None) -> bytes:
     """A tar archive of a minimal root file system that runs ``python3``: the interpreter, its shared
     libraries, its standard library (without tests and GUI modules), the sandbox runtime (numpy,
-    pandas: :mod:`course_lib.sandbox.runtime`) and the libraries its extensions load, /etc/passwd and
+    pandas: :mod:`course_lib.evaluation.sandbox.runtime`) and the libraries its extensions load, /etc/passwd and
     an empty /tmp.
     Introduced in lesson 06."""
     python = Path(python or sandbox_python())
@@ -213,12 +213,12 @@ def rootfs_tar(python: Path | None = None) -> bytes:
     stdlib = Path(info["stdlib"])
     dynload = [Path(d) for d in info["dynload"]] or [stdlib / "lib-dynload"]
     extension_modules = [p for d in dynload if d.is_dir() for p in d.glob("*.so")]
-    from course_lib.sandbox.runtime import runtime_site_packages
+    from course_lib.evaluation.sandbox.runtime import runtime_site_packages
 
     runtime = runtime_site_packages()
     if runtime is None:
         raise RuntimeError("the sandbox runtime (numpy, pandas) is not built: "
-                           "`python -m course_lib.sandbox runtime` first")
+                           "`python -m course_lib.evaluation.sandbox runtime` first")
     extension_modules += list(runtime.rglob("*.so"))
     # libraries the runtime bundles itself (numpy.libs, found through $ORIGIN rpaths) travel with it
     libs = {lib for lib in _shared_libraries([exe] + extension_modules)
@@ -275,7 +275,7 @@ def build_image(host: str | None = None, image: str = IMAGE, python: Path | None
     data = rootfs_tar(python)
     res = _docker("import", "--change", "USER 65534:65534", "--change", "WORKDIR /tmp",
                   "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", "--change", 'CMD ["python3"]',
-                  "--message", "course_lib.sandbox offline image (docker import)", "-", image,
+                  "--message", "course_lib.evaluation.sandbox offline image (docker import)", "-", image,
                   host=host, timeout=300, input=data)
     if res.returncode != 0:
         raise RuntimeError(f"docker import failed: {res.stderr.decode(errors='replace').strip()}")

@@ -5,7 +5,7 @@ data (tiny-codes) do. The sandbox's interpreter is the system Python, so :func:`
 installed distributions of :data:`PACKAGES` (from the course's environment, same Python minor version)
 into ``/var/lib/course-sandbox/runtime/site-packages``. The bwrap backend mounts that folder read-only
 at the system Python's ``/usr/local/lib/python3.X/dist-packages`` (on ``site``'s path), and the offline
-Docker image carries the same files. ``scripts/setup.sh`` runs ``python -m course_lib.sandbox runtime``.
+Docker image carries the same files. ``scripts/setup.sh`` runs ``python -m course_lib.evaluation.sandbox runtime``.
 
 Introduced in lesson 06.
 """
@@ -38,7 +38,7 @@ def build_runtime(python: Path | None = None) -> Path:
     """Copy :data:`PACKAGES` (as installed for this Python) into the runtime folder, atomically, and make
     it read-only. The sandbox's Python must have the same minor version (compiled extensions).
     Returns the ``site-packages`` path. Introduced in lesson 06."""
-    from course_lib.sandbox.backends import sandbox_python
+    from course_lib.evaluation.sandbox.backends import sandbox_python
 
     python = Path(python or sandbox_python())
     mine = "%d.%d" % sys.version_info[:2]
