@@ -24,6 +24,11 @@ LESSON_OF = {
     "evaluation": 6, "drill": 7, "agentic": 8,
 }
 EXEMPT = ("tooling", "exercises")  # serve the whole course
+# Imports against lesson order that are known and stated, with the reason; the list only shrinks.
+KNOWN_LATER_IMPORTS = {
+    ("training.teacher", "evaluation.sandbox"):
+        "lesson 05's ci teacher audits answers by running them; the sandbox it uses is taught in lesson 06",
+}
 
 
 def lesson_of(dotted: str) -> int | None:
@@ -37,6 +42,11 @@ def lesson_of(dotted: str) -> int | None:
         if key in LESSON_OF:
             return LESSON_OF[key]
     return None
+
+
+def _canonical(dotted: str) -> str:
+    head, _, tail = dotted.partition(".")
+    return course_lib.MOVED_MODULES[head] + (f".{tail}" if tail else "") if head in course_lib.MOVED_MODULES else dotted
 
 
 def _modules():
@@ -79,7 +89,8 @@ def test_every_module_has_a_lesson():
 def test_no_import_from_a_later_lesson(dotted, path):
     own = lesson_of(dotted)
     later = [(line, target, lesson_of(target)) for line, target in _imports(path, dotted)
-             if target and lesson_of(target) is not None and lesson_of(target) > own]
+             if target and lesson_of(target) is not None and lesson_of(target) > own
+             and (dotted, _canonical(target)) not in KNOWN_LATER_IMPORTS]
     assert not later, "\n".join(
         f"{path.relative_to(PKG.parent)}:{line} (lesson {own:02d}) imports course_lib.{t} (lesson {n:02d})"
         for line, t, n in later)
