@@ -98,7 +98,7 @@ def test_minhash_is_deterministic_and_flags_empty_docs():
 
 
 def test_minhash_agrees_with_datasketch_on_the_estimate():
-    datasketch = pytest.importorskip("datasketch")
+    import datasketch
     base, other = CODE * 4, mutate(CODE * 4, 0.25, 7)
     exact = jaccard(word_shingles(base), word_shingles(other))
     ms = []
@@ -119,7 +119,6 @@ def test_s_curve_and_band_choice_match_datasketch():
     assert float(s_curve(0.8, 20, 5)) == pytest.approx(1 - (1 - 0.8**5) ** 20)
     assert choose_bands(0.8, 128) == (9, 13)              # datasketch's MinHashLSH default
     assert choose_bands(0.8, 128, 0.2, 0.8) == (12, 10)   # recall-leaning weights
-    pytest.importorskip("datasketch")
     from datasketch.lsh import _optimal_param
     assert choose_bands(0.7, 64) == _optimal_param(0.7, 64, 0.5, 0.5)
     with pytest.raises(ValueError):
@@ -216,7 +215,7 @@ def test_deduplicate_reports_every_removed_file():
 
 
 def test_load_deduped_corpus_builds_caches_and_reports(tmp_path, monkeypatch):
-    datasets = pytest.importorskip("datasets")
+    import datasets
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     rows = {"repo": ["a", "b", "b"], "path": ["x.py", "y/x.py", "z.py"],
             "license": ["MIT"] * 3, "language": ["Python"] * 3,

@@ -194,7 +194,8 @@ def test_order_respects_edges_outside_cycles_and_is_deterministic(files, rnd):
 
 
 def test_load_ordered_corpus_from_a_tiny_deduped_corpus(tmp_path, monkeypatch):
-    datasets = pytest.importorskip("datasets")
+    import datasets
+
     from course_lib.data import dedup
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     rows = {"repo": ["r1", "r1", "r2"], "path": ["b.py", "a.py", "x.py"], "license": ["MIT"] * 3,
