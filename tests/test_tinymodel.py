@@ -198,8 +198,8 @@ def test_get_tiny_model_builds_once_then_uses_the_cache(tmp_path, monkeypatch):
 
     def fake_build(out, name, profile, **kw):
         calls.append(name)
-        out.mkdir(parents=True)
-        (out / "model.safetensors").write_text("x")
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "model.safetensors").write_text("x")
         return {}
 
     monkeypatch.setattr(tinymodel, "build_tiny_model", fake_build)

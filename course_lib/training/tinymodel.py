@@ -23,16 +23,14 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import random
-import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from course_lib.paths import cache_dir
+from course_lib import store
 from course_lib.profiles import get_profile
 
 BUILD_VERSION = 3  # bump when the code that builds the model changes what it builds
@@ -349,13 +347,13 @@ def _model_settings(profile: str) -> dict[str, Any]:
     return {k: P[k] for k in P}
 
 
-def _config_key(name: str, settings: dict[str, Any], corpus_fingerprint: str) -> str:
+def _model_config(name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What decides a tiny model besides its corpus (the store's upstream): name, FIM rate, settings,
+    the FIM data version, the build version and the Python version."""
     from course_lib.training.fim import PERMUTE_VERSION
 
-    blob = json.dumps({"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings, "fim": PERMUTE_VERSION,
-                       "corpus": corpus_fingerprint, "version": BUILD_VERSION,
-                       "python": sys.version_info[:2]}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return {"name": name, "fim_rate": MODEL_NAMES[name], "settings": settings, "fim": PERMUTE_VERSION,
+            "version": BUILD_VERSION, "python": list(sys.version_info[:2])}
 
 
 # --- training ------------------------------------------------------------------------------------
@@ -629,25 +627,22 @@ def _build_tokenizer(settings: dict[str, Any], corpus: PretrainingCorpus):
     from tokenizers import Tokenizer
 
     keyed = {k: settings[k] for k in ("vocab_size", "tokenizer_chars", "repo_chars", "held_out_every")}
-    key = hashlib.sha256(json.dumps({**keyed, "v": BUILD_VERSION, "special": SPECIAL_TOKENS,
-                                     "corpus": corpus.info["fingerprint"], "py": sys.version_info[:2]},
-                                    sort_keys=True).encode()).hexdigest()[:12]
-    path = cache_dir("models") / f"tokenizer-{key}.json"
-    if path.exists():
-        return Tokenizer.from_file(str(path))
-    docs = corpus.documents("train")
-    random.Random(0).shuffle(docs)
-    texts, size = [], 0
-    for t in docs:
-        if size >= settings["tokenizer_chars"]:
-            break
-        texts.append(t)
-        size += len(t)
-    tok = train_tokenizer(texts, settings["vocab_size"])
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tok.save(str(tmp))
-    os.replace(tmp, path)
-    return tok
+    config = {**keyed, "v": BUILD_VERSION, "special": SPECIAL_TOKENS, "py": list(sys.version_info[:2])}
+
+    def build(folder: Path) -> dict[str, Any]:
+        docs = corpus.documents("train")
+        random.Random(0).shuffle(docs)
+        texts, size = [], 0
+        for t in docs:
+            if size >= settings["tokenizer_chars"]:
+                break
+            texts.append(t)
+            size += len(t)
+        train_tokenizer(texts, settings["vocab_size"]).save(str(folder / "tokenizer.json"))
+        return {"documents": len(texts), "chars": size}
+
+    art = store.get_or_build("models", "tokenizer", config, build, upstream=[corpus.info["fingerprint"]])
+    return Tokenizer.from_file(str(art.path / "tokenizer.json"))
 
 
 def encode_documents(tok, docs: Sequence[str]) -> list[list[int]]:
@@ -737,38 +732,40 @@ def _file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def tiny_model_dir(name: str = "base", profile: str = "ci") -> Path:
-    """Where ``get_tiny_model(name, profile)`` keeps (or will keep) the model; built or not. The
-    folder's key covers the profile's settings and the fingerprint of the corpus it is trained on
-    (a changed corpus means another folder, so the model is rebuilt). Introduced in lesson 04."""
+def _model_artefact_args(name: str, profile: str) -> tuple[str, dict[str, Any], list[str]]:
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
     _, fingerprint = corpus_repositories(profile)
-    key = _config_key(name, _model_settings(profile), fingerprint)
-    return cache_dir("models") / f"course-tiny-{name}-{profile}-{key}"
+    return f"course-tiny-{name}-{profile}", _model_config(name, _model_settings(profile)), [fingerprint]
+
+
+def tiny_model_dir(name: str = "base", profile: str = "ci") -> Path:
+    """Where ``get_tiny_model(name, profile)`` keeps (or will keep) the model; built or not. The
+    folder's key (:mod:`course_lib.store`) covers the profile's settings and the fingerprint of the
+    corpus it is trained on (a changed corpus means another folder, so the model is rebuilt).
+    Introduced in lesson 04."""
+    stem, config, upstream = _model_artefact_args(name, profile)
+    return store.artefact_path("models", stem, config, upstream=upstream)
 
 
 def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = False) -> Path:
     """The folder of the course's tiny model ``name`` ("base": pretrained with FIM at rate 0.5;
-    "nofim": the same budget without FIM), built on first call and cached after (atomic, locked
-    against concurrent builds). Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
-    ``AutoTokenizer.from_pretrained(path)``. Introduced in lesson 04."""
-    final = tiny_model_dir(name, profile)
-    if (final / "model.safetensors").exists() and not rebuild:
+    "nofim": the same budget without FIM), built on first call and cached after through
+    :mod:`course_lib.store` (atomic, locked against concurrent builds). Load it with
+    ``AutoModelForCausalLM.from_pretrained(path)`` and ``AutoTokenizer.from_pretrained(path)``.
+    Introduced in lesson 04."""
+    stem, config, upstream = _model_artefact_args(name, profile)
+    final = store.artefact_path("models", stem, config, upstream=upstream)
+    if store.is_complete(final) and not rebuild:
         return final
     with _file_lock(final.with_name(final.name + ".lock")):
-        if (final / "model.safetensors").exists() and not rebuild:
-            return final
-        tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        print(f"building the tiny model {name!r} ({profile}) into {final} ...", file=sys.stderr)
-        build_tiny_model(tmp, name, profile)
-        old = final.with_name(f"{final.name}.old{os.getpid()}")
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+        def build(folder: Path) -> dict[str, Any]:
+            print(f"building the tiny model {name!r} ({profile}) into {final} ...", file=sys.stderr)
+            return build_tiny_model(folder, name, profile)
+
+        art = store.get_or_build("models", stem, config, build, upstream=upstream,
+                                 rebuild=rebuild)
+    return art.path
 
 
 def course_tokenizer(profile: str = "ci"):
