@@ -601,27 +601,27 @@ def mask_html(tokenizer, input_ids: Sequence[int], labels: Sequence[int]) -> str
 
 def load_instruction_set(profile: str = "ci", *, rebuild: bool = False) -> InstructionSet:
     """The profile's instruction set, harvested from the course corpus (:func:`corpus_sources`), built
-    once and cached in ``cache_dir("instructions")`` (keyed by the settings, the corpus fingerprint,
-    the Python version and whether the sandbox verified it). Introduced in lesson 05."""
-    import hashlib
+    once and cached through :mod:`course_lib.store` (keyed by the settings, the Python version,
+    whether the sandbox verified it, and — upstream — the corpus fingerprint). Introduced in lesson 05."""
     import json
 
-    from course_lib.paths import cache_dir
+    from course_lib import store
     from course_lib.profiles import get_profile
     from course_lib.training.tinymodel import corpus_repositories
 
     P = get_profile(profile).instructions
     verified = _sandbox_or_none() is not None
     _, fingerprint = corpus_repositories(profile)
-    key = hashlib.sha1(json.dumps([dict(P), fingerprint, sys.version, verified, 3]).encode()).hexdigest()[:12]
-    path = cache_dir("instructions") / f"instructions-{profile}-{key}.json"
-    if path.exists() and not rebuild:
-        data = json.loads(path.read_text())
-        return InstructionSet(data["samples"], Counter(data["skipped"]), data["verified_by"])
-    ins = build_instruction_set(corpus_sources(profile), max_functions=P.max_functions,
-                                seed=get_profile(profile).seed)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"samples": ins.samples, "skipped": dict(ins.skipped),
-                               "verified_by": ins.verified_by}, ensure_ascii=False))
-    tmp.replace(path)
-    return ins
+    config = {"settings": dict(P), "python": sys.version, "verified": verified, "format": 3}
+
+    def build(folder):
+        ins = build_instruction_set(corpus_sources(profile), max_functions=P.max_functions,
+                                    seed=get_profile(profile).seed)
+        (folder / "instructions.json").write_text(json.dumps(
+            {"samples": ins.samples, "skipped": dict(ins.skipped), "verified_by": ins.verified_by},
+            ensure_ascii=False), encoding="utf-8")
+        return {"samples": len(ins.samples)}
+
+    art = store.get_or_build("instructions", profile, config, build, upstream=[fingerprint], rebuild=rebuild)
+    data = json.loads((art.path / "instructions.json").read_text(encoding="utf-8"))
+    return InstructionSet(data["samples"], Counter(data["skipped"]), data["verified_by"])
