@@ -30,7 +30,8 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 
-from course_lib.paths import build_dir, cache_dir
+from course_lib import store
+from course_lib.paths import build_dir
 
 VENDOR_PACKAGES = {"reveal.js": "4.0.2", "mathjax": "2.7.9", "requirejs": "2.3.8", "jquery": "3.7.1"}
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -82,8 +83,38 @@ def _vendor_key() -> str:
 
 
 def vendor_cache() -> Path:
-    """Where the vendored reveal.js/MathJax/require.js/jQuery files live once fetched."""
-    return cache_dir("slides_vendor", _vendor_key(), create=False)
+    """Where the vendored reveal.js/MathJax/require.js/jQuery files live once fetched (an artefact of
+    :mod:`course_lib.store`, keyed by the package versions)."""
+    return store.artefact_path("slides_vendor", "vendor", dict(VENDOR_PACKAGES))
+
+
+class _NpmFailed(RuntimeError):
+    pass
+
+
+def _npm_vendor(npm: str, folder: Path, quiet: bool) -> dict:
+    """Fill ``folder`` with the vendor files, installed with npm into a scratch folder inside it."""
+    specs = [f"{k}@{v}" for k, v in VENDOR_PACKAGES.items()]
+    if not quiet:
+        print(f"slides: vendoring {' '.join(specs)} with npm (once)", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="npm-", dir=folder.parent) as tmp:
+        try:
+            proc = subprocess.run([npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
+                                   "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=60000", *specs],
+                                  capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise _NpmFailed("npm install timed out") from None
+        if proc.returncode != 0:
+            raise _NpmFailed("npm install failed: " + " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:]))
+        modules = Path(tmp) / "node_modules"
+        for src_rel, dst_rel in _VENDOR_FILES:
+            src, dst = modules / src_rel, folder / dst_rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.map", "*.esm.js"))
+            else:
+                shutil.copy2(src, dst)
+    return {"packages": specs}
 
 
 def ensure_vendor(*, quiet: bool = False) -> Path | None:
@@ -91,49 +122,26 @@ def ensure_vendor(*, quiet: bool = False) -> Path | None:
     fails (the caller then falls back to CDN URLs). Introduced in lesson 00."""
     global _vendor_failed
     target = vendor_cache()
-    if all((target / f).exists() for f in _REQUIRED):
+    if store.is_complete(target) and all((target / f).exists() for f in _REQUIRED):
         return target
     if _vendor_failed:  # tried once in this process already: do not wait on npm for every notebook
         return None
-    _vendor_failed = True
     npm = shutil.which("npm")
     if npm is None:
+        _vendor_failed = True
         if not quiet:
             print("slides: npm not found, so reveal.js cannot be vendored for offline use "
                   "(install Node.js/npm, or the slides will load reveal.js from the internet)", file=sys.stderr)
         return None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="npm-", dir=target.parent) as tmp:
-        specs = [f"{k}@{v}" for k, v in VENDOR_PACKAGES.items()]
+    try:
+        art = store.get_or_build("slides_vendor", "vendor", dict(VENDOR_PACKAGES),
+                                 lambda folder: _npm_vendor(npm, folder, quiet), rebuild=True)
+    except _NpmFailed as exc:
+        _vendor_failed = True
         if not quiet:
-            print(f"slides: vendoring {' '.join(specs)} with npm into {target} (once)", file=sys.stderr)
-        try:
-            proc = subprocess.run([npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-save",
-                                   "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=60000", *specs],
-                                  capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            if not quiet:
-                print("slides: npm install timed out, the slides will need internet", file=sys.stderr)
-            return None
-        if proc.returncode != 0:
-            if not quiet:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-                print("slides: npm install failed, the slides will need internet: " + " | ".join(tail),
-                      file=sys.stderr)
-            return None
-        staging = Path(tmp) / "vendor"
-        modules = Path(tmp) / "node_modules"
-        for src_rel, dst_rel in _VENDOR_FILES:
-            src, dst = modules / src_rel, staging / dst_rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if src.is_dir():
-                shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.map", "*.esm.js"))
-            else:
-                shutil.copy2(src, dst)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)  # atomic: a half-copied vendor folder is never used
-    _vendor_failed = False
-    return target
+            print(f"slides: {exc}; the slides will need internet", file=sys.stderr)
+        return None
+    return art.path
 
 
 def _install_vendor(vendor: Path, out_dir: Path) -> None:
