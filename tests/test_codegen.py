@@ -181,3 +181,15 @@ def test_full_profile_talks_to_the_teacher_url(monkeypatch):
     assert "vLLM server at" in report.teacher and srv.requests == 3
     assert [k["row_id"] for k in kept] == ["1"] and kept[0]["output"] == "def add(a, b):\n    return a + b"
     assert [d["row_id"] for d in report.dropped] == ["14"]      # no reference needed in full, a prompt is
+
+
+def test_one_vllm_command_builder_serves_teacher_and_drill():
+    from course_lib.drill.inference import VLLMKnobs, vllm_server_command as drill_command
+    from course_lib.training.teacher import VLLMTeacher, vllm_server_command
+
+    teacher_cmd = VLLMTeacher(model="/m/teacher", port=8001).command()
+    assert teacher_cmd == vllm_server_command("/m/teacher", port=8001, max_model_len=8192)
+    assert teacher_cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    drill_cmd = drill_command("/m/student", VLLMKnobs(2048, 0.5, 4, 4096, 256), port=8002)
+    assert drill_cmd == vllm_server_command("/m/student", port=8002, max_model_len=2048,
+                                            gpu_memory_utilization=0.5, max_num_seqs=4, max_num_batched_tokens=4096)

@@ -39,16 +39,16 @@ class VLLMKnobs:
 
 def vllm_server_command(model: str | Path, knobs: VLLMKnobs, *, port: int = 8000,
                         python: str = sys.executable) -> list[str]:
-    """The argv that serves ``model`` with vLLM's OpenAI-compatible server and the lesson's knobs.
+    """The argv that serves ``model`` with vLLM's OpenAI-compatible server and the lesson's knobs
+    (the course's one builder, :func:`course_lib.training.teacher.vllm_server_command`).
 
     Introduced in lesson 07.
     """
-    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-            "--host", "127.0.0.1", "--port", str(port),
-            "--max-model-len", str(knobs.max_model_len),
-            "--gpu-memory-utilization", str(knobs.gpu_memory_utilization),
-            "--max-num-seqs", str(knobs.max_num_seqs),
-            "--max-num-batched-tokens", str(knobs.max_num_batched_tokens)]
+    from course_lib.training.teacher import vllm_server_command as build
+
+    return build(model, port=port, python=python, max_model_len=knobs.max_model_len,
+                 gpu_memory_utilization=knobs.gpu_memory_utilization, max_num_seqs=knobs.max_num_seqs,
+                 max_num_batched_tokens=knobs.max_num_batched_tokens)
 
 
 def chat_prompt(tokenizer, user: str) -> str:

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import sys
 import threading
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 OFFLINE_MODEL_NAME = "course-offline-teacher"
 
@@ -396,9 +398,26 @@ def teacher_is_up(base_url: str, timeout_s: float = 3.0) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
+def vllm_server_command(model: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 8000,
+                        python: str | None = None, max_model_len: int | None = None,
+                        gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None,
+                        max_num_batched_tokens: int | None = None, extra_args: Sequence[str] = ()) -> list[str]:
+    """The course's one vLLM server command: vLLM's OpenAI-compatible server module run by ``python``
+    (default: this interpreter; the ``vllm`` console command fails on the CPU build's package
+    metadata), on ``host:port``, with the engine settings that are given. Used by the teacher (lesson
+    05) and the drill's inference (lesson 07). Introduced in lesson 05."""
+    cmd = [python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+           "--host", host, "--port", str(port)]
+    for flag, value in (("--max-model-len", max_model_len), ("--gpu-memory-utilization", gpu_memory_utilization),
+                        ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd + list(extra_args)
+
+
 @dataclass
 class VLLMTeacher:
-    """The full profile's teacher: a vLLM OpenAI-compatible server (``vllm serve MODEL``).
+    """The full profile's teacher: a vLLM OpenAI-compatible server (:func:`vllm_server_command`).
 
     ``command()`` is what to run on the GPU machine; ``base_url`` is what the pipeline talks to.
     Introduced in lesson 05.
@@ -407,11 +426,11 @@ class VLLMTeacher:
     model: str = "Qwen/Qwen3-30B-A3B-Instruct-2507"
     host: str = "127.0.0.1"
     port: int = 8000
-    extra_args: list[str] = field(default_factory=lambda: ["--max-model-len", "8192"])
+    max_model_len: int = 8192
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1/"
 
     def command(self) -> list[str]:
-        return ["vllm", "serve", self.model, "--host", self.host, "--port", str(self.port), *self.extra_args]
+        return vllm_server_command(self.model, host=self.host, port=self.port, max_model_len=self.max_model_len)
