@@ -45,3 +45,27 @@ def pytest_collection_modifyitems(session, config, items):
         return 2
 
     items.sort(key=rank)  # stable: keeps file order and parametrize order inside each group
+
+
+# --- the real sandbox backends (tests/test_sandbox_attacks.py, tests/test_sandbox_judging.py) -----
+
+@pytest.fixture(scope="module")
+def docker_session():
+    """The course's dockerd and the offline image, started for a module that needs Docker."""
+    from tests._sandbox_support import DockerSession
+
+    session = DockerSession()
+    session.start()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=("bwrap", "docker"))
+def backend(request):
+    """Each real backend in turn; bwrap cases never start (or need) a Docker daemon."""
+    from tests._sandbox_support import REAL_BACKENDS, ensure_backend
+
+    assert request.param in REAL_BACKENDS
+    session = request.getfixturevalue("docker_session") if request.param == "docker" else None
+    ensure_backend(request.param, session)
+    return request.param

@@ -13,27 +13,11 @@ import pytest
 
 from course_lib.evaluation.sandbox import run_code, run_many
 from course_lib.evaluation.sandbox.backends import UID_BASE, UID_COUNT
-from tests._sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
+from tests._sandbox_support import ensure_backend
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "course-test-secret-7f3a9c"
 TIMEOUT = 3.0
-
-
-@pytest.fixture(scope="module")
-def docker_session():
-    session = DockerSession()
-    session.start()
-    yield session
-    session.stop()
-
-
-@pytest.fixture(params=REAL_BACKENDS)
-def backend(request):
-    # bwrap cases never start (or need) a Docker daemon
-    session = request.getfixturevalue("docker_session") if request.param == "docker" else None
-    ensure_backend(request.param, session)
-    return request.param
 
 
 def sandbox_processes() -> list[int]:

@@ -6,23 +6,6 @@ from __future__ import annotations
 import pytest
 
 from course_lib.evaluation.sandbox import run_code
-from tests._sandbox_support import REAL_BACKENDS, DockerSession, ensure_backend
-
-
-@pytest.fixture(scope="module")
-def docker_session():
-    session = DockerSession()
-    session.start()
-    yield session
-    session.stop()
-
-
-@pytest.fixture(params=REAL_BACKENDS)
-def backend(request):
-    session = request.getfixturevalue("docker_session") if request.param == "docker" else None
-    ensure_backend(request.param, session)
-    return request.param
-
 
 UNITTEST = ("import unittest\n"
             "def add(a, b):\n    return a + b{bug}\n"
