@@ -19,6 +19,7 @@ PACKAGES = ["requests", "jinja2", "click", "packaging", "urllib3", "tqdm", "http
 
 # %% slideshow={"slide_type": "skip"}
 import ast
+import warnings
 
 import matplotlib.pyplot as plt
 import networkx as nx
@@ -290,7 +291,11 @@ for name in PACKAGES:
         repos[name] = deps.installed_package_files(name)
     except ValueError as exc:
         print("skipped:", exc)
-rows = pd.DataFrame(deps.compare_strategies(repos))
+with warnings.catch_warnings(record=True) as caught:  # files too large for ast.parse: say which, briefly
+    warnings.simplefilter("always", deps.LargeFileWarning)
+    rows = pd.DataFrame(deps.compare_strategies(repos))
+for w in caught:
+    print(f"{w.category.__name__}: {w.message}")
 table = rows.pivot_table(index="repo", columns="strategy", values="all").round(3)
 table["edges"] = rows.groupby("repo")["edges"].first()
 table["cyclic_edges"] = rows.groupby("repo")["cyclic_edges"].first()

@@ -760,7 +760,8 @@ def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = F
         return final
     with _file_lock(final.with_name(final.name + ".lock")):
         def build(folder: Path) -> dict[str, Any]:
-            print(f"building the tiny model {name!r} ({profile}) into {final} ...", file=sys.stderr)
+            print(f"building the tiny model {name!r} ({profile}) into the course cache: models/{final.name} ...",
+                  file=sys.stderr)
             return build_tiny_model(folder, name, profile)
 
         art = store.get_or_build("models", stem, config, build, upstream=upstream,
