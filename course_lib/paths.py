@@ -62,3 +62,18 @@ def assets_dir(*parts: str) -> Path:
             "assets/ is only available from a clone of the course repository; "
             "clone it and run `pip install -e .` there")
     return root.joinpath("assets", *parts)
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """``path`` as a notebook should print it: relative to the course cache (``<cache>/...``), the
+    repository (``<repo>/...``) or the home folder (``~/...``), so outputs hold no machine's
+    absolute paths. Introduced in lesson 00."""
+    p = Path(path).absolute()
+    for label, base in (("<cache>", cache_dir(create=False)), ("<repo>", repo_root()), ("~", Path.home())):
+        if base is None:
+            continue
+        try:
+            return f"{label}/{p.relative_to(Path(base).absolute()).as_posix()}"
+        except ValueError:
+            continue
+    return str(path)

@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from course_lib import exercises, get_profile, record
+from course_lib.paths import display_path
 from course_lib.data import filters, repos as repos_mod
 from course_lib.data.corpus import load_corpus, load_corpus_report, select_corpus_repos
 from course_lib.data.filters import (CONTENT_RULES, file_filter_reason, license_verdict, normalize_license, redact_secrets)
@@ -446,7 +447,7 @@ pd.DataFrame(held.mistakes)
 
 # %% slideshow={"slide_type": "-"}
 from course_lib.data.corpus import corpus_path, corpus_repo_metadata
-print("cached at:", corpus_path(PROFILE))
+print("cached at:", display_path(corpus_path(PROFILE)))
 print("numpy:", corpus_repo_metadata(PROFILE).get("numpy"))
 print(collections.Counter(ds["language"]).most_common())
 print("rows:", len(ds), " repos:", len(set(ds["repo"])), f" MB: {sum(ds['size']) / 1e6:.1f}")

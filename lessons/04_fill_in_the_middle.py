@@ -27,6 +27,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from course_lib import exercises, get_profile, record
+from course_lib.paths import display_path
 from course_lib.training import fim, tinymodel
 
 P = get_profile(PROFILE)
@@ -388,7 +389,7 @@ for name in ["nofim", "base"]:
     meta = json.loads((model_dirs[name] / "course_model.json").read_text())
     print(f"{name:6s} fim_rate={meta['fim_rate']}: {'loaded from the cache' if cached else 'built now (it was not cached)'}; "
           f"{meta['train_steps']} steps, {meta['tokens_seen']:,} tokens, training took {meta['train_seconds']} s "
-          f"({meta['torch_threads']} threads; {meta['epochs']} passes over {meta['corpus']['train_tokens']:,} training tokens) -> {model_dirs[name]}")
+          f"({meta['torch_threads']} threads; {meta['epochs']} passes over {meta['corpus']['train_tokens']:,} training tokens) -> {display_path(model_dirs[name])}")
 logs = {name: json.loads((d / "training_log.json").read_text()) for name, d in model_dirs.items()}
 print(f"({time.time() - t0:.1f} s in this cell)")
 

@@ -32,6 +32,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from course_lib import exercises, get_profile, record
+from course_lib.paths import display_path
 from course_lib.training import codegen, instructions, sft, teacher
 from course_lib.paths import cache_dir
 
@@ -350,7 +351,7 @@ steps = SFT_STEPS or P.sft.max_steps
 out_dir = cache_dir("sft", f"run-{PROFILE}")
 result = sft.finetune(base_model, kept, out_dir, profile=PROFILE, max_steps=steps)
 print(f"trained in {result.train_runtime:.1f}s of trainer time ({result.seconds:.0f}s with LLaMA-Factory start-up)")
-print("merged model:", result.merged_model)
+print("merged model:", display_path(result.merged_model))
 for note in result.notes:
     print("note:", note)
 record("sft_train_rows", len(kept))

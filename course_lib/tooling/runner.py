@@ -137,6 +137,9 @@ def kernel_environment(profile: str, strict: bool, root: Path | None = None) -> 
         # the programs it starts) redraws at most once a minute, so its output is its first and final
         # line, not hundreds of updates. Interactive JupyterLab sessions keep normal bars.
         "TQDM_MININTERVAL": "60",
+        # figures go inline into the notebook: a backend set for the calling process (pytest's
+        # MPLBACKEND=Agg) must not reach the kernel, or plt.show() would draw nothing
+        "MPLBACKEND": None,
     }
     if root is not None:
         parts = [str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)

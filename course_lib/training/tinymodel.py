@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from course_lib import store
+from course_lib.paths import display_path
 from course_lib.profiles import get_profile
 
 BUILD_VERSION = 3  # bump when the code that builds the model changes what it builds
@@ -760,7 +761,7 @@ def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = F
         return final
     with _file_lock(final.with_name(final.name + ".lock")):
         def build(folder: Path) -> dict[str, Any]:
-            print(f"building the tiny model {name!r} ({profile}) into the course cache: models/{final.name} ...",
+            print(f"building the tiny model {name!r} ({profile}) into {display_path(final)} ...",
                   file=sys.stderr)
             return build_tiny_model(folder, name, profile)
 
