@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from course_lib.training.sft import lazyllm_environment
 from course_lib.training.teacher import OFFLINE_MODEL_NAME, TeacherServer, VLLMTeacher, teacher_is_up
 
 ROW_ID = "course_row_id"
@@ -88,7 +89,7 @@ def codegen_ops():
 
     Introduced in lesson 05.
     """
-    os.environ.setdefault("LAZYLLM_DISABLE_SYSTEM_PROMPT", "1")
+    lazyllm_environment()
     register_offline_gpt2()
     from lazyllm.tools.data import codegen_ops as ops
 
@@ -97,7 +98,7 @@ def codegen_ops():
 
 def chat_module(base_url: str, model_name: str, *, api_key: str = "EMPTY", timeout_s: float = 60.0):
     """A LazyLLM chat module for any OpenAI-compatible server. Introduced in lesson 05."""
-    os.environ.setdefault("LAZYLLM_DISABLE_SYSTEM_PROMPT", "1")
+    lazyllm_environment()
     import lazyllm
 
     return lazyllm.OnlineChatModule(source="openai", base_url=base_url, api_key=api_key,
@@ -367,6 +368,7 @@ def build_codegen_pipeline(model, *, min_score: int = 7, max_score: int = 10, fu
                            max_workers: int = 4):
     """The lesson's five operators composed with ``lazyllm.pipeline`` (with counting probes between
     them when ``funnel`` is given). Introduced in lesson 05."""
+    lazyllm_environment()
     import lazyllm
 
     ops = codegen_ops()

@@ -156,9 +156,19 @@ def launcher_settings(profile: str = "ci", launcher: str | None = None,
     return kind, options
 
 
+def lazyllm_environment() -> None:
+    """Set LazyLLM's environment before it is imported: no default "You are ChatGPT" system prompt,
+    and only its ERROR log lines (its INFO/WARNING lines — GPU probes, model-type guesses, the full
+    command lines with local paths — teach nothing in a notebook; failures are still raised and the
+    course verifies every result). Values already set by the user win. Introduced in lesson 05."""
+    os.environ.setdefault("LAZYLLM_DISABLE_SYSTEM_PROMPT", "1")
+    os.environ.setdefault("LAZYLLM_LOG_LEVEL", "ERROR")
+
+
 def make_launcher(kind: str, options: Mapping[str, Any] | None = None):
     """``lazyllm.launchers.<kind>(**options, sync=True)`` (training waits for the job). ``sco`` needs a
     workspace: ``workspace_name=`` in the options or ``LAZYLLM_SCO_WORKSPACE``. Introduced in lesson 05."""
+    lazyllm_environment()
     import lazyllm
 
     if kind not in LAUNCHERS:
@@ -257,6 +267,7 @@ def write_alpaca_json(rows: Iterable[Mapping[str, Any]], path: Path) -> tuple[Pa
 @contextlib.contextmanager
 def _lazyllm_env(work: Path):
     """PATH with the venv's bin (llamafactory-cli), LazyLLM temp/target folders inside ``work``."""
+    lazyllm_environment()
     import lazyllm
 
     old_path = os.environ.get("PATH", "")
