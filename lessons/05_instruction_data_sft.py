@@ -384,7 +384,7 @@ _ = record("sft_answers_stopped", [n_stopped, len(after)])
 # 数据管道的老师是 vLLM 上的 Qwen3-30B-A3B-Instruct（`vllm serve ...`，再把 `COURSE_TEACHER_URL` 指向它）。
 
 # %% slideshow={"slide_type": "-"}
-print("full-profile teacher command:", " ".join(teacher.VLLMTeacher().command()))
+print("full-profile teacher command: python", " ".join(teacher.VLLMTeacher().command()[1:]))
 print("full-profile SFT:", {k: cfgs["full"][k] for k in ("learning_rate", "cutoff_len", "max_samples", "val_size",
                                                           "bf16", "num_train_epochs", "finetuning_type")})
 _ = record("notebook_seconds", round(time.time() - T0, 1))
