@@ -226,6 +226,8 @@ def prepare_for_slides(nb):
             output_only = copy.deepcopy(cell)
             output_only.metadata["slideshow"] = {"slide_type": "subslide"}
             output_only.metadata["tags"] = sorted(tags | {TAG_HIDE_CODE})
+            if "id" in output_only:
+                output_only["id"] = f"{cell['id']}-out"  # cell ids stay unique (nbformat 4.5)
             cells += [code_only, output_only]
         else:
             cells.append(cell)

@@ -178,14 +178,15 @@ def _main():
     filename = folder + "/solution.py"
     with open(filename, "wb") as f:
         f.write(code.encode("utf-8", "surrogatepass"))
+    os.chdir(folder)
     try:
-        code_obj = compile(code, filename, "exec")
+        # a relative name: errors and tracebacks read "solution.py, line N", never the sandbox's folder
+        code_obj = compile(code, "solution.py", "exec")
     except (SyntaxError, ValueError) as exc:
         import traceback
         traceback.print_exception(type(exc), exc, None)
         finish("syntax_error", error=_one_line(exc))
     test_objs = [compile(t, "<test %d>" % i, "exec") for i, t in enumerate(tests)]
-    os.chdir(folder)
     req_r, req_w = os.pipe()
     ans_r, ans_w = os.pipe()
     sys.stdout.flush(); sys.stderr.flush()
