@@ -91,7 +91,8 @@ def publish(tmp: Path, final: Path, *, key: str, stage: str, meta: Mapping[str, 
     """Write the marker into ``tmp`` and make ``final`` point at it atomically; return ``final``.
 
     ``final`` becomes (or stays) a symbolic link to a sibling folder ``<final>.<id>``; the previous
-    version is removed only after the switch."""
+    version is kept until the next switch (readers that resolved the link just before it still find
+    their files) and older versions are removed."""
     tmp, final = Path(tmp), Path(final)
     marker = {"key": key, "stage": stage, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "meta": dict(meta or {})}
@@ -106,9 +107,14 @@ def publish(tmp: Path, final: Path, *, key: str, stage: str, meta: Mapping[str, 
     link = final.with_name(f".{final.name}.link-{uuid.uuid4().hex[:8]}")
     os.symlink(version.name, link)
     os.replace(link, final)  # atomic switch
+    # The previous version stays until the next switch: a reader whose open() resolved the link just
+    # before this switch still finds its files. Older versions go now.
+    keep = {version.name}
     if previous is not None:
-        old = previous if previous.is_absolute() else final.parent / previous
-        shutil.rmtree(old, ignore_errors=True)
+        keep.add((previous if previous.is_absolute() else final.parent / previous).name)
+    for old in final.parent.glob(f"{final.name}.*"):
+        if old.name not in keep and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 
