@@ -14,6 +14,10 @@ symbolic link swapped atomically with ``os.replace``, so a reader sees the old c
 the new complete one — never a half-written folder and never a moment with no folder. A folder
 without a valid marker (a crash, a marker holding ``[]`` or ``null``) counts as absent and is rebuilt.
 
+Two file-level primitives are shared with stages that keep single files at fixed names (the drill of
+lesson 07): :func:`atomic_write_text` (a temporary file in the same folder, fsync, ``os.replace``) and
+:func:`sha256_file`.
+
 Introduced in lesson 01; used by every lesson that caches.
 """
 from __future__ import annotations
@@ -44,6 +48,29 @@ class Artefact:
     key: str
     meta: Mapping[str, Any]
     built: bool  # True when this call built it, False when it came from the cache
+
+
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (``.<name>.<pid>.tmp``),
+    fsync and a rename: a reader sees the old file or the new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 def code_version(*modules: ModuleType | str | Path) -> str:
