@@ -28,7 +28,9 @@ Introduced in lesson 05.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import functools
 import importlib.util
 import math
 import os
@@ -508,7 +510,8 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
         ppl = build_codegen_pipeline(model, min_score=min_score, max_score=max_score, funnel=funnel,
                                      max_workers=max_workers)
         try:
-            formatted = ppl(items)
+            with _quiet_operator_bars():
+                formatted = ppl(items)
         except Exception as exc:  # a crash of the whole pipeline: every row still in flight is reported
             lost = [r for r in funnel.previous]
             report.dropped += [{"row_id": rid, "stage": "pipeline", "reason": f"pipeline raised "
@@ -544,6 +547,23 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
     finally:
         if own_server is not None:
             own_server.stop()
+
+
+@contextlib.contextmanager
+def _quiet_operator_bars():
+    """LazyLLM's data operators draw a tqdm bar each ("Processing CodeInstructionGenerator ..."); the
+    pipeline's report already counts every stage, so the bars are switched off while it runs."""
+    try:
+        from lazyllm.tools.data import base_data
+    except ImportError:  # another LazyLLM layout: keep its bars
+        yield
+        return
+    original = base_data.tqdm
+    base_data.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        base_data.tqdm = original
 
 
 def _finish(report: PipelineReport, t0: float, verbose: bool) -> PipelineReport:
