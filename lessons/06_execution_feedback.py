@@ -154,7 +154,8 @@ assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 #   私有 16 MiB 的 tmpfs `/tmp`；看不到项目目录、家目录和 Docker socket；清空环境变量。
 #   每个样本一个 cgroup：内存、进程数、CPU（1 核）按**整个样本**算，fork 出的子进程和 memfd 都算在内。
 # - **docker**：原课的设计，镜像 `python-sandbox`（同样带 numpy/pandas），`--network none --memory 128m`，外加 `--pids-limit`、`--cpus 1`、
-#   `--read-only`、tmpfs `/tmp`、`--cap-drop ALL`、`no-new-privileges`、默认 seccomp、非 root 用户；超时按容器名 kill。
+#   `--read-only`、tmpfs `/tmp`、`--cap-drop ALL`、`no-new-privileges`、默认 seccomp（harness 再叠加课程自己的 seccomp 过滤器，
+#   因为 Docker 默认允许 netlink socket）、非 root 用户；超时按容器名 kill。
 # - **unsafe**：普通子进程 + rlimit，**不是隔离**，只有显式要求时才用，并会大声警告。
 #
 # **end-of-run marker**：沙箱里的 harness 分成两个进程。父进程拿着每次运行随机生成的 token，内存不可被读（non-dumpable）；

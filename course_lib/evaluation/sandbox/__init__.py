@@ -297,6 +297,11 @@ def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: 
         host = docker_host()
         container = f"course-sbx-{uuid.uuid4().hex[:12]}"
         argv, rl = _b.docker_argv(uid, limits, container, host), limits.rlimits(nproc=False, per_sample_memory=True)
+        from course_lib.evaluation.sandbox.seccomp import filter_bytes
+
+        program = filter_bytes()  # the course's filter on top of Docker's default profile (netlink, ...)
+        if program is not None:
+            rl = {**rl, "seccomp": program.hex()}
     else:
         argv, rl = _b.unsafe_argv(), limits.rlimits(nproc=False)
     payload = encode_payload(token, rl, code, tests)

@@ -1,10 +1,11 @@
-"""A seccomp filter for the bwrap backend: the system calls a sample never needs, denied with EPERM.
+"""The course's seccomp filter: the system calls a sample never needs, denied with EPERM.
 
 Inside bwrap the sample already has no capabilities and cannot create user namespaces
 (``--disable-userns``); this filter closes what is left of the kernel surface that privilege
 escalations use: namespace and mount calls, ``ptrace``/``process_vm_*``, ``bpf``, ``keyctl``, kernel
 modules, ``perf_event_open``, ``userfaultfd``, ``io_uring``, and netlink / packet sockets. It is a
-classic BPF program handed to bwrap with ``--seccomp FD``. x86_64 only: on another architecture
+classic BPF program handed to bwrap with ``--seccomp FD``; on Docker the harness installs the same
+program on top of Docker's default profile (which allows netlink sockets). x86_64 only: on another architecture
 :func:`filter_bytes` returns None and the backend says the filter is not applied.
 
 Introduced in lesson 06.
