@@ -36,6 +36,7 @@ from IPython.display import display
 from course_lib import exercises, get_profile, record
 from course_lib.drill import run, metrics, evaluate
 from course_lib.drill.store import setup_logging
+from course_lib.training import tinymodel
 
 P = get_profile(PROFILE)
 cfg = run.config_from_profile(PROFILE, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
@@ -357,6 +358,24 @@ if len(wrong):
     print("PROMPT:", rec["prompt"]); print(rec["response"]); print("HIDDEN TESTS:"); print(rec["tests"])
 else:
     print("no answer that runs but is wrong in", best)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 代码能跑，为什么隐藏测试不过？先看函数名
+#
+# 隐藏测试按 prompt 给的名字调用函数（`assert tally_sum_all([...]) == ...`）。训练数据里约一千个不同的函数名，
+# 背不下来：模型必须从 prompt 里把名字**抄**过来。`names the function` 是回答里定义了 prompt 所要函数名的比例。
+# 抄写需要模型能从上下文里复制 token（"induction heads"）。`tinymodel.repeat_copy_loss` 直接测这一点：
+# 一段随机 token 连续出现两次，会复制的模型在第二遍上的 loss 远低于第一遍；不会复制的模型两遍一样高。
+
+# %% slideshow={"slide_type": "-"}
+print("names the function:", {v: round(m.get("names the function", float("nan")), 3) for v, m in by_variant.items()})
+copy_loss = {v: tinymodel.repeat_copy_loss(run.model_path_for(cfg, v)) for v in cfg.variants()}
+display(pd.DataFrame(copy_loss).T)
+for v, c in copy_loss.items():
+    drop = c["first copy"] - c["second copy"]
+    print(f"{v}: second copy {drop:+.2f} nats/token below the first →",
+          "it copies from its context" if drop > 1.0 else "it does not copy from its context")
+record("drill_copy_loss", copy_loss)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 讲义的数字 vs ci 演练

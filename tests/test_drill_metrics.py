@@ -107,3 +107,15 @@ def test_teacher_forced_ppl_counts_only_answer_tokens(tmp_path):
     longer_prompt = teacher_forced_ppl(model, [("write f " * 20, "```python\ndef f(x):\n    return x\n```")])
     assert one["tokens"] == longer_prompt["tokens"] > 0       # the prompt is not scored
     assert 1.0 < one["ppl"] < 10_000
+
+
+def test_names_the_function_tells_a_wrong_name_from_wrong_code():
+    from course_lib.drill.evaluate import defines_function, summarize
+
+    code = "def other_sum(xs):\n    return sum(xs)\n"
+    assert defines_function(code, "other_sum") and not defines_function(code, "tally_sum_all")
+    assert defines_function(None, "f") is False and defines_function(code, None) is None
+    rows = [{"category": "Pass", "has_fence": True, "has_code": True, "has_tests": True, "correct": False,
+             "defines_entry_point": ok, "eval_part": ""} for ok in (True, False, False, False)]
+    out = metrics.drill_metrics(summarize(rows))
+    assert out["names the function"] == 0.25 and out["test pass@1"] == 0.0

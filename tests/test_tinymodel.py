@@ -1,6 +1,8 @@
 """Tests of course_lib.training.tinymodel: the tiny model's folder is a standard Hugging Face model."""
 from __future__ import annotations
 
+import math
+
 import json
 import os
 from pathlib import Path
@@ -166,6 +168,12 @@ def test_generation_runs(quick_model):
     assert gen.shape[1] <= ids["input_ids"].shape[1] + 5
     assert set(model.generation_config.eos_token_id) == {tok.convert_tokens_to_ids(IM_END),
                                                           tok.convert_tokens_to_ids(EOT)}
+
+
+def test_repeat_copy_loss_reports_both_copies(quick_model):
+    out = tinymodel.repeat_copy_loss(quick_model[0], sequences=2, length=12)
+    assert set(out) == {"first copy", "second copy"}
+    assert all(v > 0 and math.isfinite(v) for v in out.values())
 
 
 def test_training_log_has_losses(quick_model):

@@ -19,6 +19,8 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import re
+
 from typing import Any, Sequence
 
 from course_lib.drill.extract import extract_code, has_fenced_code
@@ -96,7 +98,8 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
 
     Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
     ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without
-    tests), ``test_status``, ``answer_chars``, ``eval_part`` ("new instances" / "held-out combinations"
+    tests), ``test_status``, ``defines_entry_point`` (the answer defines the function the prompt names;
+    None when the record has no ``entry_point``), ``answer_chars``, ``eval_part`` ("new instances" / "held-out combinations"
     in ci; empty on the hub). Introduced in lesson 07.
     """
     rows: list[dict] = []
@@ -110,6 +113,7 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
                "sandbox_status": "", "duration_s": 0.0, "error": "",
                "has_fence": has_fenced_code(answer), "has_code": code is not None,
                "has_tests": bool(tests), "correct": (False if tests else None), "test_status": "",
+               "defines_entry_point": defines_function(code, rec.get("entry_point")),
                "answer_chars": len(answer)}
         if code is None:
             row["error"] = "no fenced Python code block in the answer"
@@ -131,6 +135,15 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     return rows
 
 
+def defines_function(code: str | None, name: str | None) -> bool | None:
+    """Whether ``code`` defines a function called ``name`` (None when there is no name to look for).
+    A model that solves the task but names the function differently fails every hidden test: this
+    tells the two apart. Introduced in lesson 07."""
+    if not name:
+        return None
+    return bool(code) and re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+
+
 def summarize(rows: Sequence[dict]) -> dict[str, Any]:
     """Counts per category plus the totals the metrics need. Introduced in lesson 07."""
     counts = {c: 0 for c in CATEGORIES}
@@ -147,6 +160,7 @@ def summarize(rows: Sequence[dict]) -> dict[str, Any]:
             "with_code": sum(bool(r["has_code"]) for r in rows),
             "with_tests": len(with_tests),
             "correct": sum(bool(r["correct"]) for r in with_tests),
+            "defines_entry_point": sum(bool(r.get("defines_entry_point")) for r in with_tests),
             "runs_but_wrong": sum(r["category"] == "Pass" and r["correct"] is False for r in with_tests),
             "correct_but_not_run": sum(r["category"] != "Pass" and bool(r["correct"]) for r in with_tests)}
 

@@ -85,6 +85,10 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
         "with tests": summary["with_tests"], "correct": summary["correct"],
         "runs but wrong": summary["runs_but_wrong"],
     }
+    if "defines_entry_point" in summary:
+        # answers that define the function the prompt names, over answers with hidden tests: a model
+        # that does not copy the name from the prompt fails every hidden test, whatever its code does
+        out["names the function"] = _ratio(summary["defines_entry_point"], summary["with_tests"])
     for part in ("new instances", "held-out combinations"):
         key = f"with_tests ({part})"
         if key in summary:
@@ -97,7 +101,7 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
 
 RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "closed-fence rate", "SER among code",
                 "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
-                "HumanEval pass@1"]
+                "names the function", "HumanEval pass@1"]
 COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
                  "runs but wrong", "HumanEval passed"]
 # The lecture's tables: rows are measures, columns are models.

@@ -506,7 +506,7 @@ def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
 
 
 REPORT_COLUMNS = ["id", "task", "eval_part", "category", "sandbox_status", "duration_s", "error", "has_fence",
-                  "has_code", "has_tests", "correct", "test_status", "answer_chars"]
+                  "has_code", "has_tests", "correct", "test_status", "defines_entry_point", "answer_chars"]
 
 
 def write_report_csv(rows: list[dict], path: Path, config: dict) -> None:

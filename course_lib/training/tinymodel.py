@@ -506,6 +506,27 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
     return log
 
 
+def repeat_copy_loss(model_dir: str | Path, *, sequences: int = 8, length: int = 40, seed: int = 0) -> dict[str, float]:
+    """Can the model copy? Random token sequences, each shown twice in a row: the mean loss (nats/token)
+    on the first copy and on the second. A model that copies from its context (the "induction heads"
+    of Olsson et al., 2022) has a much lower loss on the second copy; one that cannot has the same loss
+    on both. Copying is what a model needs to reuse a function or argument name from its prompt.
+    Introduced in lesson 07."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
+    vocab = int(model.config.vocab_size)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(min(100, vocab // 4), vocab, (sequences, length), generator=g)
+    ids = torch.cat([x, x], dim=1)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[:, :-1].float(), dim=-1)
+    nll = -logp.gather(-1, ids[:, 1:, None])[..., 0]
+    return {"first copy": round(float(nll[:, : length - 1].mean()), 3),
+            "second copy": round(float(nll[:, length:].mean()), 3)}
+
+
 # --- lesson 03's claim: dependency order vs shuffled order ----------------------------------------
 
 def repo_token_stream(repo: RepoFiles, tok, order: Sequence[int] | None = None,
