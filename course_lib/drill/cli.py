@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM max_num_batched_tokens (16384)")
     g.add_argument("--vllm-response-max-tokens", type=int, default=None, help="answer max tokens (1536)")
     g.add_argument("--inference-workers", type=int, default=None,
-                   help="CPU threads of the ci generation (full: vLLM batches by itself)")
+                   help="CPU threads of transformers generation and of the PPL pass (ci default 2). With vLLM "
+                        "(full) it does not apply to generation: vLLM schedules up to --vllm-max-num-seqs "
+                        "sequences itself; it sets only the PPL pass's CPU threads (full default: the "
+                        "lecture's 8)")
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")
