@@ -185,7 +185,7 @@ def test_step_2_needs_the_teacher_and_never_caches_an_empty_run(tmp_path, probes
             return {**super().to_dict(), "dropped": [{"row_id": 1, "stage": "teacher",
                                                        "reason": "teacher unreachable at http://x/: refused"}]}
     for kept, report in (([], standins.FakeReport(6, 0)), ([{"instruction": "a", "output": "b"}], DownReport(6, 1))):
-        monkeypatch.setattr(codegen, "run_codegen_pipeline", lambda rows, **kw: (kept, report))
+        monkeypatch.setattr(codegen, "run_codegen_pipeline", lambda rows, kept=kept, report=report, **kw: (kept, report))
         with pytest.raises(StepOutputError, match=r"pipeline: kept \d of 6 training rows .*Nothing was cached"):
             run.step_pipeline(cfg)
         assert not output_state(cfg.paths.codegen_json)[0]      # the old file no longer counts as done
