@@ -274,3 +274,31 @@ def test_evaluate_answers_keeps_hub_records_without_tests():
     standins_rows = [{"idx": 1, "prompt": "p", "response": "```python\nprint(1)\n```"}, {"response": "no code"}]
     rows = evaluate.evaluate_answers(standins_rows[1:])
     assert rows[0]["category"] == "NoCode" and rows[0]["task"] == "" and rows[0]["correct"] is None
+
+
+# --- scripts/gpu_check.sh -------------------------------------------------------------------------
+
+def test_gpu_check_script_parses_says_what_it_needs_and_uses_real_options(repo, tmp_path):
+    import re
+    import shlex
+    import subprocess
+
+    from course_lib.drill.cli import build_parser
+
+    script = repo / "scripts" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    out = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    for word in ("COURSE_SFT_MODEL", "COURSE_TEACHER_MODEL", "--profile full", "drill_metrics.json", "run_manifest.json"):
+        assert word in out.stdout
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_SFT_MODEL"}
+    bad = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30, env=env)
+    assert bad.returncode == 1 and "COURSE_SFT_MODEL is not set" in bad.stderr
+    # the drill options the script passes exist in the CLI
+    text = script.read_text()
+    args = shlex.split(re.search(r"ARGS=\((.*?)\)", text, re.S).group(1).replace("\\\n", " "))
+    args = [a.replace("$ROOT", str(tmp_path)).replace("$COURSE_SFT_MODEL", "/m") for a in args]
+    ns = build_parser().parse_args(args + ["--no-pipeline", "--skip-steps", "1,2", "--pipeline-model", "/t"])
+    assert (ns.profile, ns.train_size, ns.eval_size, ns.humaneval_subset, ns.sft_steps) == ("full", 32, 16, 4, 10)
+    for f in ns.data_files + [ns.hidden_tests]:
+        assert (repo / f).exists(), f
