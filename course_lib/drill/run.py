@@ -700,14 +700,13 @@ def _importable(name: str) -> bool:
 
 
 def _need_base_model(cfg: DrillConfig, problems: list[str]) -> None:
+    if cfg.profile == "full":   # preflight.check_full_prerequisites checks (and logs) the full models
+        return
     if cfg.sft_model:
         sm = Path(cfg.sft_model)
         if sm.is_absolute() or sm.exists():
             if not has_weights(sm):
                 problems.append(f"--sft-model {cfg.sft_model} has no config.json and weights")
-        elif cfg.profile == "full":
-            log().warning("--sft-model %s is not a local folder: LazyLLM will download it from the hub",
-                          cfg.sft_model)
 
 
 def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str, Any]:
