@@ -22,6 +22,11 @@ steps (each skipped when its output is whole; --force redoes the selected steps)
   5 evaluation  extract code, run it in the sandbox → OUTPUT/<variant>/evaluation_report.csv,
                 summary.json (Pass/Fail/SyntaxError/NoCode/Timeout/Error, Pass@1, FCR, SER, RSR, PPL)
 
+full profile: checked before any GPU work — model folders (or hub ids), step 2's teacher (the message prints
+the vLLM command that starts it), Docker and the python-sandbox image, free GPU memory. On one GPU run steps
+1-2 with the teacher up, stop it before SFT, then rerun (steps 1-2 are cached). OUTPUT/run_manifest.json
+records each step's engine, settings and times; scripts/gpu_check.sh is a toy-size full run for one GPU.
+
 variants: base (before SFT), pipeline_sft (SFT on the pipeline's data), raw_sft (--no-pipeline or
 --compare-raw: SFT on the raw training rows).
 
