@@ -14,6 +14,10 @@ symbolic link swapped atomically with ``os.replace``, so a reader sees the old c
 the new complete one — never a half-written folder and never a moment with no folder. A folder
 without a valid marker (a crash, a marker holding ``[]`` or ``null``) counts as absent and is rebuilt.
 
+Two file-level primitives are shared with stages that keep single files at fixed names (the drill of
+lesson 07): :func:`atomic_write_text` (a temporary file in the same folder, fsync, ``os.replace``) and
+:func:`sha256_file`.
+
 Introduced in lesson 01; used by every lesson that caches.
 """
 from __future__ import annotations
@@ -44,6 +48,29 @@ class Artefact:
     key: str
     meta: Mapping[str, Any]
     built: bool  # True when this call built it, False when it came from the cache
+
+
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (``.<name>.<pid>.tmp``),
+    fsync and a rename: a reader sees the old file or the new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 def code_version(*modules: ModuleType | str | Path) -> str:
@@ -91,7 +118,8 @@ def publish(tmp: Path, final: Path, *, key: str, stage: str, meta: Mapping[str, 
     """Write the marker into ``tmp`` and make ``final`` point at it atomically; return ``final``.
 
     ``final`` becomes (or stays) a symbolic link to a sibling folder ``<final>.<id>``; the previous
-    version is removed only after the switch."""
+    version is kept until the next switch (readers that resolved the link just before it still find
+    their files) and older versions are removed."""
     tmp, final = Path(tmp), Path(final)
     marker = {"key": key, "stage": stage, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "meta": dict(meta or {})}
@@ -106,9 +134,14 @@ def publish(tmp: Path, final: Path, *, key: str, stage: str, meta: Mapping[str, 
     link = final.with_name(f".{final.name}.link-{uuid.uuid4().hex[:8]}")
     os.symlink(version.name, link)
     os.replace(link, final)  # atomic switch
+    # The previous version stays until the next switch: a reader whose open() resolved the link just
+    # before this switch still finds its files. Older versions go now.
+    keep = {version.name}
     if previous is not None:
-        old = previous if previous.is_absolute() else final.parent / previous
-        shutil.rmtree(old, ignore_errors=True)
+        keep.add((previous if previous.is_absolute() else final.parent / previous).name)
+    for old in final.parent.glob(f"{final.name}.*"):
+        if old.name not in keep and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 

@@ -22,6 +22,7 @@ BASE_MODEL = None     # None: sft.base_model of the profile (ci: the tiny model 
 import json
 import os
 import time
+from functools import partial
 
 os.environ.setdefault("LAZYLLM_DISABLE_SYSTEM_PROMPT", "1")
 os.environ.setdefault("LAZYLLM_LOG_LEVEL", "ERROR")   # keep LazyLLM's INFO/WARNING lines out of the slides
@@ -32,13 +33,17 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from course_lib import exercises, get_profile, record
+from course_lib.evaluation import sandbox
 from course_lib.paths import display_path
 from course_lib.training import codegen, instructions, sft, teacher
 from course_lib.paths import cache_dir
 
 P = get_profile(PROFILE)
 print(P.summary().splitlines()[0])
-print("sandbox used by this lesson:", teacher.sandbox_status()[1])
+BACKEND = sandbox.preferred_backend()   # None: no sandbox works here, and nothing is executed below
+run_code = partial(sandbox.run_code, backend=BACKEND) if BACKEND else None
+run_many = partial(sandbox.run_many, backend=BACKEND) if BACKEND else None
+print("sandbox used by this lesson:", BACKEND or f"none works here {sandbox.available_backends()}")
 pd.set_option("display.max_colwidth", 90)
 T0 = time.time()
 
@@ -47,19 +52,20 @@ T0 = time.time()
 #
 # 一条指令样本 = **指令**（instruction：要做什么）+ **输入**（input：可选的上下文，例如一段代码）+ **输出**（output：期望的回答）。
 # 讲义的例子是一条**单元测试生成**样本：要求模型既写函数，又写验证它的测试用例（边界条件 `n=0`、`n=1` 和一个普通值 `n=10`），逼它想清楚预期行为。
+#
+# 沙箱是第06课的主题；本课把它当作工具（`sandbox.run_code` / `sandbox.run_many` 作为参数传进去），靠真正运行答案来检查它。
 
 # %% slideshow={"slide_type": "-"}
 FIB = instructions.FIBONACCI_EXAMPLE
 print(json.dumps(FIB, ensure_ascii=False, indent=2))
 fib_code = FIB["output"].removeprefix("```python\n").removesuffix("```")
 print("test cases in the answer:", [line for line in fib_code.splitlines() if line.startswith("assert")])
-fib_sb, fib_backend = teacher.sandbox_status()
-if fib_sb is not None:
-    fib_run = fib_sb.run_code(fib_code, backend=fib_backend)
+if run_code is not None:
+    fib_run = run_code(fib_code)
     print(f"the answer run as a script ({fib_run.backend}): {fib_run.status}, stdout {fib_run.stdout.strip()!r}")
     _ = record("fibonacci_example_status", fib_run.status)
 else:
-    print("no sandbox here, the example's tests were not run:", fib_backend)
+    print("no sandbox here, the example's tests were not run")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 代码模型常见的四类指令数据：
@@ -82,7 +88,7 @@ else:
 # %% slideshow={"slide_type": "-"}
 sources = instructions.corpus_sources(PROFILE)       # every Python file of lessons 01-03's corpus
 print(f"{len(sources):,} Python files from {len({name.split(':')[0] for name, _ in sources})} repositories of the corpus")
-ins = instructions.load_instruction_set(PROFILE)     # built once, then cached in the course cache
+ins = instructions.load_instruction_set(PROFILE, run_many=run_many)   # built once, then cached in the course cache
 print(f"{len({s['source_path'].split(':')[0] for s in ins.samples})} repositories contribute samples")
 counts = ins.counts()
 print("samples per kind:", counts)
@@ -110,14 +116,13 @@ for kind in instructions.KINDS:
 # %% slideshow={"slide_type": "-"}
 ut = next(x for x in ins.samples if x["kind"] == "unittest")
 print(ut["output"])
-sb, backend = teacher.sandbox_status()
-if sb is not None:
+if run_code is not None:
     name = ut["entry_point"]
-    res = sb.run_code(ut["input"], ut["output"] + f"\ntest_{name}()\n", backend=backend)
+    res = run_code(ut["input"], ut["output"] + f"\ntest_{name}()\n")
     print("tests against the reference ->", res.status, f"({res.backend}, {res.duration_s:.2f}s)")
     record("unittest_reference_status", res.status)
 else:
-    print("no sandbox here:", backend)
+    print("no sandbox here: the tests were not run")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Chat template 与只在答案上算 loss
@@ -259,7 +264,7 @@ PLANTED = [
 max_rows = PIPELINE_ROWS or P.pipeline.max_rows
 code_rows = [s for s in ins.samples if s["kind"] != "explain"][:max_rows]
 rows = code_rows + PLANTED
-kept, report = codegen.run_codegen_pipeline(rows, profile=PROFILE, timeout_s=P.pipeline.timeout_s)
+kept, report = codegen.run_codegen_pipeline(rows, profile=PROFILE, run_code=run_code)   # the auditor runs code with it
 record("pipeline_in", report.n_input)
 record("pipeline_kept", len(kept))
 _ = record("pipeline_funnel", report.stages)
@@ -288,7 +293,7 @@ pd.DataFrame(kept)[["row_id", "quality_score", "feedback", "standardized_instruc
 # 下面让一个"故障老师"把某一行的分数写成字符串 `"8.5"`，对比关掉/打开分数规范化的结果：
 
 # %% slideshow={"slide_type": "-"}
-base = teacher.OfflineTeacher()
+base = teacher.OfflineTeacher(run_code=run_code)
 
 def string_score_teacher(messages):
     system, user = messages[0]["content"], messages[-1]["content"]

@@ -25,9 +25,15 @@ class FakeResult:
     stderr: str = ""
     duration_s: float = 0.0
     exit_code: int = 0
+    detail: str = ""
+    backend: str = "stand-in"
 
 
-def fake_run_code(code, tests=None, *, timeout_s=10.0, memory_mb=128, backend=None):
+def fake_run_code(code, tests=None, *, timeout_s=None, memory_mb=None, backend=None):
+    if timeout_s is None:
+        from course_lib.profiles import get_profile
+
+        timeout_s = get_profile().sandbox.timeout_s
     program = code + ("\n" + tests if tests else "")
     try:
         compile(program, "<answer>", "exec")
@@ -66,7 +72,7 @@ class FakeReport:
                             "dropped": self.n_input - self.kept}]}
 
 
-def fake_run_codegen_pipeline(rows, *, profile="ci", timeout_s=60.0, **kw):
+def fake_run_codegen_pipeline(rows, *, profile="ci", run_code=None, timeout_s=None, **kw):
     """Keeps rows whose answer has a fenced block that compiles (a stand-in for lesson 05's pipeline)."""
     from course_lib.drill.extract import extract_code
 

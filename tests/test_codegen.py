@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from course_lib.evaluation import sandbox
+from course_lib.profiles import get_profile
 from course_lib.training import codegen, teacher
 
 GOOD = {"idx": 10, "prompt": "Write a Python function to add two numbers. Keep it short.",
@@ -52,17 +54,54 @@ def test_offline_teacher_audits_by_rules():
     assert teacher.audit_code("")["score"] == 0
     assert teacher.audit_code("def f(:\n")["score"] == 2
     good = teacher.audit_code('def f():\n    """Doc."""\n    return 1\n')
-    assert good["score"] >= 8
+    assert good["score"] == 9 and "NOT executed (no sandbox given" in good["feedback"]   # only compiled
+
+
+def _recording_run_code(status="passed", backend="stand-in"):
+    """``sandbox.run_code``'s signature (autospec), answering ``status`` without running anything."""
+    from unittest.mock import create_autospec
+
+    from tests._drill_standins import FakeResult
+
+    return create_autospec(sandbox.run_code, side_effect=lambda code, tests=None, **kw: FakeResult(
+        status, stderr="AssertionError" if status == "failed" else "", duration_s=0.01, backend=backend))
+
+
+def test_audit_code_runs_with_the_given_run_code():
+    run_code = _recording_run_code("passed", backend="bwrap")
+    res = teacher.audit_code("def f():\n    return 1\n", "assert f() == 1", run_code=run_code)
+    assert res["score"] == 9 and "ran cleanly in the sandbox (bwrap," in res["feedback"]
+    assert run_code.call_args.kwargs["timeout_s"] == get_profile().sandbox.timeout_s
+    failed = teacher.audit_code("def f():\n    return 2\n", "assert f() == 1",
+                                run_code=_recording_run_code("failed"), timeout_s=1.5)
+    assert failed["score"] == 5 and failed["feedback"].startswith("its tests fail")
+
+    def no_backend(code, tests=None, *, timeout_s=None, memory_mb=None, backend=None):
+        raise RuntimeError("no sandbox backend works here (bwrap: missing)")
+
+    assert "NOT executed (no sandbox backend" in teacher.audit_code("x = 1\n", run_code=no_backend)["feedback"]
+
+
+def test_offline_teacher_and_pipeline_pass_run_code_on():
+    run_code = _recording_run_code("passed")
+    t = teacher.OfflineTeacher(run_code=run_code, sandbox_timeout_s=2.0)
+    t.register([("1", "Write a Python function that returns 1.", "def f():\n    return 1\n", "assert f() == 1")])
+    assert "ran cleanly" in t.audit("Write a Python function that returns 1.", "def f():\n    return 1\n")["feedback"]
+    assert run_code.call_args.kwargs["timeout_s"] == 2.0
+    run_code = _recording_run_code("passed", backend="recorded")
+    kept, report = codegen.run_codegen_pipeline([GOOD], run_code=run_code, verbose=False)
+    assert run_code.called and "sandbox-run auditor" in report.teacher
+    assert "(recorded," in kept[0]["feedback"]
 
 
 def test_pipeline_end_to_end_with_bad_rows():
     rows = [GOOD, NO_RESPONSE, PY_FENCE, NOT_CODE, NO_PROMPT, "oops", EMPTY_OUT]
     before = json.dumps(rows[:1])
-    kept, report = codegen.run_codegen_pipeline(rows, verbose=False)
+    kept, report = codegen.run_codegen_pipeline(rows, run_code=sandbox.run_code, verbose=False)
     assert json.dumps(rows[:1]) == before                                  # inputs are not mutated
     assert [k["row_id"] for k in kept] == ["10", "11"]                     # order restored
     assert kept[1]["output"].startswith("def square")                      # py fence leak repaired
-    assert all(k["quality_score"] >= 7 and k["feedback"] for k in kept)
+    assert all(k["quality_score"] >= 7 and "ran cleanly in the sandbox" in k["feedback"] for k in kept)
     assert kept[0]["standardized_instruction"].startswith("Write a Python function to add two numbers.")
     dropped = {d["row_id"]: d for d in report.dropped}
     assert set(dropped) == {"12", "13", "14", "#5", "15"}                 # every other row is accounted for

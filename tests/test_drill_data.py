@@ -88,6 +88,17 @@ def test_eval_has_new_instances_and_held_out_combinations():
     assert len(new_values - train_tests) >= 0.9 * len(new_values)   # mostly fresh test values
 
 
+def test_training_names_are_many_and_never_use_an_eval_word():
+    """Training names draw from a pool of words, so a model must copy the name the prompt asks for;
+    the new-instances part's words never occur in a training name."""
+    rows, tests = taskgen.generate_rows()
+    train_names = {t["entry_point"] for t in tests if not t["holdout"]}
+    assert len(train_names) >= 500
+    eval_words = {w for spec in taskgen.FAMILIES.values() for w in spec["eval_names"]}
+    assert not eval_words & set(taskgen.NAME_WORDS)
+    assert not {w for name in train_names for w in name.split("_")} & eval_words
+
+
 def test_eval_split_takes_equal_parts(tmp_path):
     stream = data.stream_tiny_codes(data_files=[assets_dir("tiny_codes", "tiny_codes_sample.jsonl")])
     is_eval = data.holdout_predicate(assets_dir("tiny_codes", "hidden_tests.jsonl"))

@@ -163,8 +163,35 @@ def test_mask_html_colours_prompt_and_answer(tokenizer):
 
 
 def test_references_pass_in_the_sandbox(code_file):
-    assert I._sandbox_or_none() is not None, "no sandbox backend works here: run ./course setup"
-    ins = I.build_instruction_set([code_file], verify=True)
-    assert "sandbox" in ins.verified_by
+    from course_lib.evaluation import sandbox
+
+    backend = sandbox.preferred_backend()
+    assert backend is not None, "no sandbox backend works here: run ./course setup"
+    ins = I.build_instruction_set([code_file], verify=True,
+                                  run_many=lambda items, **kw: sandbox.run_many(items, backend=backend, **kw))
+    assert ins.verified_by == f"sandbox ({backend})"
     assert ins.counts().get("unittest") == 1
+
+
+def test_without_a_sandbox_nothing_runs_and_it_says_so(code_file):
+    ins = I.build_instruction_set([code_file], verify=True)
+    assert ins.verified_by.startswith("not executed (no sandbox given")
+    assert ins.counts().get("unittest") == 1          # kept, unverified: nothing was dropped
+
+
+def test_verify_samples_uses_the_given_run_many_and_the_profile_timeout(code_file):
+    from unittest.mock import create_autospec
+
+    from course_lib.evaluation import sandbox
+    from course_lib.profiles import get_profile
+    from tests._drill_standins import FakeResult
+
+    recs, _ = I.functions_in_file(code_file)
+    samples = [I.codegen_sample(r) for r in recs]
+    fake = create_autospec(sandbox.run_many, side_effect=lambda items, **kw: [
+        FakeResult("passed" if i == 0 else "failed") for i, _ in enumerate(items)])
+    ok, reasons, verified_by = I.verify_samples(samples, {r.name + "@" + r.path: r for r in recs}, run_many=fake)
+    assert ok == [True, False] and reasons == ["", "failed"]
+    assert fake.call_args.kwargs["timeout_s"] == get_profile().sandbox.timeout_s
+    assert verified_by == "sandbox (stand-in)"
 

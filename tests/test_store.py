@@ -84,8 +84,8 @@ def test_rebuild_replaces_atomically_with_no_missing_folder_window(tmp_path):
         t.join()
     assert not seen_missing
     assert (a.path / "data.txt").read_text() == "v29"
-    # old versions are cleaned up: the link and one version folder remain
-    assert len([p for p in tmp_path.iterdir() if not p.name.startswith(".")]) == 2
+    # old versions are cleaned up: the link, the current and the previous version folder remain
+    assert len([p for p in tmp_path.iterdir() if not p.name.startswith(".")]) == 3
 
 
 def test_a_plain_folder_from_before_is_replaced(tmp_path):

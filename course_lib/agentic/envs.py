@@ -193,13 +193,23 @@ def default_runner() -> Runner:
     return run_code
 
 
+def _agentic_setting(key: str, value):
+    """``value``, or the active profile's ``agentic.<key>`` when it is None."""
+    if value is not None:
+        return value
+    from course_lib.profiles import get_profile
+
+    return get_profile().agentic[key]
+
+
 def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner | None = None,
-              timeout_s: float = 10.0, retries: int = 2) -> TestRun:
+              timeout_s: float | None = None, retries: int = 2) -> TestRun:
     """Run ``test_ids`` against ``files`` in the sandbox; a test that was not collected counts as not
     passed. A run that failed for infrastructure reasons (timeout, sandbox error, no collection
     marker) is retried up to ``retries`` times — a busy machine must not become a wrong reward.
-    Introduced in lesson 08."""
+    ``timeout_s`` (per run) None: the active profile's ``agentic.env_timeout_s``. Introduced in lesson 08."""
     runner = runner or default_runner()
+    timeout_s = _agentic_setting("env_timeout_s", timeout_s)
     code, tests = bundle_code(files), [f"_run({t!r})" for t in test_ids]
     for attempt in range(1, retries + 2):  # noqa: B007 - the count is reported after the loop
         res = runner(code, tests, timeout_s=timeout_s)
@@ -217,7 +227,7 @@ def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner |
 
 
 def run_tests_batch(jobs: list[tuple[Mapping[str, str], list[str]]], *, runner: Runner | None = None,
-                    timeout_s: float = 10.0, retries: int = 2, workers: int = 4) -> list[TestRun]:
+                    timeout_s: float | None = None, retries: int = 2, workers: int = 4) -> list[TestRun]:
     """:func:`run_tests` for many ``(files, test_ids)`` jobs on ``workers`` threads (each sandbox run
     waits mostly on process/container start-up); results in input order. Every sandbox run leases its
     own uid. Introduced in lesson 08."""
@@ -259,10 +269,13 @@ def split_f2p_p2p(before: Mapping[str, bool], after: Mapping[str, bool]) -> tupl
     return f2p, p2p
 
 
-def build_environment(task: EnvTask, *, runs: int = 2, min_collected: float = 0.9,
-                      runner: Runner | None = None, timeout_s: float = 10.0, workers: int = 4) -> EnvReport:
+def build_environment(task: EnvTask, *, runs: int | None = None, min_collected: float | None = None,
+                      runner: Runner | None = None, timeout_s: float | None = None, workers: int = 4) -> EnvReport:
     """Validate ``task`` and derive Fail-to-Pass / Pass-to-Pass (see the module docstring).
-    Introduced in lesson 08."""
+    ``runs``, ``min_collected`` and ``timeout_s`` None: the active profile's ``agentic.env_runs``,
+    ``agentic.min_collected`` and ``agentic.env_timeout_s``. Introduced in lesson 08."""
+    runs = int(_agentic_setting("env_runs", runs))
+    min_collected = float(_agentic_setting("min_collected", min_collected))
     with_tests = apply_patch(task.files, task.test_patch)
     with_gold = apply_patch(with_tests, task.gold_patch)
     expected = task.expected_tests
@@ -299,7 +312,7 @@ class BrokenEnvironment(RuntimeError):
 
 
 def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runner | None = None,
-                   timeout_s: float = 10.0, retries: int = 2) -> dict[str, bool]:
+                   timeout_s: float | None = None, retries: int = 2) -> dict[str, bool]:
     """Apply the test patch and a candidate ``patch`` (may be empty) and run the F2P + P2P tests:
     test id → passed. A patch that does not apply fails every test (the patch's fault).
 
@@ -307,7 +320,8 @@ def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runn
     sandbox still fails after ``retries`` (timeout, sandbox error, no collection marker), this raises
     :class:`BrokenEnvironment` saying which — the caller excludes the sample or retries it later.
     (A timeout is counted as the environment's failure here; a harness that can tell a patch's
-    infinite loop from a stalled machine should score the former.) Introduced in lesson 08."""
+    infinite loop from a stalled machine should score the former.) ``timeout_s`` None: the active
+    profile's ``agentic.env_timeout_s``. Introduced in lesson 08."""
     if not report.ok:
         raise BrokenEnvironment(f"environment {task.name!r} was rejected when it was built "
                                 f"({'; '.join(report.reasons)[:200]}); exclude its samples")

@@ -63,9 +63,10 @@ def _check_backend(results: Sequence[Any], n: int) -> None:
             f"--sandbox-backend. First error: {detail}")
 
 
-def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memory_mb: int,
+def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
                  backend: str | None) -> list[Any]:
-    """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``."""
+    """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``
+    (``timeout_s`` / ``memory_mb`` None: the active profile's ``sandbox`` section)."""
     if not items:
         return []
     from course_lib.evaluation import sandbox
@@ -88,9 +89,10 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float, memor
     return results
 
 
-def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: float = 10.0,
-                     memory_mb: int = 128, backend: str | None = None) -> list[dict]:
-    """One report row per record of ``inference_results.json``; nothing is dropped.
+def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: float | None = None,
+                     memory_mb: int | None = None, backend: str | None = None) -> list[dict]:
+    """One report row per record of ``inference_results.json``; nothing is dropped. ``timeout_s`` /
+    ``memory_mb`` None: the active profile's ``sandbox`` section.
 
     Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
     ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without
@@ -186,8 +188,10 @@ def humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
 
 
 def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers: int = 8,
-                    timeout_s: float = 10.0, memory_mb: int = 128, backend: str | None = None) -> dict:
-    """pass@1 of one greedy answer per problem, run in the course sandbox. Introduced in lesson 07."""
+                    timeout_s: float | None = None, memory_mb: int | None = None,
+                    backend: str | None = None) -> dict:
+    """pass@1 of one greedy answer per problem, run in the course sandbox (``timeout_s`` / ``memory_mb``
+    None: the active profile's ``sandbox`` section). Introduced in lesson 07."""
     from course_lib.evaluation.metrics import pass_at_k
 
     items, at, per = [], [], []

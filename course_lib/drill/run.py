@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +37,7 @@ from course_lib.drill.store import (
     up_to_date,
     write_json_output,
 )
+from course_lib.evaluation import sandbox
 
 STEPS = ("download", "pipeline", "sft", "inference", "evaluation")
 
@@ -232,8 +234,9 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     from course_lib.training import codegen
 
     rows = read_json_output(p.train_json, "download")
+    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
-                                                timeout_s=conf["timeout_s"])
+                                                run_code=run_code, timeout_s=conf["timeout_s"])
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()

@@ -6,19 +6,29 @@ and the configuration that made it. A step counts as done only when the marker e
 and the configuration is the same; a half-written, edited or truncated file is reported and redone, never
 trusted. A killed run leaves at most a ``*.tmp`` file, which the next run ignores and overwrites.
 
+The drill keeps these per-file markers rather than :func:`course_lib.store.get_or_build` folders: each
+step writes one JSON/CSV file under the lesson's fixed name in folders the user picks (``--data-dir``
+...), steps are resumed one by one, and a stale marker names the settings that changed. The writing and
+hashing are the shared store's primitives: :func:`course_lib.store.atomic_write_text` and
+:func:`course_lib.store.sha256_file`.
+
 Introduced in lesson 07.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
+
+from course_lib.store import atomic_write_text, sha256_file
+
+__all__ = ["LOGGER_NAME", "DrillPaths", "StepOutputError", "atomic_write_text", "check_weights", "log",
+           "mark_done", "output_state", "read_json_output", "read_jsonl", "setup_logging", "sha256_file",
+           "up_to_date", "write_json_output"]
 
 LOGGER_NAME = "course_lib.drill"
 
@@ -67,27 +77,6 @@ class DrillPaths:
 
     def output_for(self, variant: str) -> Path:
         return self.output_dir / variant
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename. Introduced in lesson 07."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
 
 
 def _marker(path: Path) -> Path:

@@ -28,6 +28,7 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import ast
 import json
 import random
 from dataclasses import dataclass
@@ -96,26 +97,44 @@ FAMILIES: dict[str, dict[str, Any]] = {
     # family key: what the function takes, names to draw from, filters, operations
     "list": {
         "main_topic": "List processing", "input": "a list of integers", "item": "number",
-        "loop": "for {v} in {arg}:", "args": ["numbers", "values", "scores", "items", "data", "nums"],
+        "loop": "for {v} in {arg}:", "args": ["numbers", "values", "scores", "items", "data", "nums", "readings", "amounts",
+                                                   "entries", "marks", "ints", "xs", "samples", "points"],
         "vars": ["x", "n", "value", "item"], "filters": _NUM_FILTERS, "ops": _NUM_OPS,
         "names": ["process", "summarize", "compute", "analyze", "aggregate", "measure"],
         "eval_names": ["tally", "survey", "digest", "inspect"],
     },
     "range": {
         "main_topic": "Number sequences", "input": "an integer {arg}", "item": "number",
-        "loop": "for {v} in range(1, {arg} + 1):", "args": ["n", "limit", "count", "size", "top"],
+        "loop": "for {v} in range(1, {arg} + 1):", "args": ["n", "limit", "count", "size", "top", "stop", "end", "bound",
+                                                      "last", "m", "upper", "steps"],
         "vars": ["i", "k", "j", "num"], "filters": _NUM_FILTERS[:4] + _NUM_FILTERS[5:],
         "ops": _NUM_OPS, "names": ["sequence", "series", "upto", "range", "numbers", "walk"],
         "eval_names": ["ladder", "climb", "stride", "march"],
     },
     "string": {
         "main_topic": "String processing", "input": "a string", "item": "character",
-        "loop": "for {v} in {arg}:", "args": ["text", "word", "line", "s", "message", "name"],
+        "loop": "for {v} in {arg}:", "args": ["text", "word", "line", "s", "message", "name", "phrase", "label",
+                                                  "sentence", "title", "raw", "content", "source"],
         "vars": ["ch", "c", "letter", "char"], "filters": _STR_FILTERS, "ops": _STR_OPS,
         "names": ["transform", "clean", "scan", "build", "filter", "convert"],
         "eval_names": ["render", "refine", "sweep", "weave"],
     },
 }
+
+# Training function names draw one more word from this pool (besides the family's own words and a verb),
+# so that about 150 different names occur in training: a model cannot memorise a handful of names and has
+# to copy the one the prompt asks for. No eval name word (the families' "eval_names") is in the pool.
+NAME_WORDS: tuple[str, ...] = tuple("""
+apple arrow badge basket beacon binder bottle branch bridge bucket button cable camera candle canvas
+carpet castle cellar chain chapter circle cloud compass copper corner cotton crystal curtain dancer
+desert device dragon drawer engine falcon fabric feather fence field filter finger flower forest
+fountain garden garlic glacier hammer harbor helmet hollow island jacket jungle kettle kitten
+lantern lemon letter marble meadow mirror monkey mountain needle number ocean orange oyster paddle
+palace parcel pepper pillow planet pocket pollen puzzle quartz rabbit radio ribbon river rocket saddle
+salmon signal silver socket spider spiral spring square stable statue stream summer switch table
+target temple thread ticket timber toggle tower tunnel valley velvet violet wagon walnut window winter
+wizard yellow zipper anchor bamboo barrel blossom cactus cherry clover cobalt coral cricket crown
+""".split())
 
 # Combinations never shown in training; every operation and filter still appears in training.
 HOLDOUT: frozenset[tuple[str, str, str]] = frozenset({
@@ -279,7 +298,11 @@ def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, rng: rand
     if defect == "prose only":
         row["response"] = intro.strip() + " Use a loop with an accumulator and return it at the end."
     elif defect == "wrong code":
-        other = rng.choice([op.key for op in FAMILIES[family]["ops"] if op.key != op_key])
+        # another operation that gives a different answer on at least one of the row's test inputs
+        inputs = [ast.literal_eval(line.split("(", 1)[1].rsplit(") == ", 1)[0])
+                  for line in t["tests"].splitlines() if line.strip()]
+        other = rng.choice([op.key for op in FAMILIES[family]["ops"] if op.key != op_key and any(
+            expected_value(family, op.key, flt_key, v) != expected_value(family, op_key, flt_key, v) for v in inputs)])
         wrong = render_code(family, other, flt_key, name, arg, var)
         row["response"] = f"{intro}```python\n{wrong}```{outro}"
     elif defect == "does not run":
@@ -319,7 +342,7 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
                  else [("", n_per_combo), ("new instances", n_new_per_combo)])
         for part, count in kinds:
             for _ in range(count):
-                names = spec["eval_names"] if part == "new instances" else spec["names"]
+                names = spec["eval_names"] if part == "new instances" else spec["names"] + list(NAME_WORDS)
                 row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, names)
                 rows.append(row)
                 tests.append({"idx": idx, "entry_point": name,

@@ -28,7 +28,9 @@ Introduced in lesson 05.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import functools
 import importlib.util
 import math
 import os
@@ -41,7 +43,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from course_lib.training.sft import lazyllm_environment
-from course_lib.training.teacher import OFFLINE_MODEL_NAME, TeacherServer, VLLMTeacher, teacher_is_up
+from course_lib.training.teacher import (
+    OFFLINE_MODEL_NAME,
+    OfflineTeacher,
+    RunCode,
+    TeacherServer,
+    VLLMTeacher,
+    teacher_is_up,
+)
 
 ROW_ID = "course_row_id"
 STAGES = ("CodeInstructionGenerator", "ScriptSynthesizer", "LogicIntegrityAuditor",
@@ -96,10 +105,16 @@ def codegen_ops():
     return ops
 
 
-def chat_module(base_url: str, model_name: str, *, api_key: str = "EMPTY", timeout_s: float = 60.0):
-    """A LazyLLM chat module for any OpenAI-compatible server. Introduced in lesson 05."""
+def chat_module(base_url: str, model_name: str, *, api_key: str = "EMPTY", timeout_s: float | None = None):
+    """A LazyLLM chat module for any OpenAI-compatible server; ``timeout_s`` (per request) None is the
+    active profile's ``pipeline.timeout_s``. Introduced in lesson 05."""
     lazyllm_environment()
     import lazyllm
+
+    if timeout_s is None:
+        from course_lib.profiles import get_profile
+
+        timeout_s = get_profile().pipeline.timeout_s
 
     return lazyllm.OnlineChatModule(source="openai", base_url=base_url, api_key=api_key,
                                     model=model_name, stream=False, timeout=timeout_s)
@@ -421,15 +436,16 @@ def _match_formatted(formatted: list, snapshot: dict[str, dict]) -> tuple[dict[s
     return matched, unmatched
 
 
-def _teacher_for(profile: str, base_url: str | None, model_name: str | None):
+def _teacher_for(profile: str, base_url: str | None, model_name: str | None, run_code: RunCode | None):
     """(base_url, model_name, server to stop or None, description, offline teacher or None)."""
     if base_url:
         return base_url, model_name or OFFLINE_MODEL_NAME, None, f"OpenAI-compatible server at {base_url}", None
     if profile == "ci":
-        server = TeacherServer().start()
+        server = TeacherServer(OfflineTeacher(run_code=run_code)).start()
         return (server.url, OFFLINE_MODEL_NAME, server,
                 "course offline teacher on 127.0.0.1 (rules + the dataset's reference code + "
-                "sandbox-run auditor; NOT an LLM)", server.teacher)
+                + ("sandbox-run auditor" if run_code is not None else "compile-only auditor: no sandbox given")
+                + "; NOT an LLM)", server.teacher)
     vt = VLLMTeacher()
     url = os.environ.get("COURSE_TEACHER_URL", vt.base_url)
     name = model_name or os.environ.get("COURSE_TEACHER_MODEL", vt.model)
@@ -440,15 +456,17 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
                          model_name: str | None = None, server: TeacherServer | None = None,
                          min_score: int | None = None, max_score: int | None = None,
                          normalize_scores: bool = True, instruction_from: str = "raw",
-                         timeout_s: float = 60.0, max_workers: int = 4, verbose: bool = True
-                         ) -> tuple[list[dict], PipelineReport]:
+                         run_code: RunCode | None = None, timeout_s: float | None = None,
+                         max_workers: int = 4, verbose: bool = True) -> tuple[list[dict], PipelineReport]:
     """Run the lesson's LazyLLM codegen pipeline on ``rows`` and report what happened to each row.
 
     ``rows``: tiny-codes-shaped (``prompt``, ``response``, optional ``idx``) or instruction samples
     (``instruction``, ``input``, ``output``, optional ``id`` and ``tests``). The teacher: ``server``
     (a running :class:`~course_lib.training.teacher.TeacherServer`), else ``base_url``/``model_name``, else the
-    profile's (``ci``: the offline teacher started here; ``full``: ``$COURSE_TEACHER_URL`` or vLLM on
-    127.0.0.1:8000). Returns (kept rows in input order, :class:`PipelineReport`). Each kept row has
+    profile's (``ci``: the offline teacher started here, whose auditor runs the code with ``run_code`` —
+    :func:`course_lib.evaluation.sandbox.run_code` — and only compiles it without one; ``full``:
+    ``$COURSE_TEACHER_URL`` or vLLM on 127.0.0.1:8000). ``timeout_s`` (per teacher request) None is the
+    profile's ``pipeline.timeout_s``. Returns (kept rows in input order, :class:`PipelineReport`). Each kept row has
     ``row_id``, ``instruction`` (the raw request, as LazyLLM's formatter writes it, or the standardised
     one with ``instruction_from="standardized"``), ``input``, ``output`` (the code),
     ``standardized_instruction``, ``quality_score``, ``feedback``. Bad rows, teacher errors and
@@ -459,6 +477,7 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
     from course_lib.profiles import get_profile
 
     P = get_profile(profile).pipeline
+    timeout_s = P.timeout_s if timeout_s is None else timeout_s
     min_score = P.min_score if min_score is None else min_score
     max_score = P.max_score if max_score is None else max_score
     t0 = time.time()
@@ -468,7 +487,7 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
         url, name, desc = server.url, server.model_name, "course offline teacher on 127.0.0.1 (NOT an LLM)"
         offline = server.teacher
     else:
-        url, name, own_server, desc, offline = _teacher_for(profile, base_url, model_name)
+        url, name, own_server, desc, offline = _teacher_for(profile, base_url, model_name, run_code)
     report = PipelineReport(teacher=desc, n_input=len(rows))
     try:
         items, refused, references = _prepare_items(rows, needs_reference=offline is not None)
@@ -491,7 +510,8 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
         ppl = build_codegen_pipeline(model, min_score=min_score, max_score=max_score, funnel=funnel,
                                      max_workers=max_workers)
         try:
-            formatted = ppl(items)
+            with _quiet_operator_bars():
+                formatted = ppl(items)
         except Exception as exc:  # a crash of the whole pipeline: every row still in flight is reported
             lost = [r for r in funnel.previous]
             report.dropped += [{"row_id": rid, "stage": "pipeline", "reason": f"pipeline raised "
@@ -527,6 +547,23 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
     finally:
         if own_server is not None:
             own_server.stop()
+
+
+@contextlib.contextmanager
+def _quiet_operator_bars():
+    """LazyLLM's data operators draw a tqdm bar each ("Processing CodeInstructionGenerator ..."); the
+    pipeline's report already counts every stage, so the bars are switched off while it runs."""
+    try:
+        from lazyllm.tools.data import base_data
+    except ImportError:  # another LazyLLM layout: keep its bars
+        yield
+        return
+    original = base_data.tqdm
+    base_data.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        base_data.tqdm = original
 
 
 def _finish(report: PipelineReport, t0: float, verbose: bool) -> PipelineReport:

@@ -12,8 +12,9 @@ The lesson's four kinds of instruction data, all in Alpaca-style ``instruction``
 Every function comes from the course corpus that lessons 01-03 build (licensed, filtered, redacted,
 deduplicated, dependency-ordered; read through ``tinymodel.corpus_repositories``, the loader lesson 04
 pretrains from): self-contained top-level functions with docstrings, found with :mod:`ast` (nothing is
-imported). A sample is kept only when its reference runs in the sandbox (:mod:`course_lib.evaluation.sandbox`);
-every skipped function is counted with its reason.
+imported). A sample is kept only when its reference runs in the sandbox the caller gives (``run_many``:
+lesson 06's :func:`course_lib.evaluation.sandbox.run_many`); without one nothing runs and the set says
+it is unverified. Every skipped function is counted with its reason.
 
 Introduced in lesson 05.
 """
@@ -29,7 +30,7 @@ import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 KINDS = ("codegen", "explain", "translate", "unittest")
 
@@ -412,26 +413,23 @@ class InstructionSet:
         return dict(Counter(s["kind"] for s in self.samples))
 
 
-def _sandbox_or_none():
-    from course_lib.training.teacher import sandbox_status
-
-    return sandbox_status()[0]
-
-
-def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -> tuple[list[bool], list[str], str]:
-    """Run each sample's reference in the sandbox: the Python code must define its function and pass
+def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord], *,
+                   run_many: Callable[..., list] | None = None) -> tuple[list[bool], list[str], str]:
+    """Run each sample's reference with ``run_many`` (the signature of
+    :func:`course_lib.evaluation.sandbox.run_many`): the Python code must define its function and pass
     the doctest asserts; a unit-test sample's tests must pass against the function.
 
     Returns (ok per sample, reason per sample, a sentence naming what checked them). Without
-    ``course_lib.evaluation.sandbox`` nothing is executed (untrusted code never runs outside a sandbox): every
-    sample is kept unverified and the sentence says so. Introduced in lesson 05.
+    ``run_many`` nothing is executed (untrusted code never runs outside a sandbox): every sample is
+    kept unverified and the sentence says so. Each run's time limit is the active profile's
+    ``sandbox.timeout_s``. Introduced in lesson 05.
     """
-    from course_lib.training.teacher import sandbox_status
-
-    sandbox, why = sandbox_status()
-    if sandbox is None:
+    if run_many is None:
         return ([True] * len(samples), ["not executed"] * len(samples),
-                f"not executed ({why}): references were only parsed")
+                "not executed (no sandbox given: pass run_many=course_lib.evaluation.sandbox.run_many): "
+                "references were only parsed")
+    from course_lib.profiles import get_profile
+
     items = []
     for s in samples:
         rec = records[s["entry_point"] + "@" + s["source_path"]]
@@ -440,19 +438,20 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord]) -
         else:
             code = s["output"] if s["kind"] != "explain" else rec.source
             items.append({"code": code, "tests": _doctest_asserts(rec) or None})
-    results = sandbox.run_many(items, timeout_s=10.0, workers=4, progress=False, backend=why)
+    results = run_many(items, timeout_s=get_profile().sandbox.timeout_s, workers=4, progress=False)
     ok = [r.status == "passed" for r in results]
     reasons = [r.status if r.status != "passed" else "" for r in results]
-    return ok, reasons, f"sandbox ({why})"
+    backends = sorted({str(getattr(r, "backend", "") or "?") for r in results}) or ["no samples"]
+    return ok, reasons, f"sandbox ({', '.join(backends)})"
 
 
 def build_instruction_set(files: Iterable[Path | tuple[str, str]] | None = None, *,
                           max_functions: int = 200, kinds: Sequence[str] = KINDS, seed: int = 0,
-                          verify: bool = True) -> InstructionSet:
+                          verify: bool = True, run_many: Callable[..., list] | None = None) -> InstructionSet:
     """Instruction samples of the four kinds from real functions (``files`` as in
-    :func:`harvest_functions`; default the course corpus), each reference run in the sandbox.
-
-    Introduced in lesson 05.
+    :func:`harvest_functions`; default the course corpus). With ``verify`` each reference is checked
+    by :func:`verify_samples` with ``run_many`` (lesson 06's sandbox ``run_many``; without it nothing
+    runs and ``verified_by`` says so). Introduced in lesson 05.
     """
     unknown = set(kinds) - set(KINDS)
     if unknown:
@@ -473,7 +472,7 @@ def build_instruction_set(files: Iterable[Path | tuple[str, str]] | None = None,
             samples.append(s)
     by_key = {r.name + "@" + r.path: r for r in records}
     if verify:
-        ok, reasons, verified_by = verify_samples(samples, by_key)
+        ok, reasons, verified_by = verify_samples(samples, by_key, run_many=run_many)
         kept = []
         for s, good, why in zip(samples, ok, reasons):
             if good:
@@ -599,10 +598,12 @@ def mask_html(tokenizer, input_ids: Sequence[int], labels: Sequence[int]) -> str
     return legend + "<div>" + "".join(spans) + "</div>"
 
 
-def load_instruction_set(profile: str = "ci", *, rebuild: bool = False) -> InstructionSet:
-    """The profile's instruction set, harvested from the course corpus (:func:`corpus_sources`), built
-    once and cached through :mod:`course_lib.store` (keyed by the settings, the Python version,
-    whether the sandbox verified it, and — upstream — the corpus fingerprint). Introduced in lesson 05."""
+def load_instruction_set(profile: str = "ci", *, rebuild: bool = False,
+                         run_many: Callable[..., list] | None = None) -> InstructionSet:
+    """The profile's instruction set, harvested from the course corpus (:func:`corpus_sources`) and
+    verified with ``run_many`` (:func:`build_instruction_set`; without it nothing runs), built once and
+    cached through :mod:`course_lib.store` (keyed by the settings, the Python version, whether a sandbox
+    verified it, and — upstream — the corpus fingerprint). Introduced in lesson 05."""
     import json
 
     from course_lib import store
@@ -610,13 +611,13 @@ def load_instruction_set(profile: str = "ci", *, rebuild: bool = False) -> Instr
     from course_lib.training.tinymodel import corpus_repositories
 
     P = get_profile(profile).instructions
-    verified = _sandbox_or_none() is not None
+    verified = run_many is not None
     _, fingerprint = corpus_repositories(profile)
-    config = {"settings": dict(P), "python": sys.version, "verified": verified, "format": 3}
+    config = {"settings": dict(P), "python": sys.version, "verified": verified, "format": 4}
 
     def build(folder):
         ins = build_instruction_set(corpus_sources(profile), max_functions=P.max_functions,
-                                    seed=get_profile(profile).seed)
+                                    seed=get_profile(profile).seed, run_many=run_many)
         (folder / "instructions.json").write_text(json.dumps(
             {"samples": ins.samples, "skipped": dict(ins.skipped), "verified_by": ins.verified_by},
             ensure_ascii=False), encoding="utf-8")

@@ -8,9 +8,10 @@ base_url=...)``. In the ``full`` profile that URL is a vLLM server running the l
 1. instruction standardisation (``CodeInstructionGenerator``): rules rewrite the raw request into
    "Write a Python function that …" plus a skeleton whose signature comes from the reference code;
 2. script synthesis (``ScriptSynthesizer``): the dataset's own reference answer, returned verbatim;
-3. audit (``LogicIntegrityAuditor``): an *execution-grounded* score — the code is compiled and run
-   in the course sandbox (with the row's tests when it has any), and the score follows a fixed rubric
-   (:data:`AUDIT_RUBRIC`).
+3. audit (``LogicIntegrityAuditor``): an *execution-grounded* score — the code is compiled and, when
+   the caller gives a ``run_code`` (lesson 06's ``course_lib.evaluation.sandbox.run_code``), run with
+   the row's tests when it has any; the score follows a fixed rubric (:data:`AUDIT_RUBRIC`). Without
+   ``run_code`` the code is only compiled and the feedback says it was NOT executed.
 
 Every answer says ``"model": "course-offline-teacher"`` and carries ``"system_fingerprint":
 "offline-rules"``, so nothing it writes can pass for an LLM's output.
@@ -33,6 +34,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterable, Sequence
 
 OFFLINE_MODEL_NAME = "course-offline-teacher"
+
+RunCode = Callable[..., object]
+"""``run_code(code, tests, timeout_s=...)`` → a result with ``.status``, ``.stderr``, ``.detail``,
+``.duration_s``, ``.backend``: :func:`course_lib.evaluation.sandbox.run_code` or a stand-in."""
 
 AUDIT_RUBRIC = {
     "no code": 0,
@@ -117,16 +122,19 @@ class OfflineTeacher:
 
     ``register(rows)`` tells it each row's raw instruction, reference answer and tests (the
     dataset's own). ``respond(messages)`` dispatches on the system prompt of the operator asking.
-    Introduced in lesson 05.
+    ``run_code``, ``sandbox_timeout_s`` (None: the profile's ``sandbox.timeout_s``) and
+    ``max_parallel_runs`` go to :func:`audit_code`. Introduced in lesson 05.
     """
 
     model_name = OFFLINE_MODEL_NAME
 
-    def __init__(self, *, sandbox_timeout_s: float = 10.0, max_parallel_runs: int = 4):
+    def __init__(self, *, run_code: RunCode | None = None, sandbox_timeout_s: float | None = None,
+                 max_parallel_runs: int = 4):
         self._by_raw: dict[str, Reference] = {}
         self._by_standard: dict[str, Reference] = {}
         self._lock = threading.Lock()
         self._runs = threading.Semaphore(max_parallel_runs)
+        self.run_code = run_code
         self.sandbox_timeout_s = sandbox_timeout_s
         self.calls: list[dict] = []
 
@@ -155,7 +163,7 @@ class OfflineTeacher:
     def audit(self, instruction: str, code: str) -> dict:
         ref = self._by_standard.get(instruction.strip()) or self._by_raw.get(instruction.strip())
         return audit_code(code, tests=ref.tests if ref else None, timeout_s=self.sandbox_timeout_s,
-                          semaphore=self._runs)
+                          semaphore=self._runs, run_code=self.run_code)
 
     # dispatch ---------------------------------------------------------------------------------
     def role_of(self, system: str) -> str:
@@ -186,38 +194,6 @@ class OfflineTeacher:
                          "(standardisation, synthesis, audit); this system prompt is none of them")
 
 
-def sandbox_status() -> tuple[object | None, str]:
-    """(the ``course_lib.evaluation.sandbox`` module or None, its backend name or why it cannot run).
-
-    Introduced in lesson 05.
-    """
-    try:
-        from course_lib.evaluation import sandbox
-    except ImportError:
-        return None, "course_lib.evaluation.sandbox is not available"
-    try:
-        backend = sandbox.preferred_backend()
-    except Exception as exc:  # e.g. an invalid SANDBOX_BACKEND
-        return None, f"no sandbox backend works here ({exc})"
-    if backend is None:
-        return None, f"no sandbox backend works here ({sandbox.available_backends()})"
-    return sandbox, backend
-
-
-
-
-def sandbox_backend() -> str | None:
-    """The sandbox backend lesson 05 runs code with: :func:`course_lib.evaluation.sandbox.preferred_backend`;
-    None when no sandbox works.
-    Introduced in lesson 05."""
-    sandbox, backend = sandbox_status()
-    return backend if sandbox is not None else None
-
-
-def _sandbox():
-    return sandbox_status()[0]
-
-
 def rubric_score(status: str, *, defines: bool = False, documented: bool = False, has_tests: bool = False) -> int:
     """The execution-grounded auditor's rubric (:data:`AUDIT_RUBRIC`) as a function of what happened
     when the code ran: ``status`` is ``"no code"``, a sandbox status (``"passed"``, ``"failed"``,
@@ -234,11 +210,17 @@ def rubric_score(status: str, *, defines: bool = False, documented: bool = False
     return 4
 
 
-def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
-               semaphore: threading.Semaphore | None = None) -> dict:
+def audit_code(code: str, tests: str | None = None, *, timeout_s: float | None = None,
+               semaphore: threading.Semaphore | None = None, run_code: RunCode | None = None) -> dict:
     """Score code by running it (the execution-grounded auditor): ``{"score": int, "feedback": str}``
-    following :func:`rubric_score`. Without a working sandbox the code is only compiled and the
-    feedback says it was not run. Introduced in lesson 05.
+    following :func:`rubric_score`.
+
+    ``run_code`` has the signature of :func:`course_lib.evaluation.sandbox.run_code` (``run_code(code,
+    tests, timeout_s=...)`` → a result with ``.status``, ``.stderr``, ``.detail``, ``.duration_s``,
+    ``.backend``); ``timeout_s`` None is the active profile's ``sandbox.timeout_s``; ``semaphore``
+    bounds the runs in flight. Without ``run_code`` (or when it raises ``RuntimeError``: no sandbox
+    backend works) the code is only compiled and the feedback says it was NOT executed.
+    Introduced in lesson 05.
     """
     code = code or ""
     try:
@@ -252,23 +234,32 @@ def audit_code(code: str, tests: str | None = None, *, timeout_s: float = 10.0,
     documented = "#" in code or any(
         isinstance(n, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) for n in ast.walk(tree))
     notes = (["defines a function or class"] if defines else []) + (["documented"] if documented else [])
-    sandbox, why = sandbox_status()
-    if sandbox is None:
+
+    def not_run(why: str) -> dict:
         return {"score": rubric_score("not run", defines=defines, documented=documented),
                 "feedback": f"compiles; NOT executed ({why}), " + ", ".join(notes or ["no bonus"])}
+
+    if run_code is None:
+        return not_run("no sandbox given: pass run_code=course_lib.evaluation.sandbox.run_code")
+    if timeout_s is None:
+        from course_lib.profiles import get_profile
+
+        timeout_s = get_profile().sandbox.timeout_s
     if semaphore is not None:
         semaphore.acquire()
     try:
         try:
-            res = sandbox.run_code(code, tests, timeout_s=timeout_s, backend=why)
+            res = run_code(code, tests, timeout_s=timeout_s)
         except ValueError as exc:  # the row's tests do not compile
             return {"score": 0, "feedback": f"the row's tests are broken: {exc}"}
+        except RuntimeError as exc:  # no sandbox backend works here
+            return not_run(str(exc))
     finally:
         if semaphore is not None:
             semaphore.release()
     score = rubric_score(res.status, defines=defines, documented=documented, has_tests=bool(tests))
     if res.status == "passed":
-        return {"score": score, "feedback": f"ran cleanly in the sandbox ({why}, {res.duration_s:.2f}s)"
+        return {"score": score, "feedback": f"ran cleanly in the sandbox ({res.backend}, {res.duration_s:.2f}s)"
                 + ("; its tests pass" if tests else "") + (", " + ", ".join(notes) if notes else "")}
     last = ((res.stderr or "").strip().splitlines() or [res.detail or res.status])[-1]
     if res.status == "failed" and tests:
