@@ -318,7 +318,10 @@ _FULL: dict[str, dict[str, Any]] = {
         "inference_backend": "vllm",
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
         "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
-        "max_new_tokens": 1536, "batch_size": 16, "inference_workers": 16, "eval_workers": 8,
+        "max_new_tokens": 1536, "batch_size": 16, "eval_workers": 8,
+        # the lecture's INFERENCE_WORKERS = 8; vLLM batches generation itself (max_num_seqs), so here it
+        # sets the CPU threads of the PPL pass only (the --inference-workers help says so)
+        "inference_workers": 8,
         "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
     },
     "agentic": {

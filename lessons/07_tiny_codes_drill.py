@@ -89,10 +89,12 @@ print(f"train {len(train)} rows, eval {len(evals)} rows, eval rows with hidden t
 pd.DataFrame(train[:3])[["prompt", "main_topic", "subtopic", "programming_language", "idx"]]
 
 # %% slideshow={"slide_type": "-"}
+from course_lib.drill import data
+
 row = evals[0]
 print("PROMPT:\n" + row["prompt"])
 print("\nRESPONSE:\n" + row["response"])
-print("\nHIDDEN TESTS (" + row["task"] + "):\n" + row["tests"])
+print("\n" + data.hidden_tests_text(row))
 
 # %% slideshow={"slide_type": "-"}
 from course_lib.drill import taskgen
@@ -102,8 +104,7 @@ train_tasks = {r["subtopic"] + " | " + r["main_topic"] for r in train}
 for part in taskgen.EVAL_PARTS:
     combos = {r["subtopic"] + " | " + r["main_topic"] for r in evals if r.get("eval_part") == part}
     print(f"{part}: {len(combos)} task combinations, {len(combos & train_tasks)} of them seen in training")
-hidden = taskgen.load_hidden_tests(cfg.hidden_tests)
-defects = pd.Series([hidden[int(r["idx"])].get("defect") or "(clean)" for r in train]).value_counts()
+defects = pd.Series(data.defect_labels(train, cfg.hidden_tests)).value_counts()
 pd.DataFrame({"train rows": defects, "share": (defects / len(train)).round(3),
               "stated rate": pd.Series(taskgen.DEFECT_RATES)})
 
@@ -355,7 +356,7 @@ wrong = rep[(rep["category"] == "Pass") & (rep["correct"] == False)]  # noqa: E7
 if len(wrong):
     rid = int(wrong.iloc[0]["id"])
     rec = next(a for a in answers[best] if a["idx"] == rid)
-    print("PROMPT:", rec["prompt"]); print(rec["response"]); print("HIDDEN TESTS:"); print(rec["tests"])
+    print("PROMPT:", rec["prompt"]); print(rec["response"]); print(data.hidden_tests_text(rec))
 else:
     print("no answer that runs but is wrong in", best)
 

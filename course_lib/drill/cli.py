@@ -22,6 +22,11 @@ steps (each skipped when its output is whole; --force redoes the selected steps)
   5 evaluation  extract code, run it in the sandbox → OUTPUT/<variant>/evaluation_report.csv,
                 summary.json (Pass/Fail/SyntaxError/NoCode/Timeout/Error, Pass@1, FCR, SER, RSR, PPL)
 
+full profile: checked before any GPU work — model folders (or hub ids), step 2's teacher (the message prints
+the vLLM command that starts it), Docker and the python-sandbox image, free GPU memory. On one GPU run steps
+1-2 with the teacher up, stop it before SFT, then rerun (steps 1-2 are cached). OUTPUT/run_manifest.json
+records each step's engine, settings and times; scripts/gpu_check.sh is a toy-size full run for one GPU.
+
 variants: base (before SFT), pipeline_sft (SFT on the pipeline's data), raw_sft (--no-pipeline or
 --compare-raw: SFT on the raw training rows).
 
@@ -93,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM max_num_batched_tokens (16384)")
     g.add_argument("--vllm-response-max-tokens", type=int, default=None, help="answer max tokens (1536)")
     g.add_argument("--inference-workers", type=int, default=None,
-                   help="CPU threads of the ci generation (full: vLLM batches by itself)")
+                   help="CPU threads of transformers generation and of the PPL pass (ci default 2). With vLLM "
+                        "(full) it does not apply to generation: vLLM schedules up to --vllm-max-num-seqs "
+                        "sequences itself; it sets only the PPL pass's CPU threads (full default: the "
+                        "lecture's 8)")
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")

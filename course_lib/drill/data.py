@@ -183,3 +183,28 @@ def holdout_predicate(tests_path: str | Path) -> Callable[[dict], str | bool]:
         rec = tests.get(int(row["idx"]), {})
         return (rec.get("eval_part") or "held-out combinations") if rec.get("holdout") else False
     return is_eval
+
+
+NO_HIDDEN_TESTS = "no hidden tests (hub rows carry none; the course's hidden tests exist only for the ci sample)"
+
+
+def hidden_tests_text(row: dict[str, Any]) -> str:
+    """The hidden tests of an eval row, for display: ``HIDDEN TESTS (<task>):`` and the assert lines, or
+    :data:`NO_HIDDEN_TESTS` for a row without them (every hub row). Introduced in lesson 07."""
+    tests = row.get("tests")
+    if not tests:
+        return NO_HIDDEN_TESTS
+    task = row.get("task")
+    return f"HIDDEN TESTS ({task}):\n{tests}" if task else f"HIDDEN TESTS:\n{tests}"
+
+
+def defect_labels(rows: Iterable[dict[str, Any]], tests_path: str | Path | None) -> list[str]:
+    """Per training row, the simulated defect its hidden-test record names, ``"(clean)"`` for a record
+    without one, and ``"(no record: hub row)"`` for a row the side file does not know (every hub row, or
+    all rows when there is no side file). Introduced in lesson 07."""
+    tests = load_hidden_tests(tests_path) if tests_path and Path(tests_path).exists() else {}
+    out = []
+    for row in rows:
+        rec = tests.get(int(row["idx"])) if str(row.get("idx", "")).lstrip("-").isdigit() else None
+        out.append("(no record: hub row)" if rec is None else (rec.get("defect") or "(clean)"))
+    return out

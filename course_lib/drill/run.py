@@ -28,6 +28,7 @@ from course_lib.drill.store import (
     StepOutputError,
     atomic_write_text,
     check_weights,
+    clear_done,
     log,
     mark_done,
     output_state,
@@ -80,6 +81,9 @@ class DrillConfig:
     ppl_samples: int | None = None
     sft_overrides: dict[str, Any] = field(default_factory=dict)
     force: bool = False
+    # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
+    # filled by the steps, read by course_lib.drill.manifest; not a setting
+    run_notes: dict[str, dict] = field(default_factory=dict)
 
     def variants(self) -> list[str]:
         """The models this run trains and evaluates, in table order."""
@@ -221,6 +225,12 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     if _skip(p.codegen_json, conf, cfg.force, "pipeline"):
         return {"skipped": True}
     _use_lazyllm_path(cfg)
+    if cfg.profile != "ci":   # ci starts its own offline teacher; full needs a running server
+        from course_lib.drill import preflight
+
+        why = preflight.teacher_problem(cfg)
+        if why:
+            raise PrerequisiteError(f"pipeline: {why}")
     from course_lib.training import codegen
 
     rows = read_json_output(p.train_json, "download")
@@ -229,8 +239,16 @@ def step_pipeline(cfg: DrillConfig) -> dict:
                                                 run_code=run_code, timeout_s=conf["timeout_s"])
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
-    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report.to_dict()},
+    report_dict = report.to_dict()
+    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report_dict},
                                               indent=1, default=str, ensure_ascii=False))
+    failed = [d for d in report_dict.get("dropped", []) if d.get("stage") in ("teacher", "pipeline")]
+    if failed or not kept:
+        clear_done(p.codegen_json)   # an earlier codegen.json must not be taken for this run's output
+        why = failed[0]["reason"] if failed else "every row was dropped (see the funnel's drop reasons)"
+        raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}. Nothing was "
+                              f"cached; the funnel is in {funnel_path}. Fix the teacher and rerun step 2 "
+                              "(`--only-step pipeline`)")
     write_json_output(p.codegen_json, kept, conf)
     log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
     return {"input": len(rows), "kept": len(kept)}
@@ -372,10 +390,12 @@ def step_sft(cfg: DrillConfig) -> dict:
     Introduced in lesson 07.
     """
     info: dict[str, Any] = {}
+    notes = cfg.run_notes.setdefault("sft", {})
     for variant in cfg.trained_variants():
         res_path, conf = _sft_result_path(cfg, variant), _sft_config(cfg, variant)
         if _skip(res_path, conf, cfg.force, f"sft[{variant}]"):
             info[variant] = {"skipped": True}
+            notes[variant] = {"status": "cached"}
             continue
         _use_lazyllm_path(cfg)
         from course_lib.training import sft
@@ -397,6 +417,9 @@ def step_sft(cfg: DrillConfig) -> dict:
         write_json_output(res_path, {"model_path": str(model_path), "base_model": base, "rows": len(rows),
                                      "loss_history": history}, conf)
         first, last = (history[0]["loss"], history[-1]["loss"]) if history else (None, None)
+        notes[variant] = {"status": "ran", "base_model": base, "rows": len(rows),
+                          "finetune": json.loads(json.dumps(dict(result.config or {}), default=str)),
+                          "train_runtime_s": getattr(result, "train_runtime", None)}
         log().info("sft[%s]: done, loss %s → %s, model %s", variant, first, last, model_path)
         info[variant] = {"rows": len(rows), "first_loss": first, "last_loss": last}
     return info
@@ -453,6 +476,7 @@ def step_inference(cfg: DrillConfig) -> dict:
     from course_lib.drill import evaluate, inference
 
     info: dict[str, Any] = {}
+    notes = cfg.run_notes.setdefault("inference", {})
     evals = None
     for variant in cfg.variants():
         out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
@@ -460,6 +484,7 @@ def step_inference(cfg: DrillConfig) -> dict:
                  "ppl": out / "ppl.json"}
         if up_to_date(list(files.values()), conf, cfg.force, f"inference[{variant}]"):
             info[variant] = {"skipped": True}
+            notes[variant] = {"status": "cached"}
             continue
         evals = evals if evals is not None else read_json_output(cfg.paths.eval_json, "download")
         model_path = model_path_for(cfg, variant)
@@ -492,6 +517,8 @@ def step_inference(cfg: DrillConfig) -> dict:
         write_json_output(files["ppl"], ppl, conf)
         log().info("inference[%s]: PPL %.2f over %d reference tokens", variant, ppl["ppl"], ppl["tokens"])
         info[variant] = {"answers": len(records), "seconds": secs, "ppl": ppl["ppl"]}
+        notes[variant] = {"status": "ran", "model": model_path, "answers": len(records), "new_tokens": tokens,
+                          "generate_seconds": round(secs, 2), "humaneval_problems": len(problems)}
     return info
 
 
@@ -529,11 +556,13 @@ def step_evaluation(cfg: DrillConfig) -> dict:
     info: dict[str, Any] = {}
     kw = {"workers": cfg.eval_workers, "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
           "backend": cfg.sandbox_backend}
+    notes = cfg.run_notes.setdefault("evaluation", {})
     for variant in cfg.variants():
         out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
         report, summary_path = out / "evaluation_report.csv", out / "summary.json"
         if up_to_date([report, summary_path], conf, cfg.force, f"evaluation[{variant}]"):
             info[variant] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
+            notes[variant] = {"status": "cached"}
             continue
         records = read_json_output(out / "inference_results.json", "inference")
         rows = evaluate.evaluate_answers(records, **kw)
@@ -554,6 +583,7 @@ def step_evaluation(cfg: DrillConfig) -> dict:
                    " ".join(f"{k}={v}" for k, v in c.items()), m["Pass@1"], m["FCR"], m["SER"], m["RSR"],
                    m["test pass@1"])
         info[variant] = m
+        notes[variant] = {"status": "ran", "samples": len(rows)}
     if info:
         atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(info, indent=1, default=str))
         fig = metrics.plot_metrics(info, cfg.paths.output_dir / "metrics.png")
@@ -650,6 +680,10 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
             sandbox.resolve_backend(cfg.sandbox_backend)
         except (RuntimeError, ValueError, OSError) as exc:
             problems.append(f"step 5 cannot run code: {exc}")
+    if cfg.profile == "full":   # before any GPU work: models, teacher, Docker, GPU memory
+        from course_lib.drill import preflight
+
+        problems += preflight.check_full_prerequisites(cfg, steps)
     return problems
 
 
@@ -669,14 +703,13 @@ def _importable(name: str) -> bool:
 
 
 def _need_base_model(cfg: DrillConfig, problems: list[str]) -> None:
+    if cfg.profile == "full":   # preflight.check_full_prerequisites checks (and logs) the full models
+        return
     if cfg.sft_model:
         sm = Path(cfg.sft_model)
         if sm.is_absolute() or sm.exists():
             if not has_weights(sm):
                 problems.append(f"--sft-model {cfg.sft_model} has no config.json and weights")
-        elif cfg.profile == "full":
-            log().warning("--sft-model %s is not a local folder: LazyLLM will download it from the hub",
-                          cfg.sft_model)
 
 
 def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str, Any]:
@@ -690,11 +723,29 @@ def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str,
         raise PrerequisiteError("cannot start the drill:\n  - " + "\n  - ".join(problems))
     log().info("drill (%s profile): steps %s; variants %s; folders %s", cfg.profile, ", ".join(steps),
                ", ".join(cfg.variants()), cfg.paths.data_dir.parent)
+    from course_lib.drill import manifest
+
     done: dict[str, Any] = {}
-    for name in steps:
+    gpu_checked = False
+    for i, name in enumerate(steps):
+        if cfg.profile == "full" and name in ("sft", "inference") and not gpu_checked:
+            from course_lib.drill import preflight
+
+            gpu_checked = True   # the teacher of step 2 may have held the GPU until now
+            problems = preflight.gpu_memory_problems(cfg, steps[i:])
+            if problems:
+                raise PrerequisiteError(f"cannot start step {STEPS.index(name) + 1} ({name}):\n  - "
+                                        + "\n  - ".join(problems))
         t0 = time.monotonic()
+        started = manifest.now()
         log().info("step %d/5 %s: start", STEPS.index(name) + 1, name)
-        done[name] = STEP_FUNCS[name](cfg)
+        cfg.run_notes[name] = {}
+        try:
+            done[name] = STEP_FUNCS[name](cfg)
+        except BaseException as exc:
+            manifest.record_step(cfg, name, started, time.monotonic() - t0, None, error=f"{type(exc).__name__}: {exc}")
+            raise
+        manifest.record_step(cfg, name, started, time.monotonic() - t0, done[name])
         log().info("step %d/5 %s: finished in %.1f s", STEPS.index(name) + 1, name, time.monotonic() - t0)
     return done
 

@@ -91,6 +91,11 @@ def mark_done(path: str | Path, config: dict[str, Any], count: int | None = None
     atomic_write_text(_marker(path), json.dumps(info, indent=1, sort_keys=True, default=str))
 
 
+def clear_done(path: str | Path) -> None:
+    """Remove the completion marker of ``path``: the file no longer counts as a finished output."""
+    _marker(Path(path)).unlink(missing_ok=True)
+
+
 def write_json_output(path: str | Path, records: Any, config: dict[str, Any]) -> Path:
     """Atomically write a step's JSON output and then its completion marker. Introduced in lesson 07."""
     path = Path(path)
