@@ -1,9 +1,8 @@
 """Tests of course_lib.training.tinymodel: the tiny model's folder is a standard Hugging Face model."""
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import os
 from pathlib import Path
 

@@ -20,7 +20,6 @@ Introduced in lesson 07.
 from __future__ import annotations
 
 import re
-
 from typing import Any, Sequence
 
 from course_lib.drill.extract import extract_code, has_fenced_code

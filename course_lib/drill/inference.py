@@ -23,11 +23,12 @@ STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 class VLLMKnobs:
     """The lesson's vLLM settings (``--vllm-*`` options of the drill)."""
 
-    max_model_len: int = 4096
-    gpu_memory_utilization: float = 0.8
-    max_num_seqs: int = 16
-    max_num_batched_tokens: int = 16384
-    response_max_tokens: int = 1536
+    # values: the profile's drill section (``vllm_*`` keys), via course_lib.drill.run.config_from_profile
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    response_max_tokens: int
 
     def engine_args(self, model: str | Path) -> dict[str, Any]:
         """Keyword arguments of ``vllm.LLM`` for ``model``."""

@@ -53,33 +53,36 @@ class DrillConfig:
     Introduced in lesson 07.
     """
 
-    profile: str = "ci"
+    # settings of the profile's ``drill`` and ``sandbox`` sections (no defaults here: the profile is the
+    # one source of their values; config_from_profile fills them)
+    profile: str
+    train_size: int
+    eval_size: int
+    humaneval_subset: int
+    seed: int
+    source: str                                 # "assets" (ci sample) | "hub" | "local"
+    dataset: str
+    compare_raw: bool
+    vllm: VLLMKnobs
+    inference_backend: str                      # "transformers" (ci) | "vllm" (full)
+    max_new_tokens: int
+    batch_size: int
+    inference_workers: int
+    eval_workers: int
+    sandbox_backend: str | None
+    timeout_s: float
+    memory_mb: int
+    ppl_samples: int | None
+    sft_overrides: dict[str, Any]
+    # settings of one run (command-line options)
     paths: DrillPaths | None = None
-    train_size: int = 1000
-    eval_size: int = 200
-    humaneval_subset: int = 20
-    seed: int = 0
-    source: str = "assets"                      # "assets" (ci sample) | "hub" | "local"
-    dataset: str = "nampdn-ai/tiny-codes"
     data_files: list[str] | None = None         # local files for source="local"/"assets"
     hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample)
     lazyllm_path: str | None = None
     pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
     sft_model: str | None = None                # the base model that SFT starts from
     use_pipeline: bool = True
-    compare_raw: bool = False
     evaluate_base: bool = True
-    vllm: VLLMKnobs = field(default_factory=VLLMKnobs)
-    inference_backend: str = "transformers"     # "transformers" (ci) | "vllm" (full)
-    max_new_tokens: int = 256
-    batch_size: int = 16
-    inference_workers: int = 2
-    eval_workers: int = 8
-    sandbox_backend: str | None = None
-    timeout_s: float = 10.0
-    memory_mb: int = 128
-    ppl_samples: int | None = None
-    sft_overrides: dict[str, Any] = field(default_factory=dict)
     force: bool = False
     # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
     # filled by the steps, read by course_lib.drill.manifest; not a setting
@@ -114,17 +117,14 @@ def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
 
     P = get_profile(profile)
     d = P.drill
-    knobs = VLLMKnobs(**{k: d[f"vllm_{k}"] for k in VLLMKnobs.__dataclass_fields__ if f"vllm_{k}" in d})
+    knobs = VLLMKnobs(**{k: d[f"vllm_{k}"] for k in VLLMKnobs.__dataclass_fields__})
     cfg = DrillConfig(
         profile=profile, train_size=d.train_size, eval_size=d.eval_size,
-        humaneval_subset=d.humaneval_subset, seed=P.seed, source=d.get("source", "assets"),
-        dataset=d.get("dataset", "nampdn-ai/tiny-codes"), compare_raw=d.get("compare_raw", False),
-        vllm=knobs, inference_backend=d.get("inference_backend", "transformers"),
-        max_new_tokens=d.get("max_new_tokens", 256), batch_size=d.get("batch_size", 16),
-        inference_workers=d.get("inference_workers", 2), eval_workers=d.get("eval_workers", 8),
-        sandbox_backend=d.get("sandbox_backend") or None, timeout_s=P.sandbox.timeout_s,
-        memory_mb=P.sandbox.memory_mb, ppl_samples=d.get("ppl_samples"),
-        sft_overrides=dict(d.get("sft_overrides", {})),
+        humaneval_subset=d.humaneval_subset, seed=P.seed, source=d.source, dataset=d.dataset,
+        compare_raw=d.compare_raw, vllm=knobs, inference_backend=d.inference_backend,
+        max_new_tokens=d.max_new_tokens, batch_size=d.batch_size, inference_workers=d.inference_workers,
+        eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
+        memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
     )
     for k, v in overrides.items():
         if v is None:
