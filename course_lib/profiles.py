@@ -178,7 +178,7 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.evaluation.sandbox / course_lib.evaluation.metrics
     "sandbox": {
-        # bubblewrap in ci (~30-40 samples/s on 2 cores); "auto" prefers Docker (~2-3 samples/s) when a
+        # bubblewrap in ci (60 samples/s on 2 idle cores); "auto" prefers Docker (7 samples/s) when a
         # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
         "backend": "bwrap",           # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
         "timeout_s": 10.0,
