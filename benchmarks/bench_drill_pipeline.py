@@ -28,7 +28,8 @@ from pathlib import Path
 from course_lib.drill import run
 from course_lib.drill.store import DrillPaths, setup_logging
 
-KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "Pass@1", "FCR", "PPL")
+KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "names the function", "Pass@1", "FCR",
+        "PPL")
 VARIANTS = ("base", "raw_sft", "pipeline_sft")
 
 

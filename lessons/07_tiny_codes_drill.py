@@ -376,7 +376,7 @@ for v, c in copy_loss.items():
     drop = c["first copy"] - c["second copy"]
     print(f"{v}: second copy {drop:+.2f} nats/token below the first →",
           "it copies from its context" if drop > 1.0 else "it does not copy from its context")
-record("drill_copy_loss", copy_loss)
+record("drill_copy_loss", copy_loss);
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 讲义的数字 vs ci 演练
