@@ -24,6 +24,7 @@ from typing import Iterable
 
 from course_lib.data.filters import language_of, license_verdict, normalize_license
 from course_lib.paths import assets_dir
+from course_lib.store import atomic_write_text
 
 STDLIB_REPO = "python/cpython"
 # The course's own package is not third-party code: it never enters its own corpus.
@@ -326,7 +327,4 @@ def write_illustrative_metadata(path: str | os.PathLike, names: Iterable[str], a
     for n in sorted(set(names)):
         stars, pushed = illustrative_metadata(n, as_of)
         lines.append(f"{n},{stars},{pushed.isoformat()},illustrative\n")
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, "".join(lines))

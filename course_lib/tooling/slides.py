@@ -20,7 +20,6 @@ Introduced in lesson 00.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -280,11 +279,7 @@ def export_slides(notebook: str | Path, out_dir: str | Path | None = None, *, of
     # metadata can carry the end-of-slide marker and merge two slides.
     nb = prepare_for_slides(nb)
     body, _ = make_exporter(offline=vendor is not None).from_notebook_node(nb)
-    target = out_dir / f"{notebook.stem}.slides.html"
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(body, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return store.atomic_write_text(out_dir / f"{notebook.stem}.slides.html", body)
 
 
 # --- reading slides back (tests) ----------------------------------------------------------------
