@@ -28,7 +28,6 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
-import ast
 import json
 import random
 from dataclasses import dataclass
@@ -238,8 +237,12 @@ def make_tests(family: str, op_key: str, flt_key: str, name: str, rng: random.Ra
                fresh: bool = False) -> str:
     """Assert lines that check a solution of one task (the row's hidden tests); ``fresh`` draws test
     values that no training row uses. Introduced in lesson 07."""
+    return _assert_lines(family, op_key, flt_key, name, _test_inputs(family, rng, fresh))
+
+
+def _assert_lines(family: str, op_key: str, flt_key: str, name: str, inputs: list[Any]) -> str:
     return "\n".join(f"assert {name}({v!r}) == {expected_value(family, op_key, flt_key, v)!r}"
-                     for v in _test_inputs(family, rng, fresh)) + "\n"
+                     for v in inputs) + "\n"
 
 
 def _describe(family: str, op_key: str, flt_key: str) -> tuple[str, str]:
@@ -290,8 +293,10 @@ def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Rand
     return row, name, arg, var
 
 
-def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, rng: random.Random) -> None:
-    """Give a training row one of :data:`DEFECT_RATES`' defects (in place)."""
+def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: list[Any],
+                  rng: random.Random) -> None:
+    """Give a training row one of :data:`DEFECT_RATES`' defects (in place); ``inputs`` are the values
+    its hidden tests call the function with."""
     family, op_key, flt_key, name = t["family"], t["operation"], t["filter"], t["entry_point"]
     intro, rest = row["response"].split("```python\n", 1)
     code, outro = rest.split("```", 1)
@@ -299,8 +304,6 @@ def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, rng: rand
         row["response"] = intro.strip() + " Use a loop with an accumulator and return it at the end."
     elif defect == "wrong code":
         # another operation that gives a different answer on at least one of the row's test inputs
-        inputs = [ast.literal_eval(line.split("(", 1)[1].rsplit(") == ", 1)[0])
-                  for line in t["tests"].splitlines() if line.strip()]
         other = rng.choice([op.key for op in FAMILIES[family]["ops"] if op.key != op_key and any(
             expected_value(family, op.key, flt_key, v) != expected_value(family, op_key, flt_key, v) for v in inputs)])
         wrong = render_code(family, other, flt_key, name, arg, var)
@@ -345,12 +348,12 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
                 names = spec["eval_names"] if part == "new instances" else spec["names"] + list(NAME_WORDS)
                 row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, names)
                 rows.append(row)
+                inputs = _test_inputs(family, rng, fresh=part == "new instances")
                 tests.append({"idx": idx, "entry_point": name,
-                              "tests": make_tests(family, op_key, flt_key, name, rng,
-                                                  fresh=part == "new instances"),
+                              "tests": _assert_lines(family, op_key, flt_key, name, inputs),
                               "family": family, "operation": op_key, "filter": flt_key,
                               "holdout": bool(part), "eval_part": part, "defect": ""})
-                extra[idx] = (arg, var)
+                extra[idx] = (arg, var, inputs)
                 idx += 1
     train = [t for t in tests if not t["holdout"]]
     chosen = rng.sample(train, round(sum(rates.values()) * len(train)))
