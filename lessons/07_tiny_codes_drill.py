@@ -363,12 +363,15 @@ else:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 代码能跑，为什么隐藏测试不过？先看函数名
 #
-# 隐藏测试按 prompt 给的名字调用函数（`assert tally_sum_all([...]) == ...`）。训练数据里约一千个不同的函数名，
-# 背不下来：模型必须从 prompt 里把名字**抄**过来。`names the function` 是回答里定义了 prompt 所要函数名的比例。
+# 隐藏测试按 prompt 给的名字调用函数（`assert tally_sum_all([...]) == ...`）。ci 的训练数据里函数名几乎各不相同
+# （下面打印了个数），背不下来：模型必须从 prompt 里把名字**抄**过来。`names the function` 是回答里定义了 prompt 所要函数名的比例。
 # 抄写需要模型能从上下文里复制 token（"induction heads"）。`tinymodel.repeat_copy_loss` 直接测这一点：
 # 一段随机 token 连续出现两次，会复制的模型在第二遍上的 loss 远低于第一遍；不会复制的模型两遍一样高。
 
 # %% slideshow={"slide_type": "-"}
+hidden_by_idx = taskgen.load_hidden_tests(cfg.hidden_tests) if cfg.hidden_tests else {}
+train_names = [hidden_by_idx[r["idx"]]["entry_point"] for r in train if r["idx"] in hidden_by_idx]
+print(f"training rows with a hidden test: {len(train_names)}, distinct function names among them: {len(set(train_names))}")
 print("names the function:", {v: round(m.get("names the function", float("nan")), 3) for v, m in by_variant.items()})
 copy_loss = {v: tinymodel.repeat_copy_loss(run.model_path_for(cfg, v)) for v in cfg.variants()}
 display(pd.DataFrame(copy_loss).T)
