@@ -364,7 +364,9 @@ ENV_OVERRIDES: dict[tuple[str, str], str] = {
 
 def get_profile(name: str | None = None) -> Profile:
     """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
-    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now.
+    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and — for ``full`` while
+    ``$COURSE_FULL_REHEARSAL`` is set — the toy-size settings of the CPU rehearsal
+    (:func:`course_lib.drill.rehearsal.rehearsal_overrides`).
 
     Introduced in lesson 00.
     """
@@ -379,6 +381,12 @@ def get_profile(name: str | None = None) -> Profile:
         value = os.environ.get(var)
         if value and section in base.sections and base.sections[section].get(key) != value:
             changed.setdefault(section, dict(base.sections[section]))[key] = value
+    if name == "full" and os.environ.get("COURSE_FULL_REHEARSAL"):
+        # the CPU rehearsal of the full profile: its toy-size settings live in course_lib.drill.rehearsal
+        from course_lib.drill.rehearsal import rehearsal_overrides
+
+        for section, values in rehearsal_overrides().items():
+            changed.setdefault(section, dict(base.sections[section])).update(values)
     if not changed:
         return base
     sections = {k: (Section(k, changed[k]) if k in changed else v) for k, v in base.sections.items()}
