@@ -392,7 +392,7 @@ record("drill_copy_loss", copy_loss);
 sft_v = "pipeline_sft" if "pipeline_sft" in by_variant else "raw_sft"
 lesson = pd.DataFrame({
     "lesson (full, GPU)": ["58.1%", "87.7%", "99.1%", "950/1000", "4987/5000"],
-    "ci rehearsal (this run)": [
+    f"{PROFILE} profile (this run)": [
         f"{by_variant['base']['Pass@1']:.1%}" if "base" in by_variant else "-",
         f"{by_variant['raw_sft']['Pass@1']:.1%}" if "raw_sft" in by_variant else "-",
         f"{by_variant['pipeline_sft']['Pass@1']:.1%}" if "pipeline_sft" in by_variant else "-",

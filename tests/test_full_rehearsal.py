@@ -73,8 +73,9 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
     assert len(shards) == rehearsal.SHARDS
 
 
-def test_full_profile_drill_end_to_end(rehearsal_env):
-    from course_lib.drill import preflight, run
+def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
+    from course_lib.drill import evaluate, preflight, run
+    from course_lib.evaluation import sandbox
     from course_lib.drill.taskgen import HUB_COLUMNS
     from course_lib.training.sft import llamafactory_config
 
@@ -85,6 +86,15 @@ def test_full_profile_drill_end_to_end(rehearsal_env):
     problems = run.check_prerequisites(cfg, steps)
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
+    backends: list[str] = []   # the sandbox backend of every program the drill runs (a spy, not a stand-in)
+    real_run_many = sandbox.run_many
+
+    def spy_run_many(*args, **kw):
+        results = real_run_many(*args, **kw)
+        backends.extend(r.backend for r in results)
+        return results
+
+    monkeypatch.setattr(sandbox, "run_many", spy_run_many)
     t0 = time.monotonic()
     done = run.run_drill(cfg)
     rehearsal_env["timings"]["drill_s"] = time.monotonic() - t0
@@ -113,6 +123,14 @@ def test_full_profile_drill_end_to_end(rehearsal_env):
         assert set(rep["category"]) and not (rep["sandbox_status"] == "sandbox_error").any()
     metrics = run.load_metrics(cfg)
     assert set(metrics) == set(cfg.variants())
+    # a few LoRA steps at the lecture's learning rate do not teach the tiny model to answer in a code fence, so
+    # its answers may hold no code to run: step 5's judge also gets the eval rows' reference answers, with the
+    # drill's own sandbox settings, and every program of the rehearsal must have run in Docker
+    refs = [{"idx": r["idx"], "prompt": r["prompt"], "response": r["response"]} for r in evals]
+    judged = evaluate.evaluate_answers(refs, workers=cfg.eval_workers, timeout_s=cfg.timeout_s,
+                                       memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend)
+    assert sum(r["category"] == "Pass" for r in judged) >= len(refs) // 2, [r["category"] for r in judged]
+    assert backends and set(backends) == {"docker"}, backends
 
 
 def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
