@@ -449,7 +449,7 @@ def _teacher_for(profile: str, base_url: str | None, model_name: str | None, run
     vt = VLLMTeacher()
     url = os.environ.get("COURSE_TEACHER_URL", vt.base_url)
     name = model_name or os.environ.get("COURSE_TEACHER_MODEL", vt.model)
-    return url, name, None, f"OpenAI-compatible server at {url} ({name}; the full profile serves it with vLLM)", None
+    return url, name, None, f"vLLM server at {url} ({name})", None
 
 
 def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "ci", base_url: str | None = None,
