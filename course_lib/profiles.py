@@ -362,11 +362,26 @@ ENV_OVERRIDES: dict[tuple[str, str], str] = {
 }
 
 
+REHEARSAL_ENV = "COURSE_FULL_REHEARSAL"
+"""While set, names a prepared full-profile rehearsal folder whose ``rehearsal.json`` holds the toy-size
+overrides of ``full`` (written by :func:`course_lib.drill.rehearsal.prepare` from its ``REHEARSAL`` dict)."""
+
+
+def _rehearsal_overrides() -> dict[str, dict[str, Any]]:
+    import json
+    from pathlib import Path
+
+    path = Path(os.environ[REHEARSAL_ENV]) / "rehearsal.json"
+    if not path.exists():
+        raise FileNotFoundError(f"${REHEARSAL_ENV} names {path.parent}, which has no rehearsal.json: prepare it with "
+                                "course_lib.drill.rehearsal.prepare(folder), or unset the variable")
+    return json.loads(path.read_text(encoding="utf-8"))["profile_overrides"]
+
+
 def get_profile(name: str | None = None) -> Profile:
     """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
     environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and — for ``full`` while
-    ``$COURSE_FULL_REHEARSAL`` is set — the toy-size settings of the CPU rehearsal
-    (:func:`course_lib.drill.rehearsal.rehearsal_overrides`).
+    ``$COURSE_FULL_REHEARSAL`` is set — the toy-size settings of the CPU rehearsal (:data:`REHEARSAL_ENV`).
 
     Introduced in lesson 00.
     """
@@ -381,11 +396,8 @@ def get_profile(name: str | None = None) -> Profile:
         value = os.environ.get(var)
         if value and section in base.sections and base.sections[section].get(key) != value:
             changed.setdefault(section, dict(base.sections[section]))[key] = value
-    if name == "full" and os.environ.get("COURSE_FULL_REHEARSAL"):
-        # the CPU rehearsal of the full profile: its toy-size settings live in course_lib.drill.rehearsal
-        from course_lib.drill.rehearsal import rehearsal_overrides
-
-        for section, values in rehearsal_overrides().items():
+    if name == "full" and os.environ.get(REHEARSAL_ENV):
+        for section, values in _rehearsal_overrides().items():
             changed.setdefault(section, dict(base.sections[section])).update(values)
     if not changed:
         return base

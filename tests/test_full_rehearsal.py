@@ -61,6 +61,8 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
 
     P = get_profile("full")
     overrides = rehearsal.rehearsal_overrides()
+    written = json.loads((rehearsal_env["folder"] / rehearsal.SETTINGS_FILE).read_text())["profile_overrides"]
+    assert written == overrides and set(overrides) <= set(_FULL)
     for section, values in _FULL.items():
         for key, value in values.items():
             expected = overrides.get(section, {}).get(key, value)
@@ -75,8 +77,8 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
 
 def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     from course_lib.drill import evaluate, preflight, run
-    from course_lib.evaluation import sandbox
     from course_lib.drill.taskgen import HUB_COLUMNS
+    from course_lib.evaluation import sandbox
     from course_lib.training.sft import llamafactory_config
 
     cfg = run.config_from_profile("full")

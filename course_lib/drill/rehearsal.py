@@ -4,8 +4,9 @@ Everything a rehearsal changes lives in this module and nowhere else:
 
 * :data:`REHEARSAL` — the profile settings it overrides (toy sizes; bf16 off on CPU; the base model is
   the course's tiny model; the dataset id is a local folder laid out like the hub dataset);
-  :func:`course_lib.profiles.get_profile` applies them to the ``full`` profile while the environment
-  variable :data:`REHEARSAL_ENV` names a prepared rehearsal folder (:func:`rehearsal_overrides`);
+  :func:`prepare` writes them (with the folder-dependent values, :func:`rehearsal_overrides`) into the
+  rehearsal folder's ``rehearsal.json``, and :func:`course_lib.profiles.get_profile` applies them to the
+  ``full`` profile while the environment variable ``COURSE_FULL_REHEARSAL`` names that folder;
 * :data:`BYPASSED_CHECKS` — the one prerequisite check a CPU rehearsal skips: the free GPU memory
   (``course_lib.drill.preflight`` asks :func:`bypassed`);
 * :func:`environment` — the variables a rehearsal run sets: the rehearsal folder, a course cache of its
@@ -30,8 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-REHEARSAL_ENV = "COURSE_FULL_REHEARSAL"
-"""Names the prepared rehearsal folder; while it is set, ``get_profile("full")`` carries :data:`REHEARSAL`."""
+from course_lib.profiles import REHEARSAL_ENV  # names the prepared rehearsal folder
 
 SETTINGS_FILE = "rehearsal.json"
 HUB_FOLDER = "tiny-codes"
@@ -82,9 +82,13 @@ def rehearsal_overrides() -> dict[str, dict[str, Any]]:
         raise FileNotFoundError(f"${REHEARSAL_ENV}={root} has no {SETTINGS_FILE}: prepare the folder with "
                                 "course_lib.drill.rehearsal.prepare(folder) first")
     settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    return _overrides(settings["dataset"], settings["base_model"])
+
+
+def _overrides(dataset: str, base_model: str) -> dict[str, dict[str, Any]]:
     out = copy.deepcopy(REHEARSAL)
-    out["drill"]["dataset"] = settings["dataset"]
-    out["sft"]["base_model"] = settings["base_model"]
+    out["drill"]["dataset"] = dataset
+    out["sft"]["base_model"] = base_model
     return out
 
 
@@ -142,8 +146,9 @@ def prepare(folder: str | Path, base_model: str | Path | None = None) -> Path:
         from course_lib.training.tinymodel import get_tiny_model
 
         base_model = get_tiny_model("base", profile="ci")
-    (folder / SETTINGS_FILE).write_text(json.dumps({"dataset": str(hub), "base_model": str(base_model)}, indent=1),
-                                        encoding="utf-8")
+    settings = {"dataset": str(hub), "base_model": str(base_model),
+                "profile_overrides": _overrides(str(hub), str(base_model))}   # read by get_profile("full")
+    (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     return folder
 
 
