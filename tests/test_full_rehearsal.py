@@ -62,7 +62,9 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
     P = get_profile("full")
     overrides = rehearsal.rehearsal_overrides()
     written = json.loads((rehearsal_env["folder"] / rehearsal.SETTINGS_FILE).read_text())["profile_overrides"]
-    assert written == overrides and set(overrides) <= set(_FULL)
+    assert written == overrides
+    stray = [(sec, k) for sec, values in overrides.items() for k in values if k not in _FULL.get(sec, {})]
+    assert not stray, f"rehearsal overrides of settings the full profile does not have: {stray}"
     for section, values in _FULL.items():
         for key, value in values.items():
             expected = overrides.get(section, {}).get(key, value)

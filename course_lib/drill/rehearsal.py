@@ -42,7 +42,7 @@ REHEARSAL: dict[str, dict[str, Any]] = {
     "drill": {
         "train_size": 24, "eval_size": 6, "humaneval_subset": 2, "ppl_samples": 4,
         "vllm_max_model_len": 1024,          # the tiny model's answers are short; its context is 2,048
-        "vllm_response_max_tokens": 96, "max_new_tokens": 96,
+        "vllm_response_max_tokens": 96,
         "eval_workers": 2,
         # SFT steps cut to toy size; 10 steps = one logged loss (the full YAML logs every 10 steps)
         "sft_overrides": {"max_steps": 10},
