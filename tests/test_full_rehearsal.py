@@ -139,8 +139,12 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
 
 def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
     """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
+    from course_lib.drill import run
     from course_lib.tooling.runner import execute_notebook
 
+    problems = run.check_prerequisites(run.config_from_profile("full"), list(run.STEPS))
+    if problems:
+        missing("\n  - " + "\n  - ".join(problems))
     source = repo / "solutions" / "07_tiny_codes_drill.ipynb"
     t0 = time.monotonic()
     nb = execute_notebook(source, tmp_path / "out" / source.name, profile="full", strict=True,
