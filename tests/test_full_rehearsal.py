@@ -70,7 +70,8 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
             expected = overrides.get(section, {}).get(key, value)
             assert getattr(P, section)[key] == expected, (section, key)
     assert P.drill.dataset == str(rehearsal_env["folder"] / rehearsal.HUB_FOLDER)
-    assert P.drill.source == "hub" and P.drill.inference_backend == _FULL["drill"]["inference_backend"]
+    assert P.drill.source == "hub"
+    assert not {"inference_backend", "inference_fallback"} & set(overrides["drill"])   # step 4 as full runs it
     assert P.sandbox.backend == "docker" and P.drill.sandbox_backend == "docker"
     assert P.sft.finetune_type == "lora" and P.sft.optim == "adamw_torch_fused" and P.sft.bf16 is False
     shards = sorted((rehearsal_env["folder"] / rehearsal.HUB_FOLDER / "data").glob("*.parquet"))
@@ -121,6 +122,10 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     # steps 4-5: answers for every eval row, each judged in the Docker sandbox
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
     assert {s for s in manifest["steps"]} >= set(run.STEPS)
+    step4 = manifest["steps"]["inference"]["engine"]
+    assert step4["used"] == cfg.inference_backend, step4   # the full profile has no fallback engine
+    for v in cfg.variants():
+        assert done["inference"][v]["engine"] == cfg.inference_backend
     for v in cfg.variants():
         rep = run.load_report(cfg, v)
         assert len(rep) == cfg.eval_size

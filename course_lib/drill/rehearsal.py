@@ -43,6 +43,9 @@ REHEARSAL: dict[str, dict[str, Any]] = {
         "train_size": 24, "eval_size": 6, "humaneval_subset": 2, "ppl_samples": 4,
         "vllm_max_model_len": 1024,          # the tiny model's answers are short; its context is 2,048
         "vllm_response_max_tokens": 96,
+        # step 4's vLLM engine on CPU: a 1 GiB KV cache, no graph compilation (start-up), and a
+        # time limit that fails a stuck engine within the rehearsal's budget
+        "vllm_kv_cache_gib": 1, "vllm_enforce_eager": True, "inference_timeout_s": 600,
         "eval_workers": 2,
         # SFT steps cut to toy size; 10 steps = one logged loss (the full YAML logs every 10 steps)
         "sft_overrides": {"max_steps": 10},
