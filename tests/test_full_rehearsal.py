@@ -134,7 +134,7 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     assert set(metrics) == set(cfg.variants())
     # a few LoRA steps at the lecture's learning rate do not teach the tiny model to answer in a code fence, so
     # its answers may hold no code to run: step 5's judge also gets the eval rows' reference answers, with the
-    # drill's own sandbox settings, and every program of the rehearsal must have run in Docker
+    # drill's own sandbox settings, and every program step 5's judge ran must have run in Docker
     refs = [{"idx": r["idx"], "prompt": r["prompt"], "response": r["response"]} for r in evals]
     judged = evaluate.evaluate_answers(refs, workers=cfg.eval_workers, timeout_s=cfg.timeout_s,
                                        memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend)

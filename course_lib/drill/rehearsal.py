@@ -64,19 +64,19 @@ BYPASSED_CHECKS: dict[str, str] = {
 
 
 def active() -> Path | None:
-    """The rehearsal folder while :data:`REHEARSAL_ENV` is set, else None."""
+    """The rehearsal folder while :data:`REHEARSAL_ENV` is set, else None. Introduced in lesson 07."""
     value = os.environ.get(REHEARSAL_ENV)
     return Path(value) if value else None
 
 
 def bypassed(check: str) -> str | None:
-    """Why ``check`` is skipped (a rehearsal is active and lists it in :data:`BYPASSED_CHECKS`), else None."""
+    """Why ``check`` is skipped (a rehearsal is active and lists it in :data:`BYPASSED_CHECKS`), else None. Introduced in lesson 07."""
     return BYPASSED_CHECKS.get(check) if active() is not None else None
 
 
 def rehearsal_overrides() -> dict[str, dict[str, Any]]:
     """:data:`REHEARSAL` plus the folder-dependent values (the local hub folder as the dataset id, the
-    base model path), read from the active rehearsal folder; empty when no rehearsal is active."""
+    base model path), read from the active rehearsal folder; empty when no rehearsal is active. Introduced in lesson 07."""
     root = active()
     if root is None:
         return {}
@@ -101,7 +101,7 @@ def write_hub_folder(folder: str | Path, rows: Iterable[Mapping[str, Any]] | Non
                      shards: int = SHARDS) -> Path:
     """Write tiny-codes rows (default: the committed ``assets/tiny_codes`` sample) as a folder laid out
     like the hub dataset ``nampdn-ai/tiny-codes``: ``data/train-0000i-of-0000n.parquet`` shards with
-    exactly the hub's columns (:data:`course_lib.drill.taskgen.HUB_COLUMNS`). Returns the folder."""
+    exactly the hub's columns (:data:`course_lib.drill.taskgen.HUB_COLUMNS`). Returns the folder. Introduced in lesson 07."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -132,7 +132,7 @@ def teacher_server(rows: Iterable[Mapping[str, Any]], *, run_code=None):
     """An OpenAI-compatible server on 127.0.0.1 answering with lesson 05's offline teacher rules, told the
     reference answer of each tiny-codes row (``idx``, ``prompt``, ``response``). Not started: use it as
     a context manager; ``.url`` is what ``COURSE_TEACHER_URL`` points at, ``.model_name`` what
-    ``COURSE_TEACHER_MODEL`` names."""
+    ``COURSE_TEACHER_MODEL`` names. Introduced in lesson 07."""
     from course_lib.training.teacher import OfflineTeacher, TeacherServer
 
     teacher = OfflineTeacher(run_code=run_code)
@@ -142,7 +142,7 @@ def teacher_server(rows: Iterable[Mapping[str, Any]], *, run_code=None):
 
 def prepare(folder: str | Path, base_model: str | Path | None = None) -> Path:
     """Lay out a rehearsal folder: the hub-shaped tiny-codes folder and :data:`SETTINGS_FILE` (dataset
-    path, base model: default the course's tiny model from lesson 04, built on first use)."""
+    path, base model: default the course's tiny model from lesson 04, built on first use). Introduced in lesson 07."""
     folder = Path(folder).resolve()
     hub = write_hub_folder(folder / HUB_FOLDER)
     if base_model is None:
@@ -157,14 +157,14 @@ def prepare(folder: str | Path, base_model: str | Path | None = None) -> Path:
 
 def environment(folder: str | Path, teacher_url: str, teacher_model: str) -> dict[str, str]:
     """The variables of a rehearsal run: the rehearsal folder, a course cache inside it (the drill's
-    outputs never mix with a real full run's), the full profile's teacher variables, offline hub."""
+    outputs never mix with a real full run's), the full profile's teacher variables, offline hub. Introduced in lesson 07."""
     folder = Path(folder).resolve()
     return {REHEARSAL_ENV: str(folder), "COURSE_CACHE_DIR": str(folder / "cache"),
             "COURSE_TEACHER_URL": teacher_url, "COURSE_TEACHER_MODEL": teacher_model, "HF_HUB_OFFLINE": "1"}
 
 
 def hub_rows(folder: str | Path) -> list[dict]:
-    """The rows of a hub-shaped folder (for the teacher's reference table)."""
+    """The rows of a hub-shaped folder (for the teacher's reference table). Introduced in lesson 07."""
     import pyarrow.parquet as pq
 
     rows: list[dict] = []
