@@ -122,6 +122,8 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     # steps 4-5: answers for every eval row, each judged in the Docker sandbox
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
     assert {s for s in manifest["steps"]} >= set(run.STEPS)
+    step1 = manifest["steps"]["download"]["engine"]
+    assert (step1["source"], step1["dataset"]) == ("hub", str(rehearsal_env["folder"] / rehearsal.HUB_FOLDER))
     step4 = manifest["steps"]["inference"]["engine"]
     assert step4["used"] == cfg.inference_backend, step4   # the full profile has no fallback engine
     for v in cfg.variants():
