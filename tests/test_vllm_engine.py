@@ -128,19 +128,20 @@ def test_fallback_prints_why_vllm_is_unavailable(tmp_path, small_model, monkeypa
         monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "venv"))
         why = "failed on"
     prompts = ["Write a function that adds two numbers.", "Sort a list of words."]
+    knobs = vllm_engine.knobs_from_profile("ci", response_max_tokens=16)
     res = inference.run_model(small_model, prompts, [("write f", "def f():\n    return 1")], profile="ci",
-                              threads=1)
+                              knobs=knobs, threads=1)
     err = capsys.readouterr().err
     assert why in err and "falling back to transformers generate" in err
     if case == "crash":
         assert "RuntimeError: the engine ran out of KV cache" in err        # the last lines of its stderr
     eng = res["engine"]
     assert eng["engine"] == "transformers" and why in eng["fallback_reason"] and eng["version"]
-    assert res["answers"] == inference.generate_transformers(small_model, prompts, max_new_tokens=140,
+    assert res["answers"] == inference.generate_transformers(small_model, prompts, max_new_tokens=16,
                                                              batch_size=25, progress=False)
     assert res["ppl"]["tokens"] > 0
     with pytest.raises(vllm_engine.VLLMUnavailable, match=why.replace("`", ".")):
-        inference.run_model(small_model, prompts, profile="ci", fallback=None, threads=1)
+        inference.run_model(small_model, prompts, profile="ci", knobs=knobs, fallback=None, threads=1)
 
 
 def test_manifest_records_the_fallback_and_its_reason(tmp_path, small_model, monkeypatch):
