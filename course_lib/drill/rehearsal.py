@@ -38,9 +38,12 @@ HUB_FOLDER = "tiny-codes"
 SHARDS = 2
 
 REHEARSAL: dict[str, dict[str, Any]] = {
-    # toy sizes of the drill; everything else (backends, vLLM path, Docker sandbox, compare_raw) stays full
+    # toy sizes of the drill; everything else (backends, the vLLM engine, the Docker sandbox) stays full
     "drill": {
         "train_size": 24, "eval_size": 6, "humaneval_subset": 2, "ppl_samples": 4,
+        # one SFT variant (pipeline_sft) and the base model: raw_sft runs the same code on other rows and
+        # would add ~80 s (one LLaMA-Factory start-up, one vLLM engine) to the 5-minute budget
+        "compare_raw": False,
         "vllm_max_model_len": 1024,          # the tiny model's answers are short; its context is 2,048
         "vllm_response_max_tokens": 96,
         # step 4's vLLM engine on CPU: a 1 GiB KV cache, no graph compilation (start-up), and a
