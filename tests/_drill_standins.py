@@ -129,8 +129,12 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def make_tiny_model(folder: Path, corpus: list[str]) -> Path:
-    """A random-init 2-layer Qwen2 model with a byte-level BPE ChatML tokenizer (seconds to build)."""
+def make_tiny_model(folder: Path, corpus: list[str], *, hidden_size: int = 32, heads: int = 2,
+                    init_std: float = 0.02) -> Path:
+    """A random-init 2-layer Qwen2 model with a byte-level BPE ChatML tokenizer (seconds to build).
+
+    vLLM's CPU attention needs a head size of 32 or more (``hidden_size / heads``); a larger
+    ``init_std`` gives peaked next-token distributions, so greedy answers are not near-ties."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -148,8 +152,9 @@ def make_tiny_model(folder: Path, corpus: list[str]) -> Path:
     tok.model_input_names = ["input_ids", "attention_mask"]
     tok.save_pretrained(folder)
     torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                      num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=heads,
+                      max_position_embeddings=512, initializer_range=init_std,
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
     Qwen2ForCausalLM(cfg).save_pretrained(folder)
     return folder

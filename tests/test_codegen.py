@@ -230,6 +230,6 @@ def test_one_vllm_command_builder_serves_teacher_and_drill():
     teacher_cmd = VLLMTeacher(model="/m/teacher", port=8001).command()
     assert teacher_cmd == vllm_server_command("/m/teacher", port=8001, max_model_len=8192)
     assert teacher_cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-    drill_cmd = drill_command("/m/student", VLLMKnobs(2048, 0.5, 4, 4096, 256), port=8002)
+    drill_cmd = drill_command("/m/student", VLLMKnobs(2048, 0.5, 4, 4096, 256, 1, True, "float32"), port=8002)
     assert drill_cmd == vllm_server_command("/m/student", port=8002, max_model_len=2048,
                                             gpu_memory_utilization=0.5, max_num_seqs=4, max_num_batched_tokens=4096)

@@ -37,7 +37,8 @@ def tiny_model(tmp_path_factory):
 def tiny_cfg(tmp_path, model, **kw):
     args = dict(paths=DrillPaths.under(tmp_path), train_size=30, eval_size=6, humaneval_subset=2,
                 max_new_tokens=12, batch_size=4, sft_model=str(model), inference_workers=1, eval_workers=2,
-                sandbox_backend=None, timeout_s=5.0)
+                sandbox_backend=None, timeout_s=5.0,
+                inference_backend="transformers")   # vLLM's CPU attention refuses head size 16 (test_vllm_engine.py)
     args.update(kw)
     return run.config_from_profile("ci", **args)
 
@@ -107,8 +108,8 @@ def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
 
     def killed(*a, **k):
         raise KeyboardInterrupt("killed")
-    original = run.generate
-    monkeypatch.setattr(run, "generate", killed)
+    original = run.infer
+    monkeypatch.setattr(run, "infer", killed)
     with pytest.raises(KeyboardInterrupt):
         run.run_drill(cfg)
     answers = cfg.paths.output_for("pipeline_sft") / "inference_results.json"
@@ -117,7 +118,7 @@ def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
     answers.parent.mkdir(parents=True, exist_ok=True)
     answers.write_text('[{"idx": 1, "resp')
     assert "no completion marker" in output_state(answers)[1]
-    monkeypatch.setattr(run, "generate", original)
+    monkeypatch.setattr(run, "infer", original)
     done = run.run_drill(cfg)
     assert done["download"] == {"skipped": True} and done["sft"]["pipeline_sft"] == {"skipped": True}
     assert len(read_json_output(answers, "inference")) == 6
@@ -246,11 +247,11 @@ def test_truncated_weights_name_the_file_and_what_to_do(tmp_path, fakes, tiny_mo
         run.model_path_for(cfg, "pipeline_sft")
 
 
-def test_full_profile_commands_without_a_gpu(tmp_path):
+def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
     from course_lib.drill.inference import VLLMKnobs, vllm_server_command
 
     cfg = run.config_from_profile("full", paths=DrillPaths.under(tmp_path))
-    assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536)
+    assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536, kv_cache_gib=4, enforce_eager=False, dtype="auto")
     assert (cfg.train_size, cfg.eval_size, cfg.source, cfg.inference_backend) == (5000, 1000, "hub", "vllm")
     assert cfg.sandbox_backend == "docker"
     cmd = vllm_server_command("/models/Qwen2.5-0.5B-Instruct", cfg.vllm, port=8011)
@@ -259,10 +260,11 @@ def test_full_profile_commands_without_a_gpu(tmp_path):
                  "--max-num-seqs 16", "--max-num-batched-tokens 16384", "--port 8011"):
         assert flag in text
     assert cfg.vllm.engine_args("/m")["max_num_batched_tokens"] == 16384
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        assert any("vLLM" in p for p in run.check_prerequisites(cfg, ["inference"]))
+    from course_lib.drill import vllm_engine
+
+    monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "no-vllm-venv"))
+    monkeypatch.setattr(vllm_engine, "_here_has_vllm", lambda: False)
+    assert any("vLLM" in p for p in run.check_prerequisites(cfg, ["inference"]))
 
 
 def test_cli_help_and_options(capsys, tmp_path):

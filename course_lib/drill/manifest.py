@@ -8,6 +8,11 @@ One entry per step, keyed by the step's name::
                 "engine": {"name": "LazyLLM → LLaMA-Factory", "base_model": "...", ...},
                 "variants": {"raw_sft": {"status": "ran", "finetune": {...}}, ...}}, ...}}
 
+Step 4's entry says which engine was configured (``engine``: ``vllm`` or ``transformers``, the vLLM knobs,
+``dtype``, ``kv_cache_gib``, the interpreter and vLLM version found) and which one answered: ``used``,
+``used_version`` and ``fallback_reason`` (None unless the transformers fallback ran), with each variant's
+engine, version, settings and seconds under ``variants``.
+
 ``status`` is ``ran`` (at least one output was made), ``cached`` (every output was up to date, nothing
 ran) or ``failed`` (with ``error``). A rerun merges into the existing file: steps that did not run keep
 their entry; a step that was skipped because its outputs were cached keeps its earlier entry (start,
@@ -18,7 +23,6 @@ Introduced in lesson 07.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,19 +104,44 @@ def step_settings(cfg: "DrillConfig", step: str) -> dict[str, Any]:
         return {"name": "LazyLLM → LLaMA-Factory (course_lib.training.sft.finetune)",
                 "base_model": base_model_path(cfg), "sft_overrides": dict(cfg.sft_overrides)}
     if step == "inference":
-        out = {"backend": cfg.inference_backend, "humaneval_subset": cfg.humaneval_subset,
-               "ppl_samples": cfg.ppl_samples, "ppl": "transformers, teacher-forced"}
+        from course_lib.drill.run import inference_knobs
+        from course_lib.drill.vllm_engine import installed_version, vllm_python
+
+        knobs = inference_knobs(cfg)
+        out = {"engine": cfg.inference_backend, "fallback": cfg.inference_fallback,
+               "humaneval_subset": cfg.humaneval_subset, "ppl_samples": cfg.ppl_samples,
+               "ppl": "transformers, teacher-forced, before the engine starts", "ppl_threads": cfg.inference_workers,
+               "max_new_tokens": knobs.response_max_tokens}
         if cfg.inference_backend == "vllm":
-            out.update(name="vLLM (offline engine, greedy)", max_new_tokens=cfg.vllm.response_max_tokens,
-                       vllm=asdict(cfg.vllm), ppl_threads=cfg.inference_workers)
+            python, found = vllm_python()
+            out.update(name="vLLM offline engine (greedy), one child process per model", vllm=knobs.as_dict(),
+                       dtype=knobs.dtype, kv_cache_gib=knobs.kv_cache_gib, enforce_eager=knobs.enforce_eager,
+                       timeout_s=cfg.inference_timeout_s, python=python or found,
+                       version=installed_version(python) if python else None)
+            if cfg.inference_fallback:
+                out["fallback_settings"] = {"batch_size": cfg.batch_size, "threads": cfg.inference_workers}
         else:
-            out.update(name="transformers generate (greedy, batched)", max_new_tokens=cfg.max_new_tokens,
-                       batch_size=cfg.batch_size, threads=cfg.inference_workers)
+            out.update(name="transformers generate (greedy, batched, float32)", batch_size=cfg.batch_size,
+                       threads=cfg.inference_workers)
         return out
     if step == "evaluation":
         return {"name": "course sandbox (lesson 06)", "sandbox_backend": _sandbox_name(cfg),
                 "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
     raise ValueError(f"unknown step {step!r}")
+
+
+def engines_used(variants: dict[str, Any]) -> dict[str, Any]:
+    """What step 4 really ran, from its variants' notes: ``used`` (``vllm`` / ``transformers``, or both
+    joined by ``+`` when variants differ), ``used_version`` and ``fallback_reason`` (None when vLLM
+    answered for every variant; else the first variant's reason). Introduced in lesson 07."""
+    ran = [n for n in variants.values() if isinstance(n, dict) and n.get("engine")]
+    if not ran:
+        return {}
+    names = list(dict.fromkeys(n["engine"] for n in ran))
+    versions = list(dict.fromkeys(f"{n['engine']} {n.get('version')}" for n in ran))
+    reasons = [n["fallback_reason"] for n in ran if n.get("fallback_reason")]
+    return {"used": "+".join(names), "used_version": ", ".join(versions),
+            "fallback_reason": reasons[0] if reasons else None}
 
 
 def _was_cached(step: str, info: Any, notes: dict) -> bool:
@@ -148,6 +177,8 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
                 entry["variants"] = {v: ({**before[v], "status": "cached"}
                                          if n.get("status") == "cached" and isinstance(before.get(v), dict) else n)
                                      for v, n in notes.items()}
+            if step == "inference" and entry.get("variants"):
+                entry["engine"].update(engines_used(entry["variants"]))
             if error is not None:
                 entry["error"] = error[:2000]
             elif isinstance(info, dict) and step in ("download", "pipeline"):

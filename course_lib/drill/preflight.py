@@ -106,6 +106,18 @@ def teacher_answers(url: str) -> tuple[bool, str]:
     return teacher_is_up(url)
 
 
+def _gpu_check_bypassed() -> bool:
+    """True (and logged) in the CPU rehearsal of the full profile, the one run that skips the GPU checks
+    (:data:`course_lib.drill.rehearsal.BYPASSED_CHECKS`)."""
+    from course_lib.drill.rehearsal import bypassed
+    from course_lib.drill.store import log
+
+    why = bypassed("gpu_memory")
+    if why:
+        log().warning("prerequisites: %s", why)
+    return why is not None
+
+
 # --- the checks ----------------------------------------------------------------------------------
 
 def model_location(name: str) -> str:
@@ -169,7 +181,7 @@ def gpu_memory_problems(cfg: "DrillConfig", steps: Sequence[str]) -> list[str]:
     SFT on a machine whose only GPU still serves the teacher is a problem (stop the teacher first).
     Introduced in lesson 07."""
     gpu_steps = [s for s in steps if s in GPU_STEPS]
-    if not gpu_steps:
+    if not gpu_steps or _gpu_check_bypassed():
         return []
     gpus = gpu_memory_mib()
     if not gpus:
@@ -232,7 +244,7 @@ def check_full_prerequisites(cfg: "DrillConfig", steps: Sequence[str]) -> list[s
             problems.append(f"the Docker image {IMAGE!r} is missing: build it with "
                             "`python -m course_lib.evaluation.sandbox image`")
     if teacher_runs:   # the teacher holds the GPU during step 2: only check that a GPU exists now
-        if any(s in steps for s in GPU_STEPS) and not gpu_memory_mib():
+        if any(s in steps for s in GPU_STEPS) and not _gpu_check_bypassed() and not gpu_memory_mib():
             problems.append("no NVIDIA GPU is visible (nvidia-smi / torch.cuda): the full profile's SFT and "
                             "inference need one (run --profile ci on a CPU machine)")
     else:

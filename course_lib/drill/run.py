@@ -22,7 +22,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from course_lib.drill.inference import VLLMKnobs
 from course_lib.drill.store import (
     DrillPaths,
     StepOutputError,
@@ -37,6 +36,7 @@ from course_lib.drill.store import (
     up_to_date,
     write_json_output,
 )
+from course_lib.drill.vllm_engine import VLLMKnobs, knobs_from_profile
 from course_lib.evaluation import sandbox
 
 STEPS = ("download", "pipeline", "sft", "inference", "evaluation")
@@ -64,8 +64,9 @@ class DrillConfig:
     dataset: str
     compare_raw: bool
     vllm: VLLMKnobs
-    inference_backend: str                      # "transformers" (ci) | "vllm" (full)
-    max_new_tokens: int
+    inference_backend: str                      # "vllm" (both profiles) | "transformers"
+    inference_fallback: str | None              # "transformers" (ci) | None (full: vLLM or an error)
+    inference_timeout_s: float
     batch_size: int
     inference_workers: int
     eval_workers: int
@@ -82,6 +83,7 @@ class DrillConfig:
     pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
     sft_model: str | None = None                # the base model that SFT starts from
     use_pipeline: bool = True
+    max_new_tokens: int | None = None           # answer budget (--max-new-tokens); None: vllm.response_max_tokens
     evaluate_base: bool = True
     force: bool = False
     # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
@@ -117,12 +119,13 @@ def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
 
     P = get_profile(profile)
     d = P.drill
-    knobs = VLLMKnobs(**{k: d[f"vllm_{k}"] for k in VLLMKnobs.__dataclass_fields__})
+    knobs = knobs_from_profile(profile)
     cfg = DrillConfig(
         profile=profile, train_size=d.train_size, eval_size=d.eval_size,
         humaneval_subset=d.humaneval_subset, seed=P.seed, source=d.source, dataset=d.dataset,
         compare_raw=d.compare_raw, vllm=knobs, inference_backend=d.inference_backend,
-        max_new_tokens=d.max_new_tokens, batch_size=d.batch_size, inference_workers=d.inference_workers,
+        inference_fallback=d.inference_fallback, inference_timeout_s=float(d.inference_timeout_s),
+        batch_size=d.batch_size, inference_workers=d.inference_workers,
         eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
         memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
     )
@@ -449,31 +452,43 @@ def _model_fingerprint(cfg: DrillConfig, variant: str) -> str | None:
     return _sha_or_none(_sft_result_path(cfg, variant))
 
 
+def inference_knobs(cfg: DrillConfig) -> VLLMKnobs:
+    """The vLLM knobs of step 4, with ``--max-new-tokens`` (when given) as the answer budget."""
+    if cfg.max_new_tokens:
+        from dataclasses import replace
+
+        return replace(cfg.vllm, response_max_tokens=int(cfg.max_new_tokens))
+    return cfg.vllm
+
+
 def _inference_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "model": _model_fingerprint(cfg, variant),
-            "eval": _sha_or_none(cfg.paths.eval_json), "backend": cfg.inference_backend,
-            "max_new_tokens": cfg.max_new_tokens if cfg.inference_backend != "vllm"
-            else cfg.vllm.response_max_tokens, "humaneval_subset": cfg.humaneval_subset,
+            "eval": _sha_or_none(cfg.paths.eval_json), "engine": cfg.inference_backend,
+            "knobs": inference_knobs(cfg).as_dict(), "humaneval_subset": cfg.humaneval_subset,
             "ppl_samples": cfg.ppl_samples}
 
 
-def generate(cfg: DrillConfig, model_path: str, prompts: list[str]) -> list[dict]:
-    """Answers to ``prompts`` with the configured backend (vLLM in full, transformers in ci)."""
+def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list[tuple[str, str]]) -> dict:
+    """One model's answers to ``prompts`` and its PPL on ``ppl_pairs`` with the configured engine
+    (:func:`course_lib.drill.inference.run_model`: vLLM, or the transformers fallback saying why)."""
     from course_lib.drill import inference
 
-    if cfg.inference_backend == "vllm":
-        return inference.generate_vllm(model_path, prompts, cfg.vllm)
-    return inference.generate_transformers(model_path, prompts, max_new_tokens=cfg.max_new_tokens,
-                                           batch_size=cfg.batch_size, threads=cfg.inference_workers)
+    return inference.run_model(model_path, prompts, ppl_pairs, profile=cfg.profile, knobs=inference_knobs(cfg),
+                               engine=cfg.inference_backend, fallback=cfg.inference_fallback,
+                               batch_size=cfg.batch_size, threads=cfg.inference_workers,
+                               timeout_s=cfg.inference_timeout_s, log=log())
 
 
 def step_inference(cfg: DrillConfig) -> dict:
-    """Step 4: each model answers the eval prompts (+ a HumanEval subset); PPL on the references.
+    """Step 4: each model answers the eval prompts and a HumanEval subset; PPL on the references.
 
-    Writes ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and
-    ``ppl.json``. Introduced in lesson 07.
+    One engine per model (:func:`infer`): the eval and HumanEval prompts go to it in one go, and it is
+    shut down (its process exits) before the next model starts. Writes
+    ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and ``ppl.json``;
+    which engine answered, with which settings (and why it fell back, if it did), goes to the run
+    manifest. Introduced in lesson 07.
     """
-    from course_lib.drill import evaluate, inference
+    from course_lib.drill import evaluate
 
     info: dict[str, Any] = {}
     notes = cfg.run_notes.setdefault("inference", {})
@@ -488,9 +503,18 @@ def step_inference(cfg: DrillConfig) -> dict:
             continue
         evals = evals if evals is not None else read_json_output(cfg.paths.eval_json, "download")
         model_path = model_path_for(cfg, variant)
-        log().info("inference[%s]: %d eval prompts with %s (%s)", variant, len(evals), model_path,
-                   cfg.inference_backend)
-        answers, secs = inference.timed(generate, cfg, model_path, [r["prompt"] for r in evals])
+        problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
+        prompts = [r["prompt"] for r in evals]
+        he_prompts = [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]) for p in problems]
+        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
+                 for r in evals[: cfg.ppl_samples or len(evals)]]
+        log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
+                   len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
+        res, secs = timed(infer, cfg, model_path, prompts + he_prompts, pairs)
+        if len(res["answers"]) != len(prompts) + len(he_prompts):   # never silently drop a prompt
+            raise StepOutputError(f"inference[{variant}]: {len(prompts) + len(he_prompts)} prompts but "
+                                  f"{len(res['answers'])} answers")
+        answers, he_answers = res["answers"][: len(prompts)], res["answers"][len(prompts):]
         records = []
         for r, a in zip(evals, answers):
             rec = {"idx": r["idx"], "task": r.get("task", ""), "prompt": r["prompt"],
@@ -502,24 +526,29 @@ def step_inference(cfg: DrillConfig) -> dict:
                 rec["eval_part"] = r["eval_part"]
             records.append(rec)
         write_json_output(files["answers"], records, conf)
-        tokens = sum(a["new_tokens"] for a in answers)
-        log().info("inference[%s]: %d answers, %d new tokens in %.1f s (%.0f tokens/s)", variant,
-                   len(records), tokens, secs, tokens / max(secs, 1e-9))
-        problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
-        he_answers = generate(cfg, model_path, [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"])
-                                                for p in problems]) if problems else []
         write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
                                                for p, a in zip(problems, he_answers)], conf)
-        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
-                 for r in evals[: cfg.ppl_samples or len(evals)]]
-        device = "cuda" if cfg.inference_backend == "vllm" else "cpu"
-        ppl = inference.teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers, device=device)
+        ppl = res["ppl"] or {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
         write_json_output(files["ppl"], ppl, conf)
-        log().info("inference[%s]: PPL %.2f over %d reference tokens", variant, ppl["ppl"], ppl["tokens"])
-        info[variant] = {"answers": len(records), "seconds": secs, "ppl": ppl["ppl"]}
+        engine = res["engine"]
+        tokens = sum(a["new_tokens"] for a in res["answers"])
+        gen_s = engine["seconds"].get("engine_generate", engine["seconds"].get("generate", secs))
+        log().info("inference[%s]: %s %s answered %d prompts, %d new tokens (%.0f tokens/s while generating); "
+                   "PPL %.2f over %d reference tokens; %.1f s in all", variant, engine["engine"],
+                   engine.get("version") or "", len(res["answers"]), tokens, tokens / max(gen_s, 1e-9),
+                   ppl["ppl"], ppl["tokens"], secs)
+        info[variant] = {"answers": len(records), "humaneval": len(he_answers), "seconds": round(secs, 1),
+                         "ppl": ppl["ppl"], "engine": engine["engine"]}
         notes[variant] = {"status": "ran", "model": model_path, "answers": len(records), "new_tokens": tokens,
-                          "generate_seconds": round(secs, 2), "humaneval_problems": len(problems)}
+                          "humaneval_problems": len(problems), **engine}
     return info
+
+
+def timed(fn, *args, **kwargs) -> tuple[Any, float]:
+    import time
+
+    t0 = time.monotonic()
+    return fn(*args, **kwargs), time.monotonic() - t0
 
 
 # --- step 5: evaluation --------------------------------------------------------------------------
@@ -668,9 +697,12 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
             need(_sft_result_path(cfg, v), "sft", f"the fine-tuned model of {v}")
         if "base" in cfg.variants() and "sft" not in steps:
             _need_base_model(cfg, problems)
-        if cfg.inference_backend == "vllm" and not _importable("vllm"):
-            problems.append("the full profile's inference needs vLLM (`pip install -e .[full]` on a GPU "
-                            "machine); or run with --profile ci")
+        if cfg.inference_backend == "vllm" and not cfg.inference_fallback:
+            from course_lib.drill.vllm_engine import vllm_python
+
+            python, why = vllm_python()
+            if python is None:
+                problems.append(f"step 4 needs vLLM (this profile has no transformers fallback): {why}")
     if "evaluation" in steps:
         for v in cfg.variants():
             need(p.output_for(v) / "inference_results.json", "inference", f"the answers of {v}")
@@ -690,16 +722,6 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
 def _hf_token_file() -> bool:
     home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
     return os.path.exists(os.path.join(home, "token"))
-
-
-def _importable(name: str) -> bool:
-    """True when the optional package ``name`` (vLLM) can be imported here."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _need_base_model(cfg: DrillConfig, problems: list[str]) -> None:

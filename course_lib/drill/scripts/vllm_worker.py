@@ -1,0 +1,55 @@
+"""One vLLM engine for one model: ``python -P vllm_worker.py JOB.json OUT.json`` (vLLM's interpreter).
+
+Started by :func:`course_lib.drill.vllm_engine.generate_offline`. It imports only vLLM and the standard
+library, because the vLLM environment has no course package. The job holds ``engine_args`` for
+``vllm.LLM``, the prompts as token ids (the course tokenizes them, so both engines read the same ids),
+``stop_token_ids`` and ``max_tokens``; the output holds each answer's token ids and finish reason, vLLM's
+version, the device, and the seconds spent starting the engine and generating. Greedy decoding.
+
+Exit codes: 0 done; 3 ``import vllm`` failed (the message is on stderr); anything else: the engine failed
+(its traceback is on stderr). The process exits after one model, which frees the engine's memory.
+"""
+import json
+import sys
+import time
+
+
+def main(job_path: str, out_path: str) -> int:
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    t0 = time.monotonic()
+    try:
+        import vllm
+        from vllm import LLM, SamplingParams
+    except Exception as exc:  # an ImportError, or a broken CUDA/torch build raising at import
+        print(f"IMPORT-ERROR: import vllm failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
+    t_import = time.monotonic() - t0
+    llm = LLM(**job["engine_args"])
+    t_start = time.monotonic() - t0
+    try:
+        from vllm.platforms import current_platform
+        device = str(current_platform.device_type)
+    except Exception:  # the report's device field is informative only
+        device = "unknown"
+
+    params = SamplingParams(temperature=0.0, max_tokens=int(job["max_tokens"]),
+                            stop_token_ids=list(job["stop_token_ids"]), detokenize=False, seed=0)
+    t1 = time.monotonic()
+    answers = []
+    if job["prompt_token_ids"]:
+        outs = llm.generate([{"prompt_token_ids": ids} for ids in job["prompt_token_ids"]], params,
+                            use_tqdm=False)
+        for r in outs:
+            o = r.outputs[0]
+            answers.append({"token_ids": list(o.token_ids), "finish_reason": o.finish_reason})
+    t_gen = time.monotonic() - t1
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump({"answers": answers, "vllm_version": vllm.__version__, "device": device,
+                   "seconds": {"import": round(t_import, 2), "start": round(t_start, 2),
+                               "generate": round(t_gen, 2)}}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

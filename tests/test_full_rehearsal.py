@@ -1,0 +1,175 @@
+"""The full profile rehearsed end to end on CPU at toy size, with real stand-ins only (marker ``full_rehearsal``).
+
+* tiny-codes: the committed sample written as a folder laid out like ``nampdn-ai/tiny-codes`` (parquet shards
+  under ``data/``, the hub's columns), read by the download step through ``datasets`` — only the dataset id
+  is swapped for the folder;
+* the teacher: an OpenAI-compatible server on 127.0.0.1 answering with lesson 05's offline teacher rules,
+  reached by the full profile's own LazyLLM client through ``COURSE_TEACHER_URL``;
+* SFT through LazyLLM → LLaMA-Factory with the full profile's YAML (bf16 off, the course's tiny model,
+  toy steps/rows); step 4 as the full profile runs it; step 5 in the Docker sandbox (``python-sandbox``);
+* notebook 07 executed with ``PROFILE = "full"`` under the same stand-ins.
+
+Every rehearsal setting is in ``course_lib.drill.rehearsal``. A missing piece (Docker, the image, vLLM,
+LLaMA-Factory, ...) fails the test when ``CI`` is set and skips it, saying why, elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from course_lib.drill import rehearsal
+
+pytestmark = [pytest.mark.full_rehearsal, pytest.mark.slow]
+
+NOTEBOOK_BUDGET_S = 600
+
+
+def missing(what: str) -> None:
+    """A piece the rehearsal needs is absent: a failure in CI, a skip (saying why) elsewhere."""
+    msg = f"the full-profile rehearsal cannot run here: {what}"
+    if os.environ.get("CI"):
+        pytest.fail(msg + " (CI is set: the rehearsal may not be skipped)")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def rehearsal_env(tmp_path_factory, docker_session):
+    """A prepared rehearsal folder, the stand-in teacher running, the rehearsal's variables set."""
+    from course_lib.evaluation import sandbox
+
+    if docker_session.error:
+        missing(f"no Docker daemon for the python-sandbox image ({docker_session.error})")
+    folder = rehearsal.prepare(tmp_path_factory.mktemp("full-rehearsal"))
+    rows = rehearsal.hub_rows(folder / rehearsal.HUB_FOLDER)
+    mp = pytest.MonkeyPatch()
+    with rehearsal.teacher_server(rows, run_code=sandbox.run_code) as server:
+        for k, v in rehearsal.environment(folder, server.url, server.model_name).items():
+            mp.setenv(k, v)
+        mp.delenv("SANDBOX_BACKEND", raising=False)
+        try:
+            yield {"folder": folder, "server": server, "rows": rows, "timings": {}}
+        finally:
+            mp.undo()
+
+
+def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
+    from course_lib.profiles import _FULL, get_profile
+
+    P = get_profile("full")
+    overrides = rehearsal.rehearsal_overrides()
+    written = json.loads((rehearsal_env["folder"] / rehearsal.SETTINGS_FILE).read_text())["profile_overrides"]
+    assert written == overrides
+    stray = [(sec, k) for sec, values in overrides.items() for k in values if k not in _FULL.get(sec, {})]
+    assert not stray, f"rehearsal overrides of settings the full profile does not have: {stray}"
+    for section, values in _FULL.items():
+        for key, value in values.items():
+            expected = overrides.get(section, {}).get(key, value)
+            assert getattr(P, section)[key] == expected, (section, key)
+    assert P.drill.dataset == str(rehearsal_env["folder"] / rehearsal.HUB_FOLDER)
+    assert P.drill.source == "hub"
+    assert not {"inference_backend", "inference_fallback"} & set(overrides["drill"])   # step 4 as full runs it
+    assert P.sandbox.backend == "docker" and P.drill.sandbox_backend == "docker"
+    assert P.sft.finetune_type == "lora" and P.sft.optim == "adamw_torch_fused" and P.sft.bf16 is False
+    shards = sorted((rehearsal_env["folder"] / rehearsal.HUB_FOLDER / "data").glob("*.parquet"))
+    assert len(shards) == rehearsal.SHARDS
+
+
+def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
+    from course_lib.drill import evaluate, preflight, run
+    from course_lib.drill.taskgen import HUB_COLUMNS
+    from course_lib.evaluation import sandbox
+    from course_lib.training.sft import llamafactory_config
+
+    cfg = run.config_from_profile("full")
+    steps = run.plan_steps(cfg)
+    assert steps == list(run.STEPS)
+    assert preflight.teacher_problem(cfg) is None            # the full profile's own teacher check
+    problems = run.check_prerequisites(cfg, steps)
+    if problems:
+        missing("\n  - " + "\n  - ".join(problems))
+    backends: list[str] = []   # the sandbox backend of every program the drill runs (a spy, not a stand-in)
+    real_run_many = sandbox.run_many
+
+    def spy_run_many(*args, **kw):
+        results = real_run_many(*args, **kw)
+        backends.extend(r.backend for r in results)
+        return results
+
+    monkeypatch.setattr(sandbox, "run_many", spy_run_many)
+    t0 = time.monotonic()
+    done = run.run_drill(cfg)
+    rehearsal_env["timings"]["drill_s"] = time.monotonic() - t0
+    print(f"full-profile rehearsal drill: {time.monotonic() - t0:.0f} s")
+
+    # step 1: hub-shaped rows from the local folder, nothing attached
+    train = json.loads(cfg.paths.train_json.read_text())
+    evals = json.loads(cfg.paths.eval_json.read_text())
+    assert (len(train), len(evals)) == (cfg.train_size, cfg.eval_size)
+    assert all(set(r) == set(HUB_COLUMNS) for r in train + evals)
+    # step 2: the stand-in teacher answered over HTTP and rows were kept
+    assert rehearsal_env["server"].requests >= len(train) and not rehearsal_env["server"].errors
+    assert 0 < done["pipeline"]["kept"] <= len(train)
+    # step 3: LoRA through LLaMA-Factory with the full YAML (bf16 off)
+    full_yaml = llamafactory_config("full", **cfg.sft_overrides)
+    assert full_yaml["finetuning_type"] == "lora" and full_yaml["bf16"] is False
+    for v in cfg.trained_variants():
+        res = json.loads(run._sft_result_path(cfg, v).read_text())
+        assert run.has_weights(res["model_path"])
+    # steps 4-5: answers for every eval row, each judged in the Docker sandbox
+    manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
+    assert {s for s in manifest["steps"]} >= set(run.STEPS)
+    step1 = manifest["steps"]["download"]["engine"]
+    assert (step1["source"], step1["dataset"]) == ("hub", str(rehearsal_env["folder"] / rehearsal.HUB_FOLDER))
+    step4 = manifest["steps"]["inference"]["engine"]
+    assert step4["used"] == cfg.inference_backend, step4   # the full profile has no fallback engine
+    for v in cfg.variants():
+        assert done["inference"][v]["engine"] == cfg.inference_backend
+    for v in cfg.variants():
+        rep = run.load_report(cfg, v)
+        assert len(rep) == cfg.eval_size
+        assert set(rep["category"]) and not (rep["sandbox_status"] == "sandbox_error").any()
+    metrics = run.load_metrics(cfg)
+    assert set(metrics) == set(cfg.variants())
+    # a few LoRA steps at the lecture's learning rate do not teach the tiny model to answer in a code fence, so
+    # its answers may hold no code to run: step 5's judge also gets the eval rows' reference answers, with the
+    # drill's own sandbox settings, and every program step 5's judge ran must have run in Docker
+    refs = [{"idx": r["idx"], "prompt": r["prompt"], "response": r["response"]} for r in evals]
+    judged = evaluate.evaluate_answers(refs, workers=cfg.eval_workers, timeout_s=cfg.timeout_s,
+                                       memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend)
+    assert sum(r["category"] == "Pass" for r in judged) >= len(refs) // 2, [r["category"] for r in judged]
+    assert backends and set(backends) == {"docker"}, backends
+
+
+def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
+    """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
+    from course_lib.drill import run
+    from course_lib.tooling.runner import execute_notebook
+
+    problems = run.check_prerequisites(run.config_from_profile("full"), list(run.STEPS))
+    if problems:
+        missing("\n  - " + "\n  - ".join(problems))
+    source = repo / "solutions" / "07_tiny_codes_drill.ipynb"
+    t0 = time.monotonic()
+    nb = execute_notebook(source, tmp_path / "out" / source.name, profile="full", strict=True,
+                          timeout_s=NOTEBOOK_BUDGET_S, progress=False)
+    print(f"notebook 07 (full, rehearsal): {nb.status} in {time.monotonic() - t0:.0f} s")
+    assert nb.ok, f"{nb.status}: {nb.first_error()} (executed copy: {nb.output})"
+
+
+def test_the_rehearsal_folder_is_the_only_switch(monkeypatch, tmp_path):
+    """Without the variable the full profile is untouched; with it but unprepared, a clear error."""
+    from course_lib.profiles import PROFILES, get_profile
+
+    monkeypatch.delenv(rehearsal.REHEARSAL_ENV, raising=False)
+    assert get_profile("full").drill.train_size == PROFILES["full"].drill.train_size
+    assert rehearsal.bypassed("gpu_memory") is None
+    monkeypatch.setenv(rehearsal.REHEARSAL_ENV, str(tmp_path))
+    assert rehearsal.bypassed("gpu_memory")
+    assert get_profile("ci").drill.train_size == PROFILES["ci"].drill.train_size
+    with pytest.raises(FileNotFoundError, match="prepare"):
+        get_profile("full")
+    assert not Path(tmp_path / rehearsal.SETTINGS_FILE).exists()
