@@ -38,6 +38,22 @@ def cache_dir(*parts: str, create: bool = True) -> Path:
     return path
 
 
+def side_venv(name: str, env_var: str) -> Path:
+    """Where a side environment of the course lives (a venv beside the course's own, for tools whose pins
+    clash with it): ``$<env_var>`` if set, else ``<repo>/.venv-<name>``, else ``<course cache>/<name>/venv``
+    when course_lib is installed without the repository. Introduced in lesson 02."""
+    env = os.environ.get(env_var)
+    if env:
+        return Path(env)
+    root = repo_root()
+    return root / f".venv-{name}" if root is not None else cache_dir(name, create=True) / "venv"
+
+
+def venv_python(venv: Path) -> Path:
+    """The interpreter of the virtual environment ``venv``. Introduced in lesson 02."""
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
 def build_dir(*parts: str, create: bool = True) -> Path:
     """Where the course command writes executed notebooks and slides (``$COURSE_BUILD_DIR`` or
     ``<repo>/build``). Introduced in lesson 00."""

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.paths import side_venv, venv_python
+
 DATATROVE_REQUIREMENTS = ["datatrove==0.10.1", "regex", "xxhash<4", "tokenizers", "orjson"]
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "datatrove_minhash.py"
 
@@ -33,24 +35,14 @@ def datatrove_venv_path() -> Path:
     """Where the datatrove environment lives: ``$COURSE_DATATROVE_VENV``, else ``<repo>/.venv-datatrove``
     (else ``<course cache>/venv-datatrove`` when course_lib is installed without the repository).
     Introduced in lesson 02."""
-    env = os.environ.get("COURSE_DATATROVE_VENV")
-    if env:
-        return Path(env)
-    from course_lib.paths import cache_dir, repo_root
-
-    root = repo_root()
-    return root / ".venv-datatrove" if root is not None else cache_dir("datatrove", create=True) / "venv"
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    return side_venv("datatrove", "COURSE_DATATROVE_VENV")
 
 
 def datatrove_status(venv: Path | None = None) -> dict[str, Any]:
     """``{"venv": path, "ready": bool, "version": str | None, "reason": str}`` without installing
     anything. Introduced in lesson 02."""
     venv = venv or datatrove_venv_path()
-    py = _venv_python(venv)
+    py = venv_python(venv)
     if not py.exists():
         return {"venv": str(venv), "ready": False, "version": None,
                 "reason": f"no datatrove environment at {venv}; create it with "
@@ -79,7 +71,7 @@ def ensure_datatrove_venv(venv: Path | None = None, force: bool = False, quiet: 
     print(f"creating the datatrove environment at {venv} (separate from the course venv: datatrove "
           f"needs numpy>=2) ...", flush=True)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    cmd = [str(_venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check",
+    cmd = [str(venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check",
            *(["-q"] if quiet else []), *DATATROVE_REQUIREMENTS]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -118,7 +110,7 @@ def run_datatrove_minhash(docs: Sequence[str], work_dir: str | Path | None = Non
         with open(work / "input" / f"part{t:03d}.jsonl", "w", encoding="utf-8") as fh:
             for i in range(t * per_file, min(len(docs), (t + 1) * per_file)):
                 fh.write(json.dumps({"id": ids[i], "text": docs[i]}) + "\n")
-    cmd = [str(_venv_python(venv)), str(SCRIPT), str(work / "input"), str(work / "out"),
+    cmd = [str(venv_python(venv)), str(SCRIPT), str(work / "input"), str(work / "out"),
            "--tasks", str(tasks), "--workers", str(workers), "--buckets", str(buckets),
            "--hashes-per-bucket", str(hashes_per_bucket), "--ngrams", str(ngrams)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}

