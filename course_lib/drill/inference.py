@@ -176,20 +176,6 @@ def generate_transformers(model_path: str | Path, prompts: Sequence[str], *, max
     return [decode_answer(tok, g, stop) for g in gen]
 
 
-def generate_vllm(model_path: str | Path, prompts: Sequence[str], knobs: VLLMKnobs, *,
-                  timeout_s: float) -> list[dict[str, Any]]:
-    """Greedy answers with vLLM's offline engine and the lesson's knobs, in a child process
-    (:func:`course_lib.drill.vllm_engine.generate_offline`); same output as
-    :func:`generate_transformers`. Raises :class:`VLLMUnavailable` saying why vLLM cannot run.
-    Introduced in lesson 07.
-    """
-    tok = load_tokenizer(model_path)
-    ids, _ = encode_prompts(tok, prompts, max(16, model_max_len(model_path, knobs) - knobs.response_max_tokens))
-    stop = stop_token_ids(tok)
-    res = generate_offline(model_path, ids, knobs, stop_token_ids=stop, timeout_s=timeout_s)
-    return [decode_answer(tok, a["token_ids"], stop) for a in res["answers"]]
-
-
 def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 8,
                        max_length: int = 1024, threads: int | None = None, device: str | None = None) -> dict:
     """Perplexity of the model on reference answers, teacher-forced (the lesson's PPL).
