@@ -3,7 +3,8 @@
 Runs the ci drill (download → LazyLLM pipeline → raw SFT and pipeline SFT through LazyLLM →
 LLaMA-Factory → inference → sandboxed evaluation) once per seed, each in its own folder, and prints per
 variant the hidden-test pass@1 on the two eval parts (new instances of trained task families, held-out
-combinations), Pass@1 and PPL: the mean, the spread (min–max) over seeds, and whether the pipeline's
+combinations; the answer starts with the function's signature, HumanEval's protocol), the hidden tests on
+the free answer, Pass@1 and PPL: the mean, the spread (min–max) over seeds, and whether the pipeline's
 lead on new instances is larger than the seed-to-seed spread. The seed changes the train/eval split
 and the SFT seed; the base model (lesson 04's tiny model) is the same.
 
@@ -28,8 +29,8 @@ from pathlib import Path
 from course_lib.drill import run
 from course_lib.drill.store import DrillPaths, setup_logging
 
-KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "names the function", "Pass@1", "FCR",
-        "PPL")
+KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
+        "names the function", "Pass@1", "FCR", "PPL")
 VARIANTS = ("base", "raw_sft", "pipeline_sft")
 
 

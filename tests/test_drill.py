@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import evaluate, run  # noqa: E402
+from course_lib.drill import evaluate, metrics, run  # noqa: E402
 from course_lib.drill.store import DrillPaths, StepOutputError, output_state, read_json_output  # noqa: E402
 
 
@@ -180,6 +180,38 @@ def test_bad_answers_all_get_a_category(which, monkeypatch):
     assert "ValueError" in rows[3]["error"] and len(rows[3]["error"]) <= evaluate.ERROR_EXCERPT_CHARS + 3
     s = evaluate.summarize(rows)
     assert s["counts"]["Pass"] == 3 and s["runs_but_wrong"] == 1 and s["with_tests"] == 4
+
+
+@pytest.mark.parametrize("which", ["stand-in", "real"])
+def test_test_pass_judges_the_answer_that_was_given_the_signature(which, monkeypatch):
+    """test pass@1 runs the hidden tests on the answer that began with the signature (HumanEval's
+    protocol); the lecture's categories, `names the function` and the free test pass judge the free answer."""
+    if which == "real":
+        _real_sandbox_or_skip()
+    else:
+        standins.install(monkeypatch)
+    tests = "assert tally_sum_all([1, 2]) == 3\n"
+    sig = "```python\ndef tally_sum_all(xs):\n"
+    records = [
+        # free answer: right code under another name; given the signature: right
+        {"idx": 0, "response": "```python\ndef other(xs):\n    return sum(xs)\n```", "tests": tests,
+         "entry_point": "tally_sum_all", "signature_response": sig + "    return sum(xs)\n```"},
+        # free answer right; given the signature: wrong body
+        {"idx": 1, "response": "```python\ndef tally_sum_all(xs):\n    return sum(xs)\n```", "tests": tests,
+         "entry_point": "tally_sum_all", "signature_response": sig + "    return 0\n```"},
+        # no signature answer (a hub row): the free answer decides
+        {"idx": 2, "response": "```python\ndef tally_sum_all(xs):\n    return sum(xs)\n```", "tests": tests,
+         "entry_point": "tally_sum_all"},
+    ]
+    rows = evaluate.evaluate_answers(records, workers=2, timeout_s=4.0)
+    assert [r["category"] for r in rows] == ["Pass", "Pass", "Pass"]
+    assert [r["correct"] for r in rows] == [True, False, True]
+    assert [r["correct_free"] for r in rows] == [False, True, True]
+    assert [r["defines_entry_point"] for r in rows] == [False, True, True]
+    s = evaluate.summarize(rows)
+    assert s["correct"] == 2 and s["correct_free"] == 2 and s["runs_but_wrong"] == 1
+    m = metrics.drill_metrics(s)
+    assert m["test pass@1"] == m["test pass@1 (free answer)"] == 2 / 3
 
 
 def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model):

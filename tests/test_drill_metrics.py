@@ -119,3 +119,30 @@ def test_names_the_function_tells_a_wrong_name_from_wrong_code():
              "defines_entry_point": ok, "eval_part": ""} for ok in (True, False, False, False)]
     out = metrics.drill_metrics(summarize(rows))
     assert out["names the function"] == 0.25 and out["test pass@1"] == 0.0
+
+
+@pytest.mark.parametrize("answer, lead", [
+    ("Here it is:\n\n```python\nimport math\ndef other(xs):\n    return 0\n```\n", "Here it is:\n\n```python\nimport math\n"),
+    ("```python\ndef other(xs):\n    return 0\n```", "```python\n"),
+    ("```\ndef other(xs):\n    pass\n```", "```\n"),                          # untagged fence
+    ("```javascript\ndef x\n```\n```py\ndef y():\n    pass\n```", "```javascript\ndef x\n```\n```py\n"),
+    ("Just prose, no code.", None),
+    ("```python\n    def nested():\n        pass\n```", None),                  # only an indented def
+    ("", None),
+])
+def test_answer_lead_in_stops_before_the_first_def_line_of_a_python_fence(answer, lead):
+    from course_lib.drill.extract import answer_lead_in
+
+    assert answer_lead_in(answer) == lead
+
+
+def test_signature_prefix_keeps_the_models_lead_in_and_gives_the_def_line():
+    from course_lib.drill.run import DEFAULT_LEAD_IN, signature_prefix
+
+    row = {"signature": "def tally_sum_all(scores):", "tests": "assert tally_sum_all([1]) == 1\n"}
+    raw_style = "It returns the sum:\n\n```python\ndef calc(items):\n    return 0\n```\nDone."
+    assert signature_prefix(row, raw_style) == "It returns the sum:\n\n```python\ndef tally_sum_all(scores):\n"
+    assert signature_prefix(row, "no code at all") == DEFAULT_LEAD_IN + "def tally_sum_all(scores):\n"
+    assert signature_prefix(row) == DEFAULT_LEAD_IN + "def tally_sum_all(scores):\n"
+    assert signature_prefix({"signature": "def f(x):"}, raw_style) is None          # no hidden tests
+    assert signature_prefix({"tests": "assert True\n"}, raw_style) is None            # no signature (hub row)

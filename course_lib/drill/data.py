@@ -158,7 +158,8 @@ def _balanced(pool: list[dict], size: int, part_of: Callable[[dict], Any]) -> li
 
 
 def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
-    """Add ``tests`` and ``entry_point`` from the side file to rows that have them; returns how many."""
+    """Add ``tests``, ``entry_point`` and ``signature`` (the ``def`` line the hidden tests call) from the
+    side file to rows that have them; returns how many."""
     if not tests_path or not Path(tests_path).exists():
         return 0
     tests = load_hidden_tests(tests_path)
@@ -167,6 +168,8 @@ def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
         rec = tests.get(int(row["idx"]))
         if rec:
             row["tests"], row["entry_point"] = rec["tests"], rec["entry_point"]
+            if rec.get("signature"):
+                row["signature"] = rec["signature"]
             row["task"] = f"{rec['family']}/{rec['operation']}/{rec['filter']}"
             if rec.get("eval_part"):
                 row["eval_part"] = rec["eval_part"]

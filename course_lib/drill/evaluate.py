@@ -97,9 +97,15 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
 
     Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
     ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without
-    tests), ``test_status``, ``defines_entry_point`` (the answer defines the function the prompt names;
-    None when the record has no ``entry_point``), ``answer_chars``, ``eval_part`` ("new instances" / "held-out combinations"
-    in ci; empty on the hub). Introduced in lesson 07.
+    tests), ``test_status``, ``correct_free``/``test_status_free`` (the hidden tests on the free answer),
+    ``defines_entry_point`` (the free answer defines the function the prompt names; None when the
+    record has no ``entry_point``), ``answer_chars``, ``eval_part`` ("new instances" / "held-out
+    combinations" in ci; empty on the hub).
+
+    The category and ``has_fence``/``has_code`` judge the free answer (``response``: the lecture's
+    metrics). ``correct`` judges the answer that began with the function's signature
+    (``signature_response``, HumanEval's protocol: the test calls the function by the name the
+    signature gives) when the record has one, else the free answer. Introduced in lesson 07.
     """
     rows: list[dict] = []
     run_items, run_at, test_items, test_at = [], [], [], []
@@ -107,30 +113,39 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
         answer = rec.get("response") or ""
         code = extract_code(answer)
         tests = rec.get("tests")
+        given = rec.get("signature_response")
         row = {"id": rec.get("idx", i), "task": rec.get("task", ""), "eval_part": rec.get("eval_part", ""),
                "category": "NoCode",
                "sandbox_status": "", "duration_s": 0.0, "error": "",
                "has_fence": has_fenced_code(answer), "has_code": code is not None,
                "has_tests": bool(tests), "correct": (False if tests else None), "test_status": "",
+               "correct_free": (False if tests else None), "test_status_free": "",
                "defines_entry_point": defines_function(code, rec.get("entry_point")),
                "answer_chars": len(answer)}
         if code is None:
             row["error"] = "no fenced Python code block in the answer"
-            row["test_status"] = "no_code" if tests else ""
         else:
             run_items.append({"code": code})
             run_at.append(i)
-            if tests:
-                test_items.append({"code": code, "tests": tests})
-                test_at.append(i)
+        if tests:
+            for key, text in (("free", answer), ("given", given if given is not None else answer)):
+                c = extract_code(text)
+                if c is None:
+                    row["test_status_free" if key == "free" else "test_status"] = "no_code"
+                else:
+                    test_items.append({"code": c, "tests": tests})
+                    test_at.append((i, key))
         rows.append(row)
     kw = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "backend": backend}
     for i, res in zip(run_at, run_programs(run_items, **kw)):
         rows[i].update(category=category_of(res.status), sandbox_status=res.status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
                        error="" if res.status == "passed" else _error_text(res))
-    for i, res in zip(test_at, run_programs(test_items, **kw)):
-        rows[i].update(correct=res.status == "passed", test_status=res.status)
+    for (i, key), res in zip(test_at, run_programs(test_items, **kw)):
+        if key == "free":
+            rows[i].update(correct_free=res.status == "passed", test_status_free=res.status)
+        else:
+            rows[i].update(correct=res.status == "passed", test_status=res.status)
     return rows
 
 
@@ -159,9 +174,10 @@ def summarize(rows: Sequence[dict]) -> dict[str, Any]:
             "with_code": sum(bool(r["has_code"]) for r in rows),
             "with_tests": len(with_tests),
             "correct": sum(bool(r["correct"]) for r in with_tests),
+            "correct_free": sum(bool(r.get("correct_free")) for r in with_tests),
             "defines_entry_point": sum(bool(r.get("defines_entry_point")) for r in with_tests),
-            "runs_but_wrong": sum(r["category"] == "Pass" and r["correct"] is False for r in with_tests),
-            "correct_but_not_run": sum(r["category"] != "Pass" and bool(r["correct"]) for r in with_tests)}
+            "runs_but_wrong": sum(r["category"] == "Pass" and r.get("correct_free") is False for r in with_tests),
+            "correct_but_not_run": sum(r["category"] != "Pass" and bool(r.get("correct_free")) for r in with_tests)}
 
 
 # --- HumanEval in our sandbox --------------------------------------------------------------------

@@ -74,3 +74,29 @@ def has_fenced_code(answer: str | None) -> bool:
         return False
     return any(b.closed and b.code.strip() and (b.tag in PYTHON_TAGS or b.tag == "")
                for b in find_code_blocks(answer))
+
+
+def answer_lead_in(answer: str | None) -> str | None:
+    """The part of ``answer`` before its first function definition: everything up to the first line
+    that starts with ``def `` inside a Python (or untagged) fence, that fence's opening line included.
+    None when the answer defines no function in such a fence.
+
+    Test pass@1 keeps a model's own lead-in (prose, the fence) and gives it the ``def`` line the task
+    asks for (:func:`course_lib.drill.run.signature_prefix`). Introduced in lesson 07.
+    """
+    if not answer:
+        return None
+    offset, inside, python = 0, False, False
+    for line in answer.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            rest = stripped.strip("`").strip()
+            if not inside:
+                inside = True
+                python = (rest.split()[0].lower() if rest else "") in PYTHON_TAGS | {""}
+            elif rest == "":
+                inside = False
+        elif inside and python and line.startswith("def "):
+            return answer[:offset]
+        offset += len(line)
+    return None

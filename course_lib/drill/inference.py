@@ -101,12 +101,20 @@ def model_max_len(model_path: str | Path, knobs: VLLMKnobs) -> int:
     return min(knobs.max_model_len, ctx) if ctx else knobs.max_model_len
 
 
-def encode_prompts(tokenizer, prompts: Sequence[str], room: int) -> tuple[list[list[int]], int]:
+def encode_prompts(tokenizer, prompts: Sequence[str], room: int,
+                   answer_prefixes: Sequence[str | None] | None = None) -> tuple[list[list[int]], int]:
     """Chat-formatted token ids of ``prompts``, each cut to its last ``room`` tokens (the answer's
-    budget must fit in the context). Returns (ids per prompt, how many prompts were cut)."""
+    budget must fit in the context). ``answer_prefixes[i]`` (optional): the start of the answer, given
+    to the model after the chat prompt (encoded on its own, as SFT encodes the answer apart from the
+    prompt). Returns (ids per prompt, how many prompts were cut)."""
+    if answer_prefixes is not None and len(answer_prefixes) != len(prompts):
+        raise ValueError(f"{len(prompts)} prompts but {len(answer_prefixes)} answer prefixes")
     out, cut = [], 0
-    for p in prompts:
+    for i, p in enumerate(prompts):
         ids = list(tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"])
+        prefix = answer_prefixes[i] if answer_prefixes is not None else None
+        if prefix:
+            ids += list(tokenizer(prefix, add_special_tokens=False)["input_ids"])
         if len(ids) > room:
             ids, cut = ids[-room:], cut + 1
         out.append(ids)
@@ -250,8 +258,13 @@ def _free_memory() -> None:
 def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequence[tuple[str, str]] = (), *,
               profile: str = "ci", knobs: VLLMKnobs | None = None, engine: Any = _PROFILE,
               fallback: Any = _PROFILE, batch_size: Any = _PROFILE, threads: Any = _PROFILE,
-              timeout_s: Any = _PROFILE, log: logging.Logger | None = None) -> dict[str, Any]:
+              timeout_s: Any = _PROFILE, log: logging.Logger | None = None,
+              answer_prefixes: Sequence[str | None] | None = None) -> dict[str, Any]:
     """Answers of ONE model to ``prompts`` and its PPL on ``ppl_pairs``: the drill's one inference call.
+
+    ``answer_prefixes`` (optional, one per prompt, None for none): the start of the answer, given to the
+    model after the chat prompt, as HumanEval gives the function's signature; the returned
+    ``response`` then begins with that prefix, followed by what the model wrote.
 
     Settings not given come from ``get_profile(profile).drill``: ``knobs`` (``vllm_*``), ``engine``
     (``inference_backend``: ``"vllm"``, or ``"transformers"`` to skip vLLM), ``fallback``
@@ -285,7 +298,8 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
     tok = load_tokenizer(model_path)
     stop = stop_token_ids(tok)
     max_len = model_max_len(model_path, knobs)
-    prompt_ids, truncated = encode_prompts(tok, prompts, max(16, max_len - knobs.response_max_tokens))
+    prompt_ids, truncated = encode_prompts(tok, prompts, max(16, max_len - knobs.response_max_tokens),
+                                           answer_prefixes)
     seconds: dict[str, float] = {}
 
     ppl = None
@@ -326,6 +340,10 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         info = {"engine": "transformers", "version": _installed("transformers"), "device": "cpu",
                 "settings": {"max_new_tokens": knobs.response_max_tokens, "batch_size": batch_size,
                              "threads": threads, "dtype": "float32", "greedy": True}}
+    if answer_prefixes is not None:
+        for a, prefix in zip(answers, answer_prefixes):
+            if prefix:
+                a["response"] = prefix + a["response"]
     info.update(fallback_reason=fallback_reason, truncated_prompts=truncated, max_model_len=max_len,
                 ppl=None if ppl is None else f"transformers {_installed('transformers')}, teacher-forced, "
                                              "before the engine starts",

@@ -14,8 +14,11 @@ The lecture's definitions, over all N eval samples and the categories of :mod:`c
 
 The course adds stricter measures as extra columns with their own names: **closed-fence rate** (share of
 answers with a closed ```python / untagged fence), **SER among code** (SyntaxError / answers with code),
-**test pass@1** (hidden tests pass, over samples that carry tests), **HumanEval pass@1** (a subset in ci),
-and the count of answers that run but are wrong.
+**test pass@1** (hidden tests pass, over samples that carry tests; HumanEval's protocol: the answer
+starts with the function's signature, so the tests find the function they call) with its two eval
+parts, **test pass@1 (free answer)** (the same tests on the free answer, which must also name the
+function as the prompt asks), **names the function**, **HumanEval pass@1** (a subset in ci), and the
+count of free answers that run but are wrong.
 
 Introduced in lesson 07.
 """
@@ -79,6 +82,7 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
         "closed-fence rate": _ratio(summary["fenced"], n),
         "SER among code": _ratio(c["SyntaxError"], with_code),
         "test pass@1": _ratio(summary["correct"], summary["with_tests"]),
+        "test pass@1 (free answer)": _ratio(summary.get("correct_free", 0), summary["with_tests"]),
         "samples": n, "Pass": c["Pass"], "Fail": c["Fail"], "SyntaxError": c["SyntaxError"],
         "NoCode": c["NoCode"], "Timeout": c["Timeout"], "Error": c["Error"],
         "fenced": summary["fenced"], "with code": with_code,
@@ -101,7 +105,7 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
 
 RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "closed-fence rate", "SER among code",
                 "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
-                "names the function", "HumanEval pass@1"]
+                "test pass@1 (free answer)", "names the function", "HumanEval pass@1"]
 COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
                  "runs but wrong", "HumanEval passed"]
 # The lecture's tables: rows are measures, columns are models.
@@ -167,11 +171,13 @@ def plot_metrics(by_variant: Mapping[str, Mapping[str, Any]], path=None,
 
 
 def runs_vs_correct(rows) -> Any:
-    """Cross-table of the lesson's category against hidden-test correctness (samples with tests)."""
+    """Cross-table of the lesson's category against hidden-test correctness of the same (free) answer
+    (samples with tests). Introduced in lesson 07."""
     import pandas as pd
 
     df = pd.DataFrame([r for r in rows if r.get("has_tests")])
     if df.empty:
         return df
-    df["correct"] = df["correct"].map({True: "tests pass", False: "tests fail"})
-    return pd.crosstab(df["category"], df["correct"])
+    key = "correct_free" if "correct_free" in df else "correct"
+    df["hidden tests"] = df[key].map({True: "tests pass", False: "tests fail"})
+    return pd.crosstab(df["category"], df["hidden tests"])

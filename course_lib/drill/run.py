@@ -465,10 +465,32 @@ def _inference_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "model": _model_fingerprint(cfg, variant),
             "eval": _sha_or_none(cfg.paths.eval_json), "engine": cfg.inference_backend,
             "knobs": inference_knobs(cfg).as_dict(), "humaneval_subset": cfg.humaneval_subset,
-            "ppl_samples": cfg.ppl_samples}
+            "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2"}
 
 
-def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list[tuple[str, str]]) -> dict:
+# test pass@1's protocol: the model answers freely; its first `def` line is replaced by the one the task
+# asks for, and the model writes the rest again from there (HumanEval gives the signature the same way)
+DEFAULT_LEAD_IN = "```python\n"
+
+
+def signature_prefix(row: dict, free_answer: str | None = None) -> str | None:
+    """The start of the answer that test pass@1 gives the model for an eval row with hidden tests: the
+    model's own free answer up to its first function definition (prose, the ```` ```python ```` fence;
+    :func:`course_lib.drill.extract.answer_lead_in`), or ```` ```python ```` when it defined none,
+    followed by the task's ``def`` line (``signature`` of the hidden-test record). So every model
+    keeps its own answer format and only the name and argument of the function are given, as
+    HumanEval's prompt ends with the signature. None for rows without a signature (hub rows)."""
+    from course_lib.drill.extract import answer_lead_in
+
+    sig = row.get("signature")
+    if not (sig and row.get("tests")):
+        return None
+    lead = answer_lead_in(free_answer) if free_answer else None
+    return (lead if lead is not None else DEFAULT_LEAD_IN) + sig + "\n"
+
+
+def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list[tuple[str, str]],
+          answer_prefixes: list[str | None] | None = None) -> dict:
     """One model's answers to ``prompts`` and its PPL on ``ppl_pairs`` with the configured engine
     (:func:`course_lib.drill.inference.run_model`: vLLM, or the transformers fallback saying why)."""
     from course_lib.drill import inference
@@ -476,14 +498,16 @@ def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list
     return inference.run_model(model_path, prompts, ppl_pairs, profile=cfg.profile, knobs=inference_knobs(cfg),
                                engine=cfg.inference_backend, fallback=cfg.inference_fallback,
                                batch_size=cfg.batch_size, threads=cfg.inference_workers,
-                               timeout_s=cfg.inference_timeout_s, log=log())
+                               timeout_s=cfg.inference_timeout_s, log=log(), answer_prefixes=answer_prefixes)
 
 
 def step_inference(cfg: DrillConfig) -> dict:
     """Step 4: each model answers the eval prompts and a HumanEval subset; PPL on the references.
 
     One engine per model (:func:`infer`): the eval and HumanEval prompts go to it in one go, and it is
-    shut down (its process exits) before the next model starts. Writes
+    shut down (its process exits) before the next model starts. Eval rows with hidden tests are then
+    answered once more (a second engine run), each from its free answer's lead-in and the task's
+    ``def`` line (:func:`signature_prefix`): those answers are what test pass@1 runs. Writes
     ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and ``ppl.json``;
     which engine answered, with which settings (and why it fell back, if it did), goes to the run
     manifest. Introduced in lesson 07.
@@ -515,13 +539,30 @@ def step_inference(cfg: DrillConfig) -> dict:
             raise StepOutputError(f"inference[{variant}]: {len(prompts) + len(he_prompts)} prompts but "
                                   f"{len(res['answers'])} answers")
         answers, he_answers = res["answers"][: len(prompts)], res["answers"][len(prompts):]
+        # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
+        # task's signature (signature_prefix); a second engine run, since it starts from the first's answers
+        sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r)]
+        sig_answers: dict[int, dict] = {}
+        if sig_rows:
+            prefixes = [signature_prefix(evals[i], answers[i]["response"]) for i in sig_rows]
+            res2, secs2 = timed(infer, cfg, model_path, [evals[i]["prompt"] for i in sig_rows], [], prefixes)
+            if len(res2["answers"]) != len(sig_rows):
+                raise StepOutputError(f"inference[{variant}]: {len(sig_rows)} signature prompts but "
+                                      f"{len(res2['answers'])} answers")
+            sig_answers = dict(zip(sig_rows, res2["answers"]))
+            secs += secs2
+            log().info("inference[%s]: %d answers again with the task's signature given (%s, %.1f s)", variant,
+                       len(sig_rows), res2["engine"]["engine"], secs2)
         records = []
-        for r, a in zip(evals, answers):
+        for i, (r, a) in enumerate(zip(evals, answers)):
             rec = {"idx": r["idx"], "task": r.get("task", ""), "prompt": r["prompt"],
                    "response": a["response"], "reference": r["response"], "new_tokens": a["new_tokens"],
                    "finished": a["finished"]}
             if r.get("tests"):
                 rec["tests"], rec["entry_point"] = r["tests"], r.get("entry_point")
+            if i in sig_answers:
+                rec["signature"] = r["signature"]
+                rec["signature_response"] = sig_answers[i]["response"]
             if r.get("eval_part"):
                 rec["eval_part"] = r["eval_part"]
             records.append(rec)
@@ -531,7 +572,7 @@ def step_inference(cfg: DrillConfig) -> dict:
         ppl = res["ppl"] or {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
         write_json_output(files["ppl"], ppl, conf)
         engine = res["engine"]
-        tokens = sum(a["new_tokens"] for a in res["answers"])
+        tokens = sum(a["new_tokens"] for a in res["answers"])   # the free answers' run
         gen_s = engine["seconds"].get("engine_generate", engine["seconds"].get("generate", secs))
         log().info("inference[%s]: %s %s answered %d prompts, %d new tokens (%.0f tokens/s while generating); "
                    "PPL %.2f over %d reference tokens; %.1f s in all", variant, engine["engine"],
@@ -540,7 +581,9 @@ def step_inference(cfg: DrillConfig) -> dict:
         info[variant] = {"answers": len(records), "humaneval": len(he_answers), "seconds": round(secs, 1),
                          "ppl": ppl["ppl"], "engine": engine["engine"]}
         notes[variant] = {"status": "ran", "model": model_path, "answers": len(records), "new_tokens": tokens,
-                          "humaneval_problems": len(problems), **engine}
+                          "humaneval_problems": len(problems), **engine,
+                          "signature_answers": len(sig_answers),
+                          "signature_engine": res2["engine"]["engine"] if sig_answers else None}
     return info
 
 

@@ -19,7 +19,8 @@ Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
 
 - ``tiny_codes_sample.jsonl`` — exactly the hub's columns (``prompt, main_topic, subtopic, adjective,
   action_verb, scenario, target_audience, programming_language, common_sense_topic, idx, response``).
-- ``hidden_tests.jsonl`` — one line per Python row: ``idx``, ``entry_point``, ``tests`` (assert lines),
+- ``hidden_tests.jsonl`` — one line per Python row: ``idx``, ``entry_point``, ``signature`` (the
+  function's ``def`` line, given to the model HumanEval-style for test pass@1), ``tests`` (assert lines),
   ``family``, ``operation``, ``filter``, ``holdout`` (true for eval rows), ``eval_part`` ("new instances",
   "held-out combinations", or "" for training rows) and ``defect`` (the defect of a training row, or ""). The hub rows have
   no tests; this side file is the course's addition, keyed by ``idx``.
@@ -349,7 +350,7 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
                 row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, names)
                 rows.append(row)
                 inputs = _test_inputs(family, rng, fresh=part == "new instances")
-                tests.append({"idx": idx, "entry_point": name,
+                tests.append({"idx": idx, "entry_point": name, "signature": f"def {name}({arg}):",
                               "tests": _assert_lines(family, op_key, flt_key, name, inputs),
                               "family": family, "operation": op_key, "filter": flt_key,
                               "holdout": bool(part), "eval_part": part, "defect": ""})
