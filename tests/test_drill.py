@@ -84,6 +84,9 @@ def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model
         rep = run.load_report(cfg, v)
         assert len(rep) == 6                              # every eval sample is in the report
         assert set(rep["category"]) <= set(evaluate.CATEGORIES)
+        assert list(rep.columns) == run.REPORT_COLUMNS      # incl. correct_free, which lesson 07 shows
+        assert {"signature", "signature_response"} <= set(read_json_output(out / "inference_results.json",
+                                                                           "inference")[0])
         assert (out / "summary.json").exists() and (out / "ppl.json").exists()
     assert (cfg.paths.model_for("pipeline_sft") / "loss.png").stat().st_size > 1000
     assert (cfg.paths.output_dir / "metrics.png").exists()

@@ -601,11 +601,12 @@ def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "answers": _sha_or_none(out / "inference_results.json"),
             "humaneval": _sha_or_none(out / "humaneval_generations.json"),
             "ppl": _sha_or_none(out / "ppl.json"), "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
-            "backend": cfg.sandbox_backend}
+            "backend": cfg.sandbox_backend, "columns": REPORT_COLUMNS}
 
 
 REPORT_COLUMNS = ["id", "task", "eval_part", "category", "sandbox_status", "duration_s", "error", "has_fence",
-                  "has_code", "has_tests", "correct", "test_status", "defines_entry_point", "answer_chars"]
+                  "has_code", "has_tests", "correct", "test_status", "correct_free", "test_status_free",
+                  "defines_entry_point", "answer_chars"]
 
 
 def write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
