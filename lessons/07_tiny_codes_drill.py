@@ -352,9 +352,9 @@ plt.show()
 # %% slideshow={"slide_type": "-"}
 cols = ["test pass@1 (new instances)", "test pass@1 (held-out combinations)", "Pass@1", "PPL"]
 thesis = pd.DataFrame({metrics.VARIANT_LABELS[v]: {k: m.get(k) for k in cols} for v, m in by_variant.items()}).T
-display(thesis.style.format("{:.3f}"))
+display(thesis.style.format("{:.3f}", na_rep="-"))
 if {"raw_sft", "pipeline_sft"} <= set(by_variant):
-    for k in cols[:2]:
+    for k in [c for c in cols[:2] if c in by_variant["raw_sft"]]:   # hub rows have no hidden tests
         gap = by_variant["pipeline_sft"][k] - by_variant["raw_sft"][k]
         print(f"pipeline SFT − raw SFT, {k}: {gap:+.3f}",
               "(pipeline ahead in this run)" if gap > 0 else "(pipeline not ahead in this run)")
@@ -470,7 +470,9 @@ if PROFILE == "ci":
 ### END HIDDEN TESTS
 print(f"base → {sft_v}: FCR {base['FCR']:.2f} → {after['FCR']:.2f}, Pass@1 {base['Pass@1']:.2f} → {after['Pass@1']:.2f}, "
       f"test pass@1 {base['test pass@1']:.2f} → {after['test pass@1']:.2f} (new instances "
-      f"{base['test pass@1 (new instances)']:.2f} → {after['test pass@1 (new instances)']:.2f}), PPL {base['PPL']:.1f} → {after['PPL']:.1f}")
+      f"{base.get('test pass@1 (new instances)', float('nan')):.2f} → "
+      f"{after.get('test pass@1 (new instances)', float('nan')):.2f}; none on hub rows), "
+      f"PPL {base['PPL']:.1f} → {after['PPL']:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 一键运行与断点续跑
