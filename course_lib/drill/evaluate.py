@@ -128,8 +128,7 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
             run_items.append({"code": code})
             run_at.append(i)
         if tests:
-            for key, text in (("free", answer), ("given", given if given is not None else answer)):
-                c = extract_code(text)
+            for key, c in (("free", code), ("given", code if given is None else extract_code(given))):
                 if c is None:
                     row["test_status_free" if key == "free" else "test_status"] = "no_code"
                 else:

@@ -31,6 +31,12 @@ class CodeBlock:
     closed: bool
 
 
+def _fence_tag(stripped: str) -> str:
+    """The language tag of a fence line (already stripped), lower-cased; ``""`` when untagged."""
+    rest = stripped.strip("`").strip()
+    return rest.split()[0].lower() if rest else ""
+
+
 def find_code_blocks(answer: str) -> list[CodeBlock]:
     """All fenced blocks of ``answer`` in order (any language). Introduced in lesson 07."""
     blocks: list[CodeBlock] = []
@@ -40,7 +46,7 @@ def find_code_blocks(answer: str) -> list[CodeBlock]:
         if stripped.startswith("```"):
             if not inside:
                 inside, lines = True, []
-                tag = stripped.strip("`").strip().split()[0].lower() if stripped.strip("`").strip() else ""
+                tag = _fence_tag(stripped)
                 continue
             if stripped.strip("`") == "":
                 blocks.append(CodeBlock(tag, "\n".join(lines) + "\n", True))
@@ -90,11 +96,10 @@ def answer_lead_in(answer: str | None) -> str | None:
     for line in answer.splitlines(keepends=True):
         stripped = line.strip()
         if stripped.startswith("```"):
-            rest = stripped.strip("`").strip()
             if not inside:
                 inside = True
-                python = (rest.split()[0].lower() if rest else "") in PYTHON_TAGS | {""}
-            elif rest == "":
+                python = _fence_tag(stripped) in PYTHON_TAGS | {""}
+            elif stripped.strip("`") == "":
                 inside = False
         elif inside and python and line.startswith("def "):
             return answer[:offset]
