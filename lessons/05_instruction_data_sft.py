@@ -127,7 +127,8 @@ else:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Chat template 与只在答案上算 loss
 #
-# SFT 把样本排成对话：`system`（默认系统提示）→ `user`（instruction + input）→ `assistant`（output）。
+# SFT 把样本排成对话：`system`（可选）→ `user`（instruction + input）→ `assistant`（output）。
+# Qwen2.5 的模板在没有 system 时补一段默认系统提示；本课程的小模型（和 Qwen3）不补，因为它不是 Qwen，而那段提示会给每个短样本多加一截不计 loss、却要算的 token（实测见 `docs/drill.md` 的 "SFT settings"）。
 # Qwen 系列（以及本课程的小模型）用 ChatML：`<|im_start|>角色\n内容<|im_end|>`。课程里只有一个函数做这件事：`instructions.encode_chat`（`tokenize_chat`、第 07 课的 PPL 都调用它）。训练时：
 #
 # * **prompt**（直到 `<|im_start|>assistant\n`）的 label 设为 `-100`，不计 loss；

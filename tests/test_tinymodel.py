@@ -13,7 +13,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch
 import transformers
 
-from course_lib.training import tinymodel  # noqa: E402
+from course_lib.training import sft, tinymodel  # noqa: E402
 from course_lib.training.tinymodel import (  # noqa: E402
     EOT,
     IM_END,
@@ -150,8 +150,8 @@ def test_chat_template_renders_chatml(quick_model):
     tok = transformers.AutoTokenizer.from_pretrained(out)
     text = tok.apply_chat_template([{"role": "user", "content": "Write add."}], tokenize=False,
                                    add_generation_prompt=True)
-    assert text == (f"{IM_START}system\n{tinymodel.DEFAULT_SYSTEM}{IM_END}\n"
-                    f"{IM_START}user\nWrite add.{IM_END}\n{IM_START}assistant\n")
+    assert text == f"{IM_START}user\nWrite add.{IM_END}\n{IM_START}assistant\n"   # no default system turn
+    assert sft.template_default_system(out) == ""   # so LLaMA-Factory adds none either
     text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
                                     {"role": "assistant", "content": "A"}], tokenize=False)
     assert text == (f"{IM_START}system\nS{IM_END}\n{IM_START}user\nU{IM_END}\n"

@@ -205,8 +205,10 @@ def template_safe_path(model_path: str | os.PathLike, folder: Path) -> Path:
 
 
 def template_default_system(model_path: str | os.PathLike) -> str | None:
-    """The system message the model's own chat template inserts when none is given (Qwen-style
-    templates have one), so training (LLaMA-Factory's ``default_system``) and generation agree.
+    """The system message the model's own chat template inserts when none is given, so training
+    (LLaMA-Factory's ``default_system``) and generation agree: its text for Qwen2.5-style templates,
+    ``""`` for a ChatML template that adds none (the course's tiny model, Qwen3): LLaMA-Factory's
+    ``qwen`` template would otherwise add its own; None when the tokenizer has no chat template.
     Introduced in lesson 05."""
     from transformers import AutoTokenizer
 
@@ -218,7 +220,7 @@ def template_default_system(model_path: str | os.PathLike) -> str | None:
     head = "<|im_start|>system\n"
     if text.startswith(head) and "<|im_end|>" in text:
         return text[len(head): text.index("<|im_end|>")]
-    return None
+    return "" if text.startswith("<|im_start|>user\n") else None
 
 
 def resolve_base_model(base: str | os.PathLike, profile: str = "ci") -> Path:

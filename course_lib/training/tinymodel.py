@@ -34,7 +34,7 @@ from course_lib import store
 from course_lib.paths import display_path
 from course_lib.profiles import get_profile
 
-BUILD_VERSION = 3  # bump when the code that builds the model changes what it builds
+BUILD_VERSION = 4  # bump when the code that builds the model changes what it builds
 
 EOT = "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -48,19 +48,14 @@ SPECIAL_TOKENS = [EOT, IM_START, IM_END, *QWEN_FIM, *STARCODER_FIM]
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
-# The same default system prompt as LLaMA-Factory's `qwen` template (and Qwen2.5's own chat
-# template), so a conversation renders identically at SFT time and at inference time.
-DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+# ChatML without a default system prompt (like Qwen3's template; Qwen2.5's inserts "You are Qwen, ...").
+# The system turn appears only when a conversation has one. The tiny model is not Qwen, and the prompt
+# would be 37 of its tokens, a fifth to a quarter of every drill SFT sample (docs/drill.md, "SFT settings"). LLaMA-Factory
+# is told the same (`default_system: ""`, course_lib.training.sft.template_default_system), so a
+# conversation renders identically at SFT time and at inference time.
 CHAT_TEMPLATE = (
-    "{%- if messages[0]['role'] == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>system\\n" + DEFAULT_SYSTEM + "<|im_end|>\\n' }}"
-    "{%- endif %}"
     "{%- for message in messages %}"
-    "{%- if not (message['role'] == 'system' and loop.first) %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
