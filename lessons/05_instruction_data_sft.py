@@ -335,8 +335,10 @@ table = pd.DataFrame({"lecture": {k: sft.LESSON_HYPERPARAMETERS.get(k, "—") fo
 launchers = {p: sft.launcher_settings(p) for p in ("ci", "full")}
 table.loc["launcher"] = [f"{sft.LECTURE_LAUNCHER[0]}({sft.LECTURE_LAUNCHER[1]})",
                          *(f"{k}({o})" for k, o in launchers.values())]
+print("this CPU has bf16 instructions:", sft.cpu_has_bf16(), "-> ci bf16 =", cfgs["ci"]["bf16"])
 ### BEGIN HIDDEN TESTS
 assert all(cfgs["full"][k] == v for k, v in sft.LESSON_HYPERPARAMETERS.items())
+assert cfgs["ci"]["bf16"] is sft.cpu_has_bf16()
 ### END HIDDEN TESTS
 table
 
@@ -344,7 +346,7 @@ table
 # 与讲义的不同，每条一行：
 #
 # * 讲义用 `launchers.sco(ngpus=1, partition='a800', resource='N3lS.Ii.I60.1')`；本课默认 `launchers.empty`（本机），因为 ci 没有集群——profile 的 `sft.launcher` 设成 `"sco"` 就是讲义的设置（`"slurm"`、`"remote"` 也可以，见 `docs/sft.md`）。
-# * 讲义 `optim: adamw_torch_fused`、`bf16: True`；ci 用 `adamw_torch`、fp32，因为 CPU 上没有 fused 的 CUDA 优化器，bf16 在这台 CPU 上也不更快。
+# * 讲义 `optim: adamw_torch_fused`、`bf16: True`；ci 用 `adamw_torch`，因为 CPU 上没有 fused 的 CUDA 优化器；ci 的 `bf16` 是 `"auto"`：CPU 有 bf16 指令（AVX-512 BF16、AMX、Arm BF16）时用 bf16 混合精度，否则用 fp32，因为没有这些指令的 CPU 只能模拟 bf16、反而更慢（上一格打印了这台机器的取值，速度实测见 `docs/drill.md`）。
 # * 讲义 batch 8 × 累积 4、2 个 epoch、`val_size 0.02`、每 10 步存一次；ci 用 batch 4 × 1、固定步数、不留验证集、不存中间 checkpoint，因为 CPU 上只有约一分钟的预算。
 # * 讲义微调 Qwen2.5-0.5B-Instruct；ci 微调第 04 课训练的小模型，因为 ci 不联网、只有 CPU。
 

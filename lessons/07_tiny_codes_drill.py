@@ -20,7 +20,7 @@ SEED = 0
 TRAIN_SIZE = None   # None: 用 profile 的大小（ci 1000 / full 5000）
 EVAL_SIZE = None    # None: ci 200 / full 1000
 HUMANEVAL_SUBSET = None  # None: ci 20 / full 164
-SFT_STEPS = None    # None: profile 的 SFT 步数（ci 1000 步 × 8 条）；调大则训练更久
+SFT_STEPS = None    # None: profile 的 SFT 步数（ci 1400 步 × 8 条）；调大则训练更久
 COMPARE_RAW = None  # None: profile 的设置（ci/full 都训练 raw_sft 作对照，用于表 2）
 FORCE = False       # True: 重做所有步骤
 
@@ -37,6 +37,7 @@ from course_lib import exercises, get_profile, record
 from course_lib.drill import run, metrics, evaluate
 from course_lib.drill.store import setup_logging
 from course_lib.training import tinymodel
+from course_lib.training.sft import cpu_has_bf16, llamafactory_config
 
 P = get_profile(PROFILE)
 cfg = run.config_from_profile(PROFILE, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
@@ -186,6 +187,8 @@ t0 = time.time()
 info = run.step_sft(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
 print("SFT settings given to LLaMA-Factory (besides the profile's sft section):", cfg.sft_overrides)
+print("bf16 mixed precision:", llamafactory_config(cfg.profile, **cfg.sft_overrides)["bf16"],
+      "(the CPU has bf16 instructions)" if cpu_has_bf16() else "(fp32: this CPU has no bf16 instructions)")
 fig, ax = plt.subplots(figsize=(7, 3))
 for v in cfg.trained_variants():
     res = json.loads((cfg.paths.model_for(v) / "sft_result.json").read_text())
@@ -199,9 +202,10 @@ plt.show()
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### ci 的 SFT 设置
 #
-# 讲义的设置是学习率 1e-4、2 个 epoch（full 照用，学习率按 cosine 衰减）；本课 ci 用 1000 步 × 8 条、恒定学习率 1e-3、
-# 不开 gradient checkpointing，因为这个小模型要看过 6,000–8,000 条样本才学会这些任务族，cosine 衰减会让它在同样的步数里学得少很多
-# （实测见 `docs/drill.md` 的 "SFT settings"）。上一格打印了本次实际交给 LLaMA-Factory 的设置。
+# 讲义的设置是学习率 1e-4、2 个 epoch（full 照用，学习率按 cosine 衰减）；本课 ci 用 1400 步 × 8 条、恒定学习率 1e-3、
+# 不开 gradient checkpointing，因为这个小模型要看过上万条样本才学会这些任务族，cosine 衰减会让它在同样的步数里学得少很多；
+# CPU 有 bf16 指令时用 bf16 混合精度（`bf16: "auto"`），步子更快（实测见 `docs/drill.md` 的 "SFT settings"）。
+# 上一格打印了本次实际交给 LLaMA-Factory 的设置。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 第 4 步 inference：SFT 前后的回答
@@ -252,6 +256,7 @@ report[["id", "task", "category", "duration_s", "correct", "correct_free", "erro
 # - 第一次自由回答：讲义的指标和类别都看它；
 # - 第二次保留模型自己回答的开头（说明文字、```` ```python ````），只把它写的第一行 `def ...` 换成题目要求的 `def 名字(参数):`，
 #   再让模型接着写函数体（`run.signature_prefix`）——和 HumanEval 把函数签名交给模型是同一个做法，每个模型保持自己的格式。
+#   第二轮交给同一个 vLLM 引擎（`run_model(..., follow_up=...)`），每个模型只启动一次引擎。
 #
 # `correct`（`test pass@1`）是第二次回答跑隐藏测试的结果，`correct_free`（`test pass@1 (free answer)`）是自由回答的结果。
 # 讲义只看代码能否运行；本课另用隐藏测试判对错、并给出签名，因为 ci 的小模型不会从 prompt 里抄函数名（见"先看函数名"一节）。

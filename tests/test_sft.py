@@ -64,11 +64,23 @@ def test_launcher_is_a_profile_setting():
 
 def test_ci_profile_is_cpu_safe():
     cfg = sft.llamafactory_config("ci")
-    assert cfg["fp16"] is False and cfg["bf16"] is False and cfg["use_cpu"] is True
+    assert cfg["fp16"] is False and cfg["use_cpu"] is True
+    assert cfg["bf16"] is sft.cpu_has_bf16()          # "auto": bf16 only on a CPU with bf16 instructions
     assert cfg["report_to"] == "none" and cfg["preprocessing_num_workers"] == 1
     assert cfg["val_size"] == 0 and cfg["eval_strategy"] == "no"
     assert cfg["template"] == "qwen" and cfg["stage"] == "sft" and cfg["train_on_prompt"] is False
     assert sft.llamafactory_config("ci", learning_rate=0.5)["learning_rate"] == 0.5
+
+
+def test_bf16_auto_reads_the_cpu_flags():
+    assert sft.cpu_has_bf16("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n")
+    assert sft.cpu_has_bf16("Features\t: fp asimd bf16 i8mm\n")                 # Arm
+    assert not sft.cpu_has_bf16("flags\t\t: fpu sse avx2 avx512f avx512bw\n")   # AVX-512 without BF16
+    assert not sft.cpu_has_bf16("model name\t: bf16 in a name is not a flag\n")
+    assert sft.resolve_bf16(True) is True and sft.resolve_bf16(False, "cuda") is False
+    assert sft.resolve_bf16("auto", "cpu") is sft.cpu_has_bf16()
+    with pytest.raises(ValueError, match="'auto'"):
+        sft.resolve_bf16("yes")
 
 
 @pytest.mark.parametrize("profile", ["ci", "full"])

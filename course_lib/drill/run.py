@@ -490,15 +490,17 @@ def signature_prefix(row: dict, free_answer: str | None = None) -> str | None:
 
 
 def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list[tuple[str, str]],
-          answer_prefixes: list[str | None] | None = None) -> dict:
+          answer_prefixes: list[str | None] | None = None, follow_up=None) -> dict:
     """One model's answers to ``prompts`` and its PPL on ``ppl_pairs`` with the configured engine
-    (:func:`course_lib.drill.inference.run_model`: vLLM, or the transformers fallback saying why)."""
+    (:func:`course_lib.drill.inference.run_model`: vLLM, or the transformers fallback saying why);
+    ``follow_up`` builds a second round from the answers, for the same engine."""
     from course_lib.drill import inference
 
     return inference.run_model(model_path, prompts, ppl_pairs, profile=cfg.profile, knobs=inference_knobs(cfg),
                                engine=cfg.inference_backend, fallback=cfg.inference_fallback,
                                batch_size=cfg.batch_size, threads=cfg.inference_workers,
-                               timeout_s=cfg.inference_timeout_s, log=log(), answer_prefixes=answer_prefixes)
+                               timeout_s=cfg.inference_timeout_s, log=log(), answer_prefixes=answer_prefixes,
+                               follow_up=follow_up)
 
 
 def step_inference(cfg: DrillConfig) -> dict:
@@ -506,7 +508,7 @@ def step_inference(cfg: DrillConfig) -> dict:
 
     One engine per model (:func:`infer`): the eval and HumanEval prompts go to it in one go, and it is
     shut down (its process exits) before the next model starts. Eval rows with hidden tests are then
-    answered once more (a second engine run), each from its free answer's lead-in and the task's
+    answered once more (a second round for the same engine), each from its free answer's lead-in and the task's
     ``def`` line (:func:`signature_prefix`): those answers are what test pass@1 runs. Writes
     ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and ``ppl.json``;
     which engine answered, with which settings (and why it fell back, if it did), goes to the run
@@ -534,25 +536,30 @@ def step_inference(cfg: DrillConfig) -> dict:
                  for r in evals[: cfg.ppl_samples or len(evals)]]
         log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
                    len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
-        res, secs = timed(infer, cfg, model_path, prompts + he_prompts, pairs)
+        # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
+        # task's signature (signature_prefix): a second round for the same engine, built from the first's answers
+        sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r)]
+
+        def signature_round(first: list[dict]):
+            if not sig_rows:
+                return None
+            return ([evals[i]["prompt"] for i in sig_rows],
+                    [signature_prefix(evals[i], first[i]["response"]) for i in sig_rows])
+
+        res, secs = timed(infer, cfg, model_path, prompts + he_prompts, pairs, follow_up=signature_round)
         if len(res["answers"]) != len(prompts) + len(he_prompts):   # never silently drop a prompt
             raise StepOutputError(f"inference[{variant}]: {len(prompts) + len(he_prompts)} prompts but "
                                   f"{len(res['answers'])} answers")
         answers, he_answers = res["answers"][: len(prompts)], res["answers"][len(prompts):]
-        # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
-        # task's signature (signature_prefix); a second engine run, since it starts from the first's answers
-        sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r)]
         sig_answers: dict[int, dict] = {}
         if sig_rows:
-            prefixes = [signature_prefix(evals[i], answers[i]["response"]) for i in sig_rows]
-            res2, secs2 = timed(infer, cfg, model_path, [evals[i]["prompt"] for i in sig_rows], [], prefixes)
-            if len(res2["answers"]) != len(sig_rows):
+            if len(res["follow_up"] or []) != len(sig_rows):
                 raise StepOutputError(f"inference[{variant}]: {len(sig_rows)} signature prompts but "
-                                      f"{len(res2['answers'])} answers")
-            sig_answers = dict(zip(sig_rows, res2["answers"]))
-            secs += secs2
-            log().info("inference[%s]: %d answers again with the task's signature given (%s, %.1f s)", variant,
-                       len(sig_rows), res2["engine"]["engine"], secs2)
+                                      f"{len(res['follow_up'] or [])} answers")
+            sig_answers = dict(zip(sig_rows, res["follow_up"]))
+            log().info("inference[%s]: %d answers again with the task's signature given (same engine, %s s)",
+                       variant, len(sig_rows), res["engine"]["seconds"].get(
+                           "engine_follow_up_generate", res["engine"]["seconds"].get("follow_up_generate")))
         records = []
         for i, (r, a) in enumerate(zip(evals, answers)):
             rec = {"idx": r["idx"], "task": r.get("task", ""), "prompt": r["prompt"],
@@ -583,7 +590,7 @@ def step_inference(cfg: DrillConfig) -> dict:
         notes[variant] = {"status": "ran", "model": model_path, "answers": len(records), "new_tokens": tokens,
                           "humaneval_problems": len(problems), **engine,
                           "signature_answers": len(sig_answers),
-                          "signature_engine": res2["engine"]["engine"] if sig_answers else None}
+                          "signature_engine": res["engine"]["engine"] if sig_answers else None}
     return info
 
 

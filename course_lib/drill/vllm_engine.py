@@ -22,6 +22,7 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -32,7 +33,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from course_lib.paths import side_venv, venv_python
 
@@ -240,17 +241,20 @@ def _stderr_tail(text: str, lines: int = 20) -> str:
 
 
 def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence[int]], knobs: VLLMKnobs, *,
-                     stop_token_ids: Sequence[int], timeout_s: float) -> dict[str, Any]:
+                     stop_token_ids: Sequence[int], timeout_s: float,
+                     follow_up: Callable[[list[dict]], Sequence[Sequence[int]] | None] | None = None) -> dict[str, Any]:
     """Greedy answers of the model at ``model_path`` from ONE vLLM engine in a child process.
 
     ``prompt_token_ids``: the chat-formatted prompts as token ids (already cut to fit the context).
     Each answer stops at a token of ``stop_token_ids`` or after ``knobs.response_max_tokens`` tokens.
+    ``follow_up`` (optional) is called with the first round's answers and returns a second round of
+    prompt ids (or None for none), which the same engine answers: one start-up for both rounds.
     The child process exits before this returns, so the engine's memory is freed. Returns
-    ``{"answers": [{"token_ids", "finish_reason"}], "engine": {...}}`` where ``engine`` holds the
-    interpreter, vLLM's version, the device, ``engine_args``, the environment settings and the
-    seconds spent (import, start, generate, wall). Raises :class:`VLLMUnavailable` when there is no vLLM
-    interpreter, ``import vllm`` fails there, or the engine fails (with the last lines of its stderr).
-    Introduced in lesson 07.
+    ``{"answers": [{"token_ids", "finish_reason"}], "follow_up": [...] | None, "engine": {...}}`` where
+    ``engine`` holds the interpreter, vLLM's version, the device, ``engine_args``, the environment
+    settings and the seconds spent (import, start, generate, follow_up_generate, wall). Raises
+    :class:`VLLMUnavailable` when there is no vLLM interpreter, ``import vllm`` fails there, or the engine
+    fails or runs past ``timeout_s`` (with the last lines of its stderr). Introduced in lesson 07.
     """
     python, where = vllm_python()
     if python is None:
@@ -259,35 +263,112 @@ def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence
     job = {"engine_args": args, "prompt_token_ids": [list(map(int, p)) for p in prompt_token_ids],
            "stop_token_ids": [int(i) for i in stop_token_ids], "max_tokens": knobs.response_max_tokens}
     t0 = time.monotonic()
+    deadline = t0 + timeout_s
     with tempfile.TemporaryDirectory(prefix="course-vllm-") as tmp:
-        job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        job_path, out_path, err_path = Path(tmp) / "job.json", Path(tmp) / "out.json", Path(tmp) / "stderr.txt"
         job_path.write_text(json.dumps(job), encoding="utf-8")
         env = engine_env(knobs, tmp)
         try:   # -P: the worker's folder is not put first on sys.path
-            proc = subprocess.run([python, "-P", str(WORKER), str(job_path), str(out_path)], env=env,
-                                  capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
-        except subprocess.TimeoutExpired as exc:
-            tail = _stderr_tail(exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes)
-                                else (exc.stderr or ""))
-            raise VLLMUnavailable(f"the vLLM engine ({python}) did not finish {model_path} within {timeout_s:.0f} s "
-                                  f"(the profile's drill.inference_timeout_s); last lines of its stderr:\n{tail}")
+            with open(err_path, "w", encoding="utf-8") as err:
+                proc = subprocess.Popen([python, "-P", str(WORKER), str(job_path), str(out_path)], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                        cwd=tmp)
         except OSError as exc:
             raise VLLMUnavailable(f"could not start {python}: {exc}") from exc
-        if proc.returncode == IMPORT_ERROR_EXIT:
-            raise VLLMUnavailable(f"`import vllm` fails in {where} ({python}):\n{_stderr_tail(proc.stderr, 8)}\n"
-                                  "rebuild it with `python -m course_lib.drill.vllm_engine setup --force`")
-        if proc.returncode != 0 or not out_path.exists():
-            raise VLLMUnavailable(f"the vLLM engine ({python}) failed on {model_path} with exit code "
-                                  f"{proc.returncode}; last lines of its stderr:\n{_stderr_tail(proc.stderr)}")
-        result = json.loads(out_path.read_text(encoding="utf-8"))
+        engine = _Engine(proc, err_path, deadline, python, where, model_path, timeout_s)
+        try:
+            result = engine.wait_for(out_path)
+            second = None
+            ids2 = follow_up(result["answers"]) if follow_up is not None else None
+            if ids2 is not None:
+                job2_path, out2_path = Path(tmp) / "job2.json", Path(tmp) / "out2.json"
+                job2_path.write_text(json.dumps({**job, "prompt_token_ids": [list(map(int, p)) for p in ids2]}),
+                                     encoding="utf-8")
+                engine.send(f"{job2_path} {out2_path}\n")
+                second = engine.wait_for(out2_path)
+                if len(second["answers"]) != len(ids2):
+                    raise VLLMUnavailable(f"the vLLM engine returned {len(second['answers'])} answers for "
+                                          f"{len(ids2)} follow-up prompts")
+            engine.finish()
+        finally:
+            engine.kill()
     if len(result["answers"]) != len(job["prompt_token_ids"]):
         raise VLLMUnavailable(f"the vLLM engine returned {len(result['answers'])} answers for "
                               f"{len(job['prompt_token_ids'])} prompts")
+    seconds = result.pop("seconds", {})
+    if second is not None:
+        seconds["follow_up_generate"] = second["seconds"].get("generate")
+    result["follow_up"] = second["answers"] if second is not None else None
     result["engine"] = {"engine": "vllm", "version": result.pop("vllm_version", None),
                         "device": result.pop("device", None), "python": python, "found": where,
                         "engine_args": args, "env": {k: env[k] for k in ENV_RECORDED},
-                        "seconds": {**result.pop("seconds", {}), "wall": round(time.monotonic() - t0, 2)}}
+                        "seconds": {**seconds, "wall": round(time.monotonic() - t0, 2)}}
     return result
+
+
+class _Engine:
+    """The worker process of :func:`generate_offline`: wait for a round's answers, send the next round,
+    end it, each within the deadline, with errors that quote the end of its stderr."""
+
+    def __init__(self, proc: subprocess.Popen, err_path: Path, deadline: float, python: str, where: str,
+                 model_path: str | Path, timeout_s: float):
+        self.proc, self.err_path, self.deadline = proc, err_path, deadline
+        self.python, self.where, self.model_path, self.timeout_s = python, where, model_path, timeout_s
+
+    def _stderr(self, lines: int = 20) -> str:
+        try:
+            return _stderr_tail(self.err_path.read_text(encoding="utf-8", errors="replace"), lines)
+        except OSError:
+            return ""
+
+    def _failed(self) -> VLLMUnavailable:
+        code = self.proc.returncode
+        if code == IMPORT_ERROR_EXIT:
+            return VLLMUnavailable(f"`import vllm` fails in {self.where} ({self.python}):\n{self._stderr(8)}\n"
+                                   "rebuild it with `python -m course_lib.drill.vllm_engine setup --force`")
+        return VLLMUnavailable(f"the vLLM engine ({self.python}) failed on {self.model_path} with exit code "
+                               f"{code}; last lines of its stderr:\n{self._stderr()}")
+
+    def _timed_out(self) -> VLLMUnavailable:
+        return VLLMUnavailable(f"the vLLM engine ({self.python}) did not finish {self.model_path} within "
+                               f"{self.timeout_s:.0f} s (the profile's drill.inference_timeout_s); last lines of "
+                               f"its stderr:\n{self._stderr()}")
+
+    def wait_for(self, out_path: Path) -> dict:
+        """The answers the worker writes to ``out_path`` (it renames the finished file into place)."""
+        while not out_path.exists():
+            if self.proc.poll() is not None and not out_path.exists():
+                raise self._failed()
+            if time.monotonic() > self.deadline:
+                raise self._timed_out()
+            time.sleep(0.05)
+        return json.loads(out_path.read_text(encoding="utf-8"))
+
+    def send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.proc.wait(timeout=5)
+            raise self._failed() from None
+
+    def finish(self) -> None:
+        """End of input: the worker exits; a non-zero exit is a failure."""
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=max(1.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise self._timed_out() from None
+        if self.proc.returncode != 0:
+            raise self._failed()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.proc.stdin.close()
 
 
 # --- command line --------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """One vLLM engine for one model: ``python -P vllm_worker.py JOB.json OUT.json`` (vLLM's interpreter).
 
-Started by :func:`course_lib.drill.vllm_engine.generate_offline`. It imports only vLLM and the standard
+Started by :func:`course_lib.drill.vllm_engine.generate_offline`. After the first job the worker reads
+standard input: each line ``NEXT.json NEXT_OUT.json`` is one more round of prompts for the same engine
+(the parent builds them from the first round's answers); end of input ends the process. It imports only vLLM and the standard
 library, because the vLLM environment has no course package. The job holds ``engine_args`` for
 ``vllm.LLM``, the prompts as token ids (the course tokenizes them, so both engines read the same ids),
 ``stop_token_ids`` and ``max_tokens``; the output holds each answer's token ids and finish reason, vLLM's
@@ -10,6 +12,7 @@ Exit codes: 0 done; 3 ``import vllm`` failed (the message is on stderr); anythin
 (its traceback is on stderr). The process exits after one model, which frees the engine's memory.
 """
 import json
+import os
 import sys
 import time
 
@@ -33,22 +36,37 @@ def main(job_path: str, out_path: str) -> int:
     except Exception:  # the report's device field is informative only
         device = "unknown"
 
+    seconds = {"import": round(t_import, 2), "start": round(t_start, 2)}
+    while True:
+        t1 = time.monotonic()
+        answers = generate(llm, SamplingParams, job)
+        seconds["generate"] = round(time.monotonic() - t1, 2)
+        write_atomic(out_path, {"answers": answers, "vllm_version": vllm.__version__, "device": device,
+                                "seconds": seconds})
+        line = sys.stdin.readline()            # the next round, or end of input
+        if not line.strip():
+            return 0
+        job_path, out_path = line.split()
+        with open(job_path, encoding="utf-8") as f:
+            job = json.load(f)
+        seconds = {}
+
+
+def generate(llm, SamplingParams, job: dict) -> list[dict]:
+    """Greedy answers (token ids and finish reason) to the job's prompts."""
     params = SamplingParams(temperature=0.0, max_tokens=int(job["max_tokens"]),
                             stop_token_ids=list(job["stop_token_ids"]), detokenize=False, seed=0)
-    t1 = time.monotonic()
-    answers = []
-    if job["prompt_token_ids"]:
-        outs = llm.generate([{"prompt_token_ids": ids} for ids in job["prompt_token_ids"]], params,
-                            use_tqdm=False)
-        for r in outs:
-            o = r.outputs[0]
-            answers.append({"token_ids": list(o.token_ids), "finish_reason": o.finish_reason})
-    t_gen = time.monotonic() - t1
-    with open(out_path, "w", encoding="utf-8") as f:
-        json.dump({"answers": answers, "vllm_version": vllm.__version__, "device": device,
-                   "seconds": {"import": round(t_import, 2), "start": round(t_start, 2),
-                               "generate": round(t_gen, 2)}}, f)
-    return 0
+    if not job["prompt_token_ids"]:
+        return []
+    outs = llm.generate([{"prompt_token_ids": ids} for ids in job["prompt_token_ids"]], params, use_tqdm=False)
+    return [{"token_ids": list(r.outputs[0].token_ids), "finish_reason": r.outputs[0].finish_reason} for r in outs]
+
+
+def write_atomic(path: str, data: dict) -> None:
+    """Write ``data`` as JSON to ``path`` in one rename, so the parent never reads half a file."""
+    with open(path + ".part", "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(path + ".part", path)
 
 
 if __name__ == "__main__":
