@@ -11,7 +11,8 @@ and the SFT seed; the base model (lesson 04's tiny model) is the same.
 Usage::
 
     PYTHONPATH=$PWD python benchmarks/bench_drill_pipeline.py                 # seeds 0 1 2, ci sizes
-    PYTHONPATH=$PWD python benchmarks/bench_drill_pipeline.py --seeds 0 1 2 3 --json out.json
+    PYTHONPATH=$PWD python benchmarks/bench_drill_pipeline.py --seeds 0 1 2 --json benchmarks/results/bench_drill_pipeline.json
+    (the saved results, with the date, the SFT settings and the per-seed seconds: lesson 07 prints them)
     ... --root DIR   (where each seed's drill folder goes; default: the course cache)
 
 Each seed costs one ci drill (the README's lesson table gives its time on 2 cores); a rerun with the
@@ -26,8 +27,9 @@ import statistics
 import time
 from pathlib import Path
 
-from course_lib.drill import run
+from course_lib.drill import metrics, run
 from course_lib.drill.store import DrillPaths, setup_logging
+from course_lib.training import sft
 
 KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
         "names the function", "Pass@1", "FCR", "PPL")
@@ -75,19 +77,20 @@ def main(argv=None) -> int:
     print(f"\n{'variant':<14}{'metric':<38}{'mean':>8}{'min':>8}{'max':>8}")
     for (v, k), (mean, lo, hi) in summ.items():
         print(f"{v:<14}{k:<38}{mean:8.3f}{lo:8.3f}{hi:8.3f}")
-    key = "test pass@1 (new instances)"
-    if ("raw_sft", key) in summ and ("pipeline_sft", key) in summ:
-        diffs = [r["metrics"]["pipeline_sft"][key] - r["metrics"]["raw_sft"][key] for r in results]
-        spread = max(max(summ[(v, key)][2] - summ[(v, key)][1] for v in ("raw_sft", "pipeline_sft")), 0.0)
-        lead = statistics.mean(diffs)
-        verdict = ("pipeline SFT ahead by more than the seed-to-seed spread" if lead > spread else
-                   "raw SFT ahead by more than the spread" if -lead > spread else
-                   "no difference beyond the seed-to-seed spread")
-        print(f"\npipeline − raw on new instances: mean {lead:+.3f} (per seed {', '.join(f'{d:+.2f}' for d in diffs)}); "
-              f"spread {spread:.3f} → {verdict}")
+    comparisons = {}
+    if ("raw_sft", KEYS[0]) in summ and ("pipeline_sft", KEYS[0]) in summ:
+        for key in KEYS[:2]:
+            c = comparisons[key] = metrics.seed_comparison(results, key)
+            print(f"\npipeline − raw, {key}: mean {c['lead']:+.3f} (per seed "
+                  f"{', '.join(f'{d:+.2f}' for d in c['diffs'])}); spread {c['spread']:.3f} → {c['verdict']}")
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if args.json:
-        args.json.write_text(json.dumps({"results": results}, indent=1))
+        cfg = run.config_from_profile("ci")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "cpu_has_bf16": sft.cpu_has_bf16(),
+            "sft_overrides": cfg.sft_overrides, "train_size": cfg.train_size, "eval_size": cfg.eval_size,
+            "results": results, "comparisons": comparisons}, indent=1))
     return 0
 
 

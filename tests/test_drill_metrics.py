@@ -146,3 +146,19 @@ def test_signature_prefix_keeps_the_models_lead_in_and_gives_the_def_line():
     assert signature_prefix(row) == DEFAULT_LEAD_IN + "def tally_sum_all(scores):\n"
     assert signature_prefix({"signature": "def f(x):"}, raw_style) is None          # no hidden tests
     assert signature_prefix({"tests": "assert True\n"}, raw_style) is None            # no signature (hub row)
+
+
+def test_seed_comparison_names_the_verdict_and_the_missing_run():
+    from course_lib.drill.metrics import seed_comparison
+
+    def run(seed, raw, pipe):
+        return {"seed": seed, "metrics": {"raw_sft": {"k": raw}, "pipeline_sft": {"k": pipe}}}
+    ahead = seed_comparison([run(0, 0.4, 0.8), run(1, 0.5, 0.85), run(2, 0.45, 0.9)], "k")
+    assert ahead["verdict"] == "pipeline SFT ahead by more than the seed-to-seed spread"
+    assert [round(d, 2) for d in ahead["diffs"]] == [0.4, 0.35, 0.45] and round(ahead["spread"], 2) == 0.1
+    level = seed_comparison([run(0, 0.78, 0.77), run(1, 0.68, 0.76), run(2, 0.72, 0.80)], "k")
+    assert level["verdict"] == "no difference beyond the seed-to-seed spread" and round(level["lead"], 3) == 0.05
+    behind = seed_comparison([run(0, 0.9, 0.5), run(1, 0.9, 0.55)], "k")
+    assert behind["verdict"] == "raw SFT ahead by more than the seed-to-seed spread"
+    with pytest.raises(ValueError, match="seed 1: no 'k' for pipeline_sft"):
+        seed_comparison([run(0, 0.1, 0.2), {"seed": 1, "metrics": {"raw_sft": {"k": 0.1}}}], "k")

@@ -181,3 +181,29 @@ def runs_vs_correct(rows) -> Any:
     key = "correct_free" if "correct_free" in df else "correct"
     df["hidden tests"] = df[key].map({True: "tests pass", False: "tests fail"})
     return pd.crosstab(df["category"], df["hidden tests"])
+
+
+def seed_comparison(results: list[Mapping[str, Any]], key: str = "test pass@1 (new instances)") -> dict[str, Any]:
+    """Pipeline SFT vs raw SFT over several drill runs (one per seed, as ``benchmarks/bench_drill_pipeline.py``
+    writes them: ``{"seed", "metrics": {variant: {metric: value}}}``) on ``key``: each seed's
+    ``pipeline_sft − raw_sft``, their mean (``lead``), the seed-to-seed ``spread`` (the larger max − min of
+    the two variants) and a ``verdict``: the pipeline ahead, raw ahead, or no difference beyond the spread.
+    Raises ``ValueError`` naming the seed when a run lacks either variant or ``key``. Introduced in lesson 07."""
+    diffs, values = [], {"raw_sft": [], "pipeline_sft": []}
+    for r in results:
+        for v in values:
+            got = r.get("metrics", {}).get(v, {}).get(key)
+            if got is None:
+                raise ValueError(f"seed {r.get('seed')}: no {key!r} for {v}; rerun the benchmark with compare_raw")
+            values[v].append(float(got))
+        diffs.append(values["pipeline_sft"][-1] - values["raw_sft"][-1])
+    if not diffs:
+        raise ValueError("no runs to compare")
+    lead = sum(diffs) / len(diffs)
+    spread = max(max(vals) - min(vals) for vals in values.values())
+    verdict = ("pipeline SFT ahead by more than the seed-to-seed spread" if lead > spread else
+               "raw SFT ahead by more than the seed-to-seed spread" if -lead > spread else
+               "no difference beyond the seed-to-seed spread")
+    return {"key": key, "seeds": [r.get("seed") for r in results], "diffs": diffs, "lead": lead,
+            "spread": spread, "verdict": verdict,
+            "mean": {v: sum(vals) / len(vals) for v, vals in values.items()}}
