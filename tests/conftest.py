@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import os
 
-# Keep BLAS/torch from grabbing every core: tests run beside each other and beside notebook kernels.
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+# Keep BLAS/torch in the test process to one thread: the unit tests' models are tiny, and the sandbox
+# runs tests start beside them. The notebook regression's kernels do not inherit these limits
+# (tests/notebook_helpers.machine_threads): they run with the machine's threads, as under `./course run`.
+THREAD_LIMITS = [v for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS") if v not in os.environ]
+for _var in THREAD_LIMITS:
+    os.environ[_var] = "1"
+os.environ["COURSE_TEST_THREAD_LIMITS"] = ",".join(THREAD_LIMITS)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -6,10 +6,11 @@ notebook (ci profile, strict checks) only when that copy is missing.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from course_lib.paths import build_dir
 from course_lib.tooling.nbtools import lesson_paths, read_records
@@ -23,11 +24,28 @@ def regression_dir(folder: str) -> Path:
     return build_dir("test-notebooks", folder)
 
 
+@contextlib.contextmanager
+def machine_threads() -> Iterator[None]:
+    """Lift the one-thread limits that tests/conftest.py set for the test process (named in
+    ``COURSE_TEST_THREAD_LIMITS``; limits the caller set stay), so a notebook kernel started meanwhile
+    uses the machine's threads as under ``./course run`` and prints the same numbers."""
+    names = [n for n in os.environ.get("COURSE_TEST_THREAD_LIMITS", "").split(",") if n]
+    saved = {n: os.environ.pop(n, None) for n in names}
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            if v is not None:
+                os.environ[n] = v
+
+
 def run_lesson(path: Path, folder: str) -> NotebookRun:
-    """Execute one lesson notebook like the regression does and write its durations next to it."""
+    """Execute one lesson notebook like the regression does (with the machine's threads, as under
+    ``./course run``) and write its durations next to it."""
     out_dir = regression_dir(folder)
-    run = execute_notebook(path, out_dir / path.name, profile="ci", strict=(folder == "solutions"),
-                           timeout_s=TIMEOUT_S, progress=False)
+    with machine_threads():
+        run = execute_notebook(path, out_dir / path.name, profile="ci", strict=(folder == "solutions"),
+                               timeout_s=TIMEOUT_S, progress=False)
     (out_dir / f"{path.stem}.durations.json").write_text(
         json.dumps(run.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
     return run

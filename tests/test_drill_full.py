@@ -53,11 +53,14 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
     assert set(data.defect_labels(train, cfg.hidden_tests)) == {"(no record: hub row)"}
     assert data.hidden_tests_text({"tests": "assert f(1) == 2", "task": "a/b/c"}).startswith("HIDDEN TESTS (a/b/c):")
 
-    monkeypatch.setattr(run, "infer", lambda cfg, model, prompts, pairs: {
-        "answers": [{"response": r["response"], "new_tokens": 5, "finished": True}
-                    for p in prompts for r in evals if p == r["prompt"]],
-        "ppl": {"ppl": 2.0, "nll": 0.69, "tokens": 10, "samples": 6},
-        "engine": {"engine": "stand-in", "version": None, "fallback_reason": None, "seconds": {}}})
+    def infer(cfg, model, prompts, pairs, follow_up=None):
+        answers = [{"response": r["response"], "new_tokens": 5, "finished": True}
+                   for p in prompts for r in evals if p == r["prompt"]]
+        assert follow_up is None or follow_up(answers) is None       # hub rows: no signature round
+        return {"answers": answers, "ppl": {"ppl": 2.0, "nll": 0.69, "tokens": 10, "samples": 6},
+                "engine": {"engine": "stand-in", "version": None, "fallback_reason": None, "seconds": {}},
+                "follow_up": None}
+    monkeypatch.setattr(run, "infer", infer)
     run.step_inference(cfg)
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     assert [r["task"] for r in records] == [""] * 6 and not any("tests" in r for r in records)

@@ -1,6 +1,7 @@
 """The course command's runner: failures are summarised (cell, last line), setup problems are one sentence."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,16 @@ def test_lab_overrides_turn_off_the_news_prompt(tmp_path):
     data = json.loads(path.read_text())
     assert data["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
     assert data["other:plugin"] == {"x": 1}
+
+
+def test_regression_kernels_get_the_machines_threads(monkeypatch):
+    """The one-thread limits tests/conftest.py sets for the test process are lifted for a notebook kernel
+    (so the regression prints what `./course run` prints); limits the caller set itself stay."""
+    from tests.notebook_helpers import machine_threads
+
+    monkeypatch.setenv("COURSE_TEST_THREAD_LIMITS", "OMP_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    with machine_threads():
+        assert "OMP_NUM_THREADS" not in os.environ and os.environ["MKL_NUM_THREADS"] == "3"
+    assert os.environ["OMP_NUM_THREADS"] == "1"

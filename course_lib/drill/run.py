@@ -540,7 +540,7 @@ def step_inference(cfg: DrillConfig) -> dict:
         # task's signature (signature_prefix): a second round for the same engine, built from the first's answers
         sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r)]
 
-        def signature_round(first: list[dict]):
+        def signature_round(first: list[dict], evals=evals, sig_rows=sig_rows):
             if not sig_rows:
                 return None
             return ([evals[i]["prompt"] for i in sig_rows],
