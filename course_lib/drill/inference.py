@@ -317,8 +317,8 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         return answers
 
     def next_round(answers: list[dict]) -> list[list[int]] | None:
-        """The follow-up prompts' ids, from the first round's answers (prefixes applied)."""
-        spec = follow_up(with_prefixes(answers, answer_prefixes)) if follow_up is not None else None
+        """The follow-up prompts' ids, built from the first round's answers (their prefixes applied)."""
+        spec = follow_up(answers) if follow_up is not None else None
         if spec is None:
             return None
         prompts2, prefixes2 = spec
@@ -341,13 +341,16 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
             decoded: list[dict] = []
 
             def engine_follow_up(raw: list[dict]) -> list[list[int]] | None:
-                decoded[:] = [decode_answer(tok, a["token_ids"], stop) for a in raw]
+                decoded[:] = with_prefixes([decode_answer(tok, a["token_ids"], stop) for a in raw],
+                                           answer_prefixes)
                 return next_round(decoded)
 
             res = generate_offline(model_path, prompt_ids, knobs, stop_token_ids=stop, timeout_s=timeout_s,
                                    follow_up=engine_follow_up if follow_up is not None else None)
-            answers = decoded if follow_up is not None else [decode_answer(tok, a["token_ids"], stop)
-                                                             for a in res["answers"]]
+            if follow_up is None:      # (with a follow-up, engine_follow_up has decoded the answers)
+                decoded = with_prefixes([decode_answer(tok, a["token_ids"], stop) for a in res["answers"]],
+                                        answer_prefixes)
+            answers = decoded
             if res.get("follow_up") is not None:
                 second["answers"] = [decode_answer(tok, a["token_ids"], stop) for a in res["follow_up"]]
             e = res["engine"]
@@ -370,7 +373,7 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         t1 = time.monotonic()
         gen = generate_ids_transformers(model_path, prompt_ids, max_new_tokens=knobs.response_max_tokens,
                                         batch_size=batch_size, threads=threads, progress=False)
-        answers = [decode_answer(tok, g, stop) for g in gen]
+        answers = with_prefixes([decode_answer(tok, g, stop) for g in gen], answer_prefixes)
         seconds["generate"] = round(time.monotonic() - t1, 2)
         if next_round(answers) is not None:
             t2 = time.monotonic()
@@ -382,8 +385,6 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         info = {"engine": "transformers", "version": _installed("transformers"), "device": "cpu",
                 "settings": {"max_new_tokens": knobs.response_max_tokens, "batch_size": batch_size,
                              "threads": threads, "dtype": "float32", "greedy": True}}
-    if follow_up is None:        # (with a follow-up, next_round has applied them already)
-        with_prefixes(answers, answer_prefixes)
     follow = with_prefixes(second["answers"], second["prefixes"]) if "answers" in second else None
     if follow is not None:
         info["follow_up_truncated_prompts"] = second["truncated"]
