@@ -5,8 +5,9 @@ standard input: each line ``NEXT.json NEXT_OUT.json`` is one more round of promp
 (the parent builds them from the first round's answers); end of input ends the process.
 It imports only vLLM and the standard library, because the vLLM environment has no course package. The
 job holds ``engine_args`` for ``vllm.LLM``, the prompts as token ids (the course tokenizes them, so both
-engines read the same ids), ``stop_token_ids`` and ``max_tokens``; the output holds each answer's token ids and finish reason, vLLM's
-version, the device, and the seconds spent starting the engine and generating. Greedy decoding.
+engines read the same ids), ``stop_token_ids`` and ``max_tokens``; the output holds each answer's token
+ids and finish reason, vLLM's version, the device, and the seconds spent starting the engine and
+generating. Greedy decoding.
 
 Exit codes: 0 done; 3 ``import vllm`` failed (the message is on stderr); anything else: the engine failed
 (its traceback is on stderr). The process exits after one model, which frees the engine's memory.
