@@ -16,7 +16,7 @@ Usage::
     ... --root DIR   (where each seed's drill folder goes; default: the course cache)
 
 Each seed costs one ci drill (the README's lesson table gives its time on 2 cores); a rerun with the
-same settings is read back from the cache.
+same settings is read back from the cache, so for times from a clean cache delete ``--root`` first.
 """
 from __future__ import annotations
 
@@ -43,8 +43,11 @@ def run_seed(seed: int, root: Path) -> dict:
     setup_logging(cfg.paths.log_dir, quiet=True)
     t0 = time.monotonic()
     run.run_drill(cfg)
+    seconds = round(time.monotonic() - t0, 1)
     m = run.load_metrics(cfg)
-    return {"seed": seed, "seconds": round(time.monotonic() - t0, 1),
+    manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text(encoding="utf-8"))
+    return {"seed": seed, "seconds": seconds,
+            "step_seconds": {k: s.get("seconds") for k, s in manifest["steps"].items()},
             "metrics": {v: {k: m[v].get(k) for k in KEYS} for v in VARIANTS if v in m}}
 
 
@@ -89,8 +92,8 @@ def main(argv=None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "cpu_has_bf16": sft.cpu_has_bf16(),
-            "sft_overrides": cfg.sft_overrides, "train_size": cfg.train_size, "eval_size": cfg.eval_size,
-            "results": results, "comparisons": comparisons}, indent=1))
+            "sft_overrides": cfg.sft_overrides, "sft_parallel": cfg.sft_parallel, "train_size": cfg.train_size,
+            "eval_size": cfg.eval_size, "results": results, "comparisons": comparisons}, indent=1) + "\n")
     return 0
 
 

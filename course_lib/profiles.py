@@ -231,6 +231,11 @@ _CI: dict[str, dict[str, Any]] = {
         "sft_overrides": {"max_steps": 1400, "per_device_train_batch_size": 8, "cutoff_len": 256,
                           "learning_rate": 1e-3, "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 20,
                           "logging_steps": 10, "disable_gradient_checkpointing": True},
+        # step 3 trains raw_sft and pipeline_sft at once, one process and one thread each: on 2 idle cores
+        # 300 steps each took 67 s against 92 s one after the other with 2 threads, with the same weights
+        # bit for bit; the drill's benchmark gave the same metrics for every seed, with step 3 at 260-304 s
+        # (docs/drill.md, "SFT settings" and "Times")
+        "sft_parallel": True,
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
@@ -343,6 +348,7 @@ _FULL: dict[str, dict[str, Any]] = {
         # sets the CPU threads of the PPL pass only (the --inference-workers help says so)
         "inference_workers": 8,
         "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
+        "sft_parallel": False,            # one GPU: the two SFT runs one after the other
     },
     "agentic": {
         "bench_length": 1024,

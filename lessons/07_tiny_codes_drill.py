@@ -182,12 +182,16 @@ pd.DataFrame(dropped[:8])
 # - `raw_sft`：直接在原始训练行上微调（讲义的 `run_sft.py`，命令行 `--no-pipeline`）；
 # - `pipeline_sft`：在流水线的 `codegen.json` 上微调（讲义的一键运行）。
 #
-# full：Qwen2.5-0.5B-Instruct + 讲义的超参数；ci：第 04 课的小模型在 CPU 上训练几分钟。
+# full：Qwen2.5-0.5B-Instruct + 讲义的超参数，一块 GPU 上两个变体先后训练；ci：第 04 课的小模型在 CPU 上训练几分钟，
+# 两个变体同时训练，各占一个进程（profile 的 `drill.sft_parallel`；下面的单元格打印进程数和线程数）。
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
 info = run.step_sft(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
+for v, note in cfg.run_notes.get("sft", {}).items():
+    print(f"{v}: " + (f"{note['processes']} SFT process(es) at once, {note['threads']} CPU thread(s) each"
+                      if note["status"] == "ran" else "cached (trained in an earlier run)"))
 print("SFT settings given to LLaMA-Factory (besides the profile's sft section):", cfg.sft_overrides)
 print("bf16 mixed precision:", llamafactory_config(cfg.profile, **cfg.sft_overrides)["bf16"],
       "(the CPU has bf16 instructions)" if cpu_has_bf16() else "(fp32: this CPU has no bf16 instructions)")

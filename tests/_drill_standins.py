@@ -123,6 +123,17 @@ def install(monkeypatch, *, calls: list | None = None, sandbox: bool = True, bro
         codegen.run_codegen_pipeline, side_effect=fake_run_codegen_pipeline))
     monkeypatch.setattr(sft, "finetune", create_autospec(sft.finetune,
                                                           side_effect=finetune or make_fake_finetune(calls)))
+    # side-by-side SFT in threads, so the stand-in finetune (patched in this process) is the one called
+    from course_lib.drill import run
+
+    monkeypatch.setattr(run, "sft_executor", create_autospec(run.sft_executor, side_effect=thread_pool))
+
+
+def thread_pool(jobs, threads, lazyllm_path=None):
+    """``run.sft_executor``'s stand-in: the same pool interface, threads of this process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=jobs)
 
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

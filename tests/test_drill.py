@@ -349,14 +349,50 @@ def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path
     assert run.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
 
 
+def test_side_by_side_sft_records_the_variant_that_trained_when_the_other_fails(tmp_path, monkeypatch, tiny_model):
+    """Both variants train at once (threads stand in for the processes); one failure still leaves the
+    other's model recorded, so a rerun trains only the failed one, and the error is raised."""
+    fake = standins.make_fake_finetune()
+
+    def finetune(base, rows, out_dir, *, profile="ci", **overrides):
+        if "pipeline_sft" in str(out_dir):
+            raise RuntimeError("LLaMA-Factory stopped: out of memory")
+        return fake(tiny_model, rows, out_dir, profile=profile)
+    standins.install(monkeypatch, finetune=finetune)
+    cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=True)
+    assert cfg.sft_parallel and run.sft_side_by_side(cfg, 2) == 2
+    cfg.paths.make()
+    run.step_download(cfg)
+    run.step_pipeline(cfg)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        run.step_sft(cfg)
+    assert run.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
+    assert cfg.run_notes["sft"]["raw_sft"]["processes"] == 2
+    with pytest.raises(StepOutputError, match="run the 'sft' step"):
+        run.model_path_for(cfg, "pipeline_sft")
+    assert run.sft_side_by_side(run.config_from_profile("full"), 2) == 1      # one GPU: one after the other
+
+
+def test_sft_executor_gives_each_process_its_threads():
+    """The real pool: spawned processes (LazyLLM's settings are per process) with OMP_NUM_THREADS set."""
+    with run.sft_executor(2, 1) as pool:
+        threads = pool.submit(os.getenv, "OMP_NUM_THREADS").result(timeout=120)
+        pid = pool.submit(os.getpid).result(timeout=120)
+    assert threads == "1" and pid != os.getpid()
+
+
 @pytest.mark.slow
 def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
-    """download → pipeline → SFT → inference → evaluation with the real lesson 05/06 modules."""
+    """download → pipeline → SFT (both variants side by side, real processes) → inference → evaluation
+    with the real lesson 05/06 modules."""
     _real_sandbox_or_skip()
-    cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=False,
+    cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=True,
                    sft_overrides={"max_steps": 12, "per_device_train_batch_size": 4,
                                   "learning_rate": 5e-3})
     run.run_drill(cfg)
     for v in cfg.variants():
         assert len(run.load_report(cfg, v)) == 4
     assert run.load_metrics(cfg)["pipeline_sft"]["samples"] == 4
+    sft_notes = cfg.run_notes["sft"]
+    assert {v: (n["status"], n["processes"]) for v, n in sft_notes.items()} == {
+        "raw_sft": ("ran", 2), "pipeline_sft": ("ran", 2)}

@@ -83,6 +83,15 @@ def test_bf16_auto_reads_the_cpu_flags():
         sft.resolve_bf16("yes")
 
 
+def test_train_threads_takes_the_callers_setting_else_the_profiles(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert (sft.train_threads("ci"), sft.train_threads("full")) == (2, 8)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert sft.train_threads("ci") == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "zero")       # not a count: the profile's
+    assert sft.train_threads("ci") == 2
+
+
 @pytest.mark.parametrize("profile", ["ci", "full"])
 def test_yaml_lazyllm_writes(profile, tiny_model, tmp_path):
     data, n = sft.write_alpaca_json(ROWS, tmp_path / "train.json")

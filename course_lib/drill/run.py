@@ -17,6 +17,7 @@ import io
 import json
 import os
 import sys
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -75,6 +76,7 @@ class DrillConfig:
     memory_mb: int
     ppl_samples: int | None
     sft_overrides: dict[str, Any]
+    sft_parallel: bool                          # step 3 trains the SFT variants side by side
     # settings of one run (command-line options)
     paths: DrillPaths | None = None
     data_files: list[str] | None = None         # local files for source="local"/"assets"
@@ -128,6 +130,7 @@ def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
         batch_size=d.batch_size, inference_workers=d.inference_workers,
         eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
         memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
+        sft_parallel=bool(d.sft_parallel),
     )
     for k, v in overrides.items():
         if v is None:
@@ -386,14 +389,45 @@ def plot_loss(history: list[dict], path: str | Path, title: str = "SFT loss") ->
     return path
 
 
+def sft_executor(jobs: int, threads: int, lazyllm_path: str | None = None) -> Executor:
+    """The pool that fine-tunes ``jobs`` variants side by side: one spawned process each, with ``threads``
+    CPU threads (LazyLLM's settings and ``OMP_NUM_THREADS`` are per process). Introduced in lesson 07."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_sft_process_setup, initargs=(threads, lazyllm_path))
+
+
+def _sft_process_setup(threads: int, lazyllm_path: str | None) -> None:
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if lazyllm_path and lazyllm_path not in sys.path:
+        sys.path.insert(0, lazyllm_path)
+
+
+def _finetune(base: str, rows: list[dict], out_dir: Path, profile: str, overrides: dict):
+    from course_lib.training import sft
+
+    return sft.finetune(base, rows, out_dir, profile=profile, **overrides)
+
+
+def sft_side_by_side(cfg: DrillConfig, jobs: int) -> int:
+    """How many processes step 3 fine-tunes ``jobs`` variants in: all of them at once when the profile's
+    ``sft_parallel`` is on (ci: two SFT runs of the tiny model share the CPU better than one run uses
+    two threads), else 1 (full: one GPU, one run after the other). Introduced in lesson 07."""
+    return max(1, jobs) if cfg.sft_parallel else 1
+
+
 def step_sft(cfg: DrillConfig) -> dict:
     """Step 3: fine-tune the base model through lesson 05's ``course_lib.training.sft.finetune`` for each variant.
 
-    Writes ``<model-dir>/<variant>/sft_result.json`` (where step 4 finds the model) and ``loss.png``.
-    Introduced in lesson 07.
+    In ci both variants train at once, each in its own process with half the threads
+    (:func:`sft_side_by_side`). Writes ``<model-dir>/<variant>/sft_result.json`` (where step 4 finds the
+    model) and ``loss.png``. Introduced in lesson 07.
     """
     info: dict[str, Any] = {}
     notes = cfg.run_notes.setdefault("sft", {})
+    jobs: dict[str, tuple] = {}
     for variant in cfg.trained_variants():
         res_path, conf = _sft_result_path(cfg, variant), _sft_config(cfg, variant)
         if _skip(res_path, conf, cfg.force, f"sft[{variant}]"):
@@ -401,30 +435,68 @@ def step_sft(cfg: DrillConfig) -> dict:
             notes[variant] = {"status": "cached"}
             continue
         _use_lazyllm_path(cfg)
-        from course_lib.training import sft
-
         data_path = cfg.paths.codegen_json if variant == "pipeline_sft" else cfg.paths.train_json
         rows = to_sft_rows(read_json_output(data_path, "pipeline" if variant == "pipeline_sft" else "download"))
         out_dir = cfg.paths.model_for(variant)
         out_dir.mkdir(parents=True, exist_ok=True)
-        base = base_model_path(cfg)
-        log().info("sft[%s]: fine-tuning %s on %d rows → %s", variant, base, len(rows), out_dir)
-        result = sft.finetune(base, rows, out_dir / "run", profile=cfg.profile, **cfg.sft_overrides)
+        jobs[variant] = (base_model_path(cfg), rows, out_dir / "run", cfg.profile, dict(cfg.sft_overrides))
+    if not jobs:
+        return info
+    from course_lib.training import sft
+
+    processes = sft_side_by_side(cfg, len(jobs))
+    threads = max(1, sft.train_threads(cfg.profile) // processes)
+    for variant, (base, rows, out, *_rest) in jobs.items():
+        log().info("sft[%s]: fine-tuning %s on %d rows → %s%s", variant, base, len(rows), out.parent,
+                   f" (side by side with {processes - 1} other, {threads} thread(s) each)" if processes > 1 else "")
+    outcomes: dict[str, Any] = {}
+    if processes > 1:
+        lazyllm_path = str(Path(cfg.lazyllm_path).resolve()) if cfg.lazyllm_path else None
+        with sft_executor(processes, threads, lazyllm_path) as pool:
+            futures = {v: pool.submit(_finetune, *job) for v, job in jobs.items()}
+            for v, fut in futures.items():
+                try:
+                    outcomes[v] = fut.result()
+                except Exception as e:     # the other variant's model is still recorded below
+                    outcomes[v] = e
+    else:
+        for v, job in jobs.items():
+            try:
+                outcomes[v] = _finetune(*job)
+            except Exception as e:
+                outcomes[v] = e
+                break
+    failed = None
+    for variant, (base, rows, *_rest) in jobs.items():
+        result = outcomes.get(variant)
+        if result is None:
+            continue
+        if isinstance(result, Exception):
+            log().error("sft[%s]: failed: %s", variant, result)
+            failed = failed or result
+            continue
+        out_dir = cfg.paths.model_for(variant)
         model_path = Path(result.merged_model)
         if not has_weights(model_path):
-            raise StepOutputError(f"sft[{variant}]: no weights in {model_path} after fine-tuning (LazyLLM "
-                                  "swallows failures: check the log above and that llamafactory-cli is installed)")
+            failed = failed or StepOutputError(
+                f"sft[{variant}]: no weights in {model_path} after fine-tuning (LazyLLM swallows failures: "
+                "check the log above and that llamafactory-cli is installed)")
+            continue
         history = ([{"step": int(st), "loss": float(lo)} for st, lo in result.loss_curve]
                    or find_loss_history(out_dir))
         plot_loss(history, out_dir / "loss.png", title=f"SFT loss ({variant})")
-        write_json_output(res_path, {"model_path": str(model_path), "base_model": base, "rows": len(rows),
-                                     "loss_history": history}, conf)
+        write_json_output(_sft_result_path(cfg, variant), {"model_path": str(model_path), "base_model": base,
+                                                           "rows": len(rows), "loss_history": history},
+                          _sft_config(cfg, variant))
         first, last = (history[0]["loss"], history[-1]["loss"]) if history else (None, None)
         notes[variant] = {"status": "ran", "base_model": base, "rows": len(rows),
                           "finetune": json.loads(json.dumps(dict(result.config or {}), default=str)),
-                          "train_runtime_s": getattr(result, "train_runtime", None)}
+                          "train_runtime_s": getattr(result, "train_runtime", None),
+                          "processes": processes, "threads": threads}
         log().info("sft[%s]: done, loss %s → %s, model %s", variant, first, last, model_path)
         info[variant] = {"rows": len(rows), "first_loss": first, "last_loss": last}
+    if failed is not None:
+        raise failed
     return info
 
 
