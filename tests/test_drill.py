@@ -381,6 +381,42 @@ def test_sft_executor_gives_each_process_its_threads():
     assert threads == "1" and pid != os.getpid()
 
 
+def test_side_by_side_sft_works_from_a_script_without_a_main_guard(tmp_path):
+    """A short script calling the drill has no ``if __name__ == "__main__":``; the spawned SFT workers
+    must not run it again (step 3 hides ``__main__`` while the pool starts them)."""
+    import subprocess
+
+    script = tmp_path / "quick_drill.py"
+    script.write_text("import os\nfrom course_lib.drill import run\nprint('script ran', flush=True)\n"
+                      "pool = run.sft_executor(2, 1)\nwith run._main_module_hidden():\n"
+                      "    fut = pool.submit(os.getpid)\nprint('worker', fut.result(timeout=120) != os.getpid())\n"
+                      "pool.shutdown()\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["script ran", "worker True"], out.stdout
+
+
+def test_an_interrupt_stops_the_sft_processes_instead_of_waiting_for_them():
+    """What step 3 does when the notebook is interrupted: SIGINT to each worker (finetune's ``finally``
+    then stops its LLaMA-Factory run), so the pool's shutdown does not wait out a long training run."""
+    import time
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool = run.sft_executor(2, 1)
+    try:
+        assert pool.submit(os.getpid).result(timeout=120)             # the workers are up
+        fut = pool.submit(time.sleep, 600)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        run._interrupt_workers(pool)
+        with pytest.raises((KeyboardInterrupt, BrokenProcessPool)):
+            fut.result(timeout=60)
+        assert time.monotonic() - t0 < 60
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.slow
 def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
     """download → pipeline → SFT (both variants side by side, real processes) → inference → evaluation

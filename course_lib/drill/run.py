@@ -13,6 +13,7 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -418,6 +419,54 @@ def sft_side_by_side(cfg: DrillConfig, jobs: int) -> int:
     return max(1, jobs) if cfg.sft_parallel else 1
 
 
+@contextlib.contextmanager
+def _main_module_hidden():
+    """While the pool spawns its workers: a spawned process runs the parent's ``__main__`` script again
+    unless it is guarded by ``if __name__ == "__main__":`` (multiprocessing's rule), and a short script
+    that calls :func:`run_drill` often is not. The workers need nothing from it, so they do not get it."""
+    import types
+
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")      # no __file__, no __spec__: nothing to rerun
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def _interrupt_workers(pool: Executor) -> None:
+    """Send SIGINT to a process pool's workers: finetune's ``finally`` then stops its LLaMA-Factory run."""
+    import signal
+
+    for pid in list(getattr(pool, "_processes", None) or {}):   # pid → process; a thread pool has none
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGINT)
+
+
+def _record_sft(cfg: DrillConfig, variant: str, job: tuple, result: Any, processes: int, threads: int) -> dict:
+    """Check one variant's fine-tuned model and write its ``sft_result.json``, ``loss.png`` and run notes."""
+    base, rows = job[0], job[1]
+    out_dir = cfg.paths.model_for(variant)
+    model_path = Path(result.merged_model)
+    if not has_weights(model_path):
+        raise StepOutputError(f"sft[{variant}]: no weights in {model_path} after fine-tuning (LazyLLM swallows "
+                              "failures: check the log above and that llamafactory-cli is installed)")
+    history = ([{"step": int(st), "loss": float(lo)} for st, lo in result.loss_curve]
+               or find_loss_history(out_dir))
+    plot_loss(history, out_dir / "loss.png", title=f"SFT loss ({variant})")
+    write_json_output(_sft_result_path(cfg, variant), {"model_path": str(model_path), "base_model": base,
+                                                       "rows": len(rows), "loss_history": history},
+                      _sft_config(cfg, variant))
+    first, last = (history[0]["loss"], history[-1]["loss"]) if history else (None, None)
+    cfg.run_notes.setdefault("sft", {})[variant] = {
+        "status": "ran", "base_model": base, "rows": len(rows),
+        "finetune": json.loads(json.dumps(dict(result.config or {}), default=str)),
+        "train_runtime_s": getattr(result, "train_runtime", None), "processes": processes, "threads": threads}
+    log().info("sft[%s]: done, loss %s → %s, model %s", variant, first, last, model_path)
+    return {"rows": len(rows), "first_loss": first, "last_loss": last}
+
+
 def step_sft(cfg: DrillConfig) -> dict:
     """Step 3: fine-tune the base model through lesson 05's ``course_lib.training.sft.finetune`` for each variant.
 
@@ -449,52 +498,41 @@ def step_sft(cfg: DrillConfig) -> dict:
     for variant, (base, rows, out, *_rest) in jobs.items():
         log().info("sft[%s]: fine-tuning %s on %d rows → %s%s", variant, base, len(rows), out.parent,
                    f" (side by side with {processes - 1} other, {threads} thread(s) each)" if processes > 1 else "")
-    outcomes: dict[str, Any] = {}
+    failed: Exception | None = None
+
+    def done(variant: str, result: Any) -> None:     # record each model as soon as its run ends
+        nonlocal failed
+        try:
+            if isinstance(result, BaseException):     # a KeyboardInterrupt goes on up
+                raise result
+            info[variant] = _record_sft(cfg, variant, jobs[variant], result, processes, threads)
+        except Exception as e:
+            log().error("sft[%s]: failed: %s", variant, e)
+            failed = failed or e
+
     if processes > 1:
+        from concurrent.futures import as_completed
+
         lazyllm_path = str(Path(cfg.lazyllm_path).resolve()) if cfg.lazyllm_path else None
-        with sft_executor(processes, threads, lazyllm_path) as pool:
-            futures = {v: pool.submit(_finetune, *job) for v, job in jobs.items()}
-            for v, fut in futures.items():
-                try:
-                    outcomes[v] = fut.result()
-                except Exception as e:     # the other variant's model is still recorded below
-                    outcomes[v] = e
+        pool = sft_executor(processes, threads, lazyllm_path)
+        try:
+            with _main_module_hidden():
+                futures = {pool.submit(_finetune, *job): v for v, job in jobs.items()}
+            for fut in as_completed(futures):
+                done(futures[fut], fut.exception() or fut.result())
+        except BaseException:            # e.g. an interrupted notebook: stop the runs, not wait for them
+            _interrupt_workers(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     else:
         for v, job in jobs.items():
             try:
-                outcomes[v] = _finetune(*job)
+                result = _finetune(*job)
             except Exception as e:
-                outcomes[v] = e
+                done(v, e)
                 break
-    failed = None
-    for variant, (base, rows, *_rest) in jobs.items():
-        result = outcomes.get(variant)
-        if result is None:
-            continue
-        if isinstance(result, Exception):
-            log().error("sft[%s]: failed: %s", variant, result)
-            failed = failed or result
-            continue
-        out_dir = cfg.paths.model_for(variant)
-        model_path = Path(result.merged_model)
-        if not has_weights(model_path):
-            failed = failed or StepOutputError(
-                f"sft[{variant}]: no weights in {model_path} after fine-tuning (LazyLLM swallows failures: "
-                "check the log above and that llamafactory-cli is installed)")
-            continue
-        history = ([{"step": int(st), "loss": float(lo)} for st, lo in result.loss_curve]
-                   or find_loss_history(out_dir))
-        plot_loss(history, out_dir / "loss.png", title=f"SFT loss ({variant})")
-        write_json_output(_sft_result_path(cfg, variant), {"model_path": str(model_path), "base_model": base,
-                                                           "rows": len(rows), "loss_history": history},
-                          _sft_config(cfg, variant))
-        first, last = (history[0]["loss"], history[-1]["loss"]) if history else (None, None)
-        notes[variant] = {"status": "ran", "base_model": base, "rows": len(rows),
-                          "finetune": json.loads(json.dumps(dict(result.config or {}), default=str)),
-                          "train_runtime_s": getattr(result, "train_runtime", None),
-                          "processes": processes, "threads": threads}
-        log().info("sft[%s]: done, loss %s → %s, model %s", variant, first, last, model_path)
-        info[variant] = {"rows": len(rows), "first_loss": first, "last_loss": last}
+            done(v, result)
     if failed is not None:
         raise failed
     return info
