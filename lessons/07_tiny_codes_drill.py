@@ -380,6 +380,9 @@ if saved_path.exists():
     saved = json.loads(saved_path.read_text(encoding="utf-8"))
     print(f"saved benchmark ({saved['date']}, {saved['sft_overrides']['max_steps']} SFT steps, bf16 {saved['cpu_has_bf16']}, "
           f"seeds {[r['seed'] for r in saved['results']]}), pipeline SFT − raw SFT:")
+    if (saved["sft_overrides"] != {k: v for k, v in cfg.sft_overrides.items() if k != "seed"}
+            or saved["cpu_has_bf16"] != cpu_has_bf16() or saved.get("train_size") != cfg.train_size):
+        print("  (measured with other settings or on another CPU than this run: rerun the benchmark to compare)")
     for key in saved["comparisons"]:
         c = metrics.seed_comparison(saved["results"], key)
         print(f"  {key}: per seed {', '.join(f'{d:+.2f}' for d in c['diffs'])}, mean {c['lead']:+.3f}, "
