@@ -232,9 +232,8 @@ _CI: dict[str, dict[str, Any]] = {
                           "learning_rate": 1e-3, "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 20,
                           "logging_steps": 10, "disable_gradient_checkpointing": True},
         # step 3 trains raw_sft and pipeline_sft at once, one process and one thread each: on 2 idle cores
-        # 300 steps each took 67 s against 92 s one after the other with 2 threads, with the same weights
-        # bit for bit; the drill's benchmark gave the same metrics for every seed, with step 3 at 260-304 s
-        # (docs/drill.md, "SFT settings" and "Times")
+        # (seed 0) step 3 took 304 s against 331 s one after the other with 2 threads, with the same
+        # metrics (the weights were the same bit for bit at 300 steps); docs/drill.md, "SFT settings"
         "sft_parallel": True,
     },
     # lessons 08–09 — course_lib.agentic

@@ -533,6 +533,10 @@ def step_sft(cfg: DrillConfig) -> dict:
                 done(v, e)
                 break
             done(v, result)
+    for variant in cfg.trained_variants():       # table order, not the order the runs ended in
+        for d in (info, notes):
+            if variant in d:
+                d[variant] = d.pop(variant)
     if failed is not None:
         raise failed
     return info
