@@ -399,7 +399,8 @@ def test_side_by_side_sft_works_from_a_script_without_a_main_guard(tmp_path):
 
 def test_an_interrupt_stops_the_sft_processes_instead_of_waiting_for_them():
     """What step 3 does when the notebook is interrupted: SIGINT to each worker (finetune's ``finally``
-    then stops its LLaMA-Factory run), so the pool's shutdown does not wait out a long training run."""
+    then stops its LLaMA-Factory run), so the pool's shutdown does not wait out a long training run.
+    Also when this process was started with SIGINT ignored (a command a shell runs in the background)."""
     import time
     from concurrent.futures.process import BrokenProcessPool
 
@@ -414,6 +415,8 @@ def test_an_interrupt_stops_the_sft_processes_instead_of_waiting_for_them():
             fut.result(timeout=60)
         assert time.monotonic() - t0 < 60
     finally:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):   # never wait out the sleep
+            proc.kill()
         pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -401,6 +401,11 @@ def sft_executor(jobs: int, threads: int, lazyllm_path: str | None = None) -> Ex
 
 
 def _sft_process_setup(threads: int, lazyllm_path: str | None) -> None:
+    import signal
+
+    # SIGINT means KeyboardInterrupt here (it is how step 3 stops a run), even when this process inherited
+    # it ignored, as commands started in the background by a shell do
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     if lazyllm_path and lazyllm_path not in sys.path:
         sys.path.insert(0, lazyllm_path)
