@@ -51,10 +51,29 @@ def run_lesson(path: Path, folder: str) -> NotebookRun:
     return run
 
 
+def error_traceback(executed: str | Path | None, lines: int = 25) -> str:
+    """The last ``lines`` lines of the first error's traceback in an executed notebook (ANSI colours
+    removed), so a failure in CI shows where it happened without the executed copy."""
+    import re
+
+    if not executed or not Path(executed).exists():
+        return ""
+    nb = json.loads(Path(executed).read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error" and out.get("ename") != "SystemExit":
+                text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(out.get("traceback", [])))
+                tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+                return "\n".join("    " + ln for ln in tail)
+    return ""
+
+
 def failure_message(run: NotebookRun) -> str:
     slow = ", ".join(f"cell {c.index}: {c.seconds:.1f} s" for c in run.slowest_cells())
+    tb = error_traceback(run.output)
     return (f"{run.name} ({Path(run.source).parent.name}/): {run.status} after {run.seconds:.0f} s — "
-            f"{run.first_error() or 'no error message'}\n  executed copy: {run.output}\n  slowest: {slow}")
+            f"{run.first_error() or 'no error message'}\n  executed copy: {run.output}\n  slowest: {slow}"
+            + (f"\n  traceback (last lines):\n{tb}" if tb else ""))
 
 
 def records_of(lesson_id: str, folder: str = "solutions") -> dict[str, Any]:

@@ -121,3 +121,26 @@ def test_regression_kernels_get_the_machines_threads(monkeypatch):
     with machine_threads():
         assert "OMP_NUM_THREADS" not in os.environ and os.environ["MKL_NUM_THREADS"] == "3"
     assert os.environ["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_failure_message_carries_the_traceback_tail(tmp_path):
+    """A notebook failing in CI shows where it failed without its executed copy (which stays on the CI
+    machine): the last lines of the error's traceback, colours removed."""
+    import json
+
+    from course_lib.tooling.runner import NotebookRun
+    from tests.notebook_helpers import error_traceback, failure_message
+
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "error", "ename": "RuntimeError",
+                                                        "evalue": "boom", "traceback": [
+                                                            "\x1b[0;31mRuntimeError\x1b[0m Traceback",
+                                                            "  File x.py, line 3, in f\n    start()",
+                                                            "\x1b[0;31mRuntimeError\x1b[0m: boom"]}]}]}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert error_traceback(path, lines=2) == "        start()\n    RuntimeError: boom"
+    run = NotebookRun(name="nb", source=str(path), output=str(path), status="failed", seconds=1.0,
+                      error_cell=0, error="RuntimeError: boom")
+    msg = failure_message(run)
+    assert "traceback (last lines):" in msg and "File x.py, line 3" in msg and "\x1b" not in msg
+    assert error_traceback(tmp_path / "missing.ipynb") == ""

@@ -152,7 +152,15 @@ def test_verify_run_copies_full_weights_when_rsync_did_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_tiny_finetune_on_cpu(tiny_model, tmp_path):
+def test_real_tiny_finetune_on_cpu(tiny_model, tmp_path, monkeypatch):
+    """A real LazyLLM → LLaMA-Factory run; update() starts no relay server (deploy.dummy's port comes from
+    the seeded global random with no check that it is free: a busy port failed a CI run)."""
+    import lazyllm
+
+    def no_server(*a, **k):
+        raise AssertionError("sft.finetune started a LazyLLM relay server")
+
+    monkeypatch.setattr(lazyllm.deploy.RelayServer, "__init__", no_server)
     res = sft.finetune(tiny_model, ROWS, tmp_path / "sft", max_steps=12, learning_rate=3e-3)
     assert (res.merged_model / "model.safetensors").exists()
     assert "train_runtime" in res.log_path.read_text()
@@ -186,3 +194,13 @@ def test_encode_chat_is_the_one_source_of_sft_examples(tiny_model):
     writers = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
                if re.search(r"\[\s*-100\s*\]", p.read_text(encoding="utf-8"))]
     assert writers == [], f"these modules build -100 labels themselves: {writers}"
+
+
+def test_train_only_deploy_serves_nothing_and_is_not_registered():
+    import lazyllm
+
+    cls = sft.train_only_deploy()
+    assert cls is sft.train_only_deploy()
+    assert issubclass(cls, lazyllm.components.deploy.base.LazyLLMDeployBase)
+    assert "TrainOnlyDeploy" not in lazyllm.deploy and "trainonlydeploy" not in lazyllm.deploy
+    assert cls(launcher=lazyllm.launchers.remote(sync=False), stream=False)("target", "base") == ""

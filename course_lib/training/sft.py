@@ -12,7 +12,11 @@ the YAML that LazyLLM writes (:func:`render_train_yaml`) without training.
 
 LazyLLM/LLaMA-Factory traps handled here (checked on this machine):
 
-* ``update()`` needs a deploy method → ``deploy.dummy`` (its relay server is stopped afterwards);
+* ``update()`` trains and then deploys, and needs a deploy method: ``deploy.dummy`` starts a relay server
+  on a port drawn from the global ``random`` (30000–40000, no check that it is free, three retries on
+  the same port — a course that seeds ``random`` draws the same port every time), and
+  ``deploy_method(None)`` fails in LazyLLM 1.4.0 → :func:`train_only_deploy`, a deployer that starts
+  nothing (the course serves trained models itself: transformers, vLLM);
 * CPU needs ``fp16=False, use_cpu=True``, and ``bf16=True`` only on a CPU with bf16 instructions
   (:func:`cpu_has_bf16`; the ci profile's ``bf16: "auto"``); ``report_to='none'`` (tensorboard is absent);
   ``preprocessing_num_workers=1``; ``val_size=0`` also needs ``eval_strategy='no'``;
@@ -211,6 +215,35 @@ def make_launcher(kind: str, options: Mapping[str, Any] | None = None):
     if kind not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
     return getattr(lazyllm.launchers, kind)(**dict(options or {}), sync=True)
+
+
+_TRAIN_ONLY_DEPLOY = None
+
+
+def train_only_deploy():
+    """A LazyLLM deployer (a ``LazyLLMDeployBase`` subclass, not registered in ``lazyllm.deploy``) that
+    starts no server: ``TrainableModule.update()`` then trains only. The lecture's ``update()`` also
+    deploys the model for inference; the course serves trained models itself (transformers, vLLM), and
+    LazyLLM's ``deploy.dummy`` relay server takes a port from the global ``random`` with no check that
+    it is free (a seeded notebook draws the same port each run; a busy port failed a CI run as
+    "Job failed after retrying 3 times"). Introduced in lesson 05."""
+    global _TRAIN_ONLY_DEPLOY
+    if _TRAIN_ONLY_DEPLOY is None:
+        lazyllm_environment()
+        import lazyllm
+        from lazyllm.components.deploy.base import LazyLLMDeployBase
+
+        class TrainOnlyDeploy(LazyLLMDeployBase):
+            __lazyllm_registry_disable__ = True
+
+            def __init__(self, launcher=None, **_ignored):
+                super().__init__(launcher=lazyllm.launchers.empty(sync=True))
+
+            def apply(self, *_args, **_kw):
+                return ""   # no URL: nothing is served
+
+        _TRAIN_ONLY_DEPLOY = TrainOnlyDeploy
+    return _TRAIN_ONLY_DEPLOY
 
 
 _EXPORT_YAML = "export_size: 1\nexport_device: cpu\nexport_legacy_format: false\n"
@@ -465,7 +498,7 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
                   .mode("finetune")
                   .trainset(str(train_file))
                   .finetune_method((lazyllm.finetune.llamafactory, _finetune_kwargs(cfg, out_dir, launcher)))
-                  .deploy_method(lazyllm.deploy.dummy))
+                  .deploy_method(train_only_deploy()))
         started = time.time()
         try:
             module.update()
