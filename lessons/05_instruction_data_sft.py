@@ -349,7 +349,7 @@ table
 # * 讲义 `optim: adamw_torch_fused`、`bf16: True`；ci 用 `adamw_torch`，因为 CPU 上没有 fused 的 CUDA 优化器；ci 的 `bf16` 是 `"auto"`：CPU 有 bf16 指令（AVX-512 BF16、AMX、Arm BF16）时用 bf16 混合精度，否则用 fp32，因为没有这些指令的 CPU 只能模拟 bf16、反而更慢（上一格打印了这台机器的取值，速度实测见 `docs/drill.md`）。
 # * 讲义 batch 8 × 累积 4、2 个 epoch、`val_size 0.02`、每 10 步存一次；ci 用 batch 4 × 1、固定步数、不留验证集、不存中间 checkpoint，因为 CPU 上只有约一分钟的预算。
 # * 讲义微调 Qwen2.5-0.5B-Instruct；ci 微调第 04 课训练的小模型，因为 ci 不联网、只有 CPU。
-# * 讲义的 `model.update()` 训练完还会把模型部署成推理服务；本课（两个配置）的 `deploy_method` 是 `sft.train_only_deploy()`，一个不启动任何服务的 deployer，因为训练好的模型由本课自己加载（transformers；第 07 课用 vLLM），而 LazyLLM 的 `deploy.dummy` 会在随机端口上起一个用不到的服务。
+# * 讲义的 `model.update()` 训练完还把模型部署成推理服务；本课的 `deploy_method` 是不起服务的 `sft.train_only_deploy()`，因为训练好的模型由本课自己加载（transformers；第 07 课用 vLLM）。
 
 # %% slideshow={"slide_type": "subslide"}
 probe = ["Write a Python function `double(x)` that does the following: return twice the value x.",

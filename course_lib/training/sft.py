@@ -37,6 +37,7 @@ Introduced in lesson 05.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -217,9 +218,7 @@ def make_launcher(kind: str, options: Mapping[str, Any] | None = None):
     return getattr(lazyllm.launchers, kind)(**dict(options or {}), sync=True)
 
 
-_TRAIN_ONLY_DEPLOY = None
-
-
+@functools.cache
 def train_only_deploy():
     """A LazyLLM deployer (a ``LazyLLMDeployBase`` subclass, not registered in ``lazyllm.deploy``) that
     starts no server: ``TrainableModule.update()`` then trains only. The lecture's ``update()`` also
@@ -227,23 +226,20 @@ def train_only_deploy():
     LazyLLM's ``deploy.dummy`` relay server takes a port from the global ``random`` with no check that
     it is free (a seeded notebook draws the same port each run; a busy port failed a CI run as
     "Job failed after retrying 3 times"). Introduced in lesson 05."""
-    global _TRAIN_ONLY_DEPLOY
-    if _TRAIN_ONLY_DEPLOY is None:
-        lazyllm_environment()
-        import lazyllm
-        from lazyllm.components.deploy.base import LazyLLMDeployBase
+    lazyllm_environment()
+    import lazyllm
+    from lazyllm.components.deploy.base import LazyLLMDeployBase
 
-        class TrainOnlyDeploy(LazyLLMDeployBase):
-            __lazyllm_registry_disable__ = True
+    class TrainOnlyDeploy(LazyLLMDeployBase):
+        __lazyllm_registry_disable__ = True
 
-            def __init__(self, launcher=None, **_ignored):
-                super().__init__(launcher=lazyllm.launchers.empty(sync=True))
+        def __init__(self, launcher=None, **_ignored):
+            super().__init__(launcher=lazyllm.launchers.empty(sync=True))
 
-            def apply(self, *_args, **_kw):
-                return ""   # no URL: nothing is served
+        def apply(self, *_args, **_kw):
+            return ""   # no URL: nothing is served
 
-        _TRAIN_ONLY_DEPLOY = TrainOnlyDeploy
-    return _TRAIN_ONLY_DEPLOY
+    return TrainOnlyDeploy
 
 
 _EXPORT_YAML = "export_size: 1\nexport_device: cpu\nexport_legacy_format: false\n"
