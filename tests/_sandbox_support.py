@@ -32,7 +32,7 @@ class DockerSession:
         self.error = None
 
     def start(self) -> None:
-        from course_lib.evaluation.sandbox import _probe_cache
+        from course_lib.evaluation.sandbox.policy import _probe_cache
         from course_lib.evaluation.sandbox.docker import ensure_docker
 
         try:
@@ -44,13 +44,13 @@ class DockerSession:
     def stop(self) -> None:
         if self.daemon is not None:
             self.daemon.stop()
-        from course_lib.evaluation.sandbox import _probe_cache
+        from course_lib.evaluation.sandbox.policy import _probe_cache
 
         _probe_cache.pop("docker", None)
 
 
 def ensure_backend(backend: str, docker_session: DockerSession | None = None) -> None:
-    from course_lib.evaluation.sandbox import _probe
+    from course_lib.evaluation.sandbox.policy import _probe
 
     if backend == "docker" and docker_session is not None and docker_session.error:
         unavailable(backend, docker_session.error)

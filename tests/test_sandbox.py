@@ -1,5 +1,8 @@
-"""Unit tests of course_lib.evaluation.sandbox: statuses, output capping, run_many's order, argument checks."""
+"""Unit tests of course_lib.evaluation.sandbox: statuses, output capping, run_many's order, argument checks,
+the backend policy, the limits' defaults, and what the judge does with the program's values."""
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -8,11 +11,14 @@ from course_lib.evaluation.sandbox import (
     STATUSES,
     SandboxResult,
     backends,
+    limits,
+    policy,
     resolve_backend,
     run_code,
     run_many,
     summarize,
 )
+from course_lib.evaluation.sandbox import run as run_module
 from tests._sandbox_support import ensure_backend
 
 
@@ -69,7 +75,7 @@ def test_stdin_is_empty(bwrap):
 def test_runs_as_unprivileged_uid_with_clean_environment(bwrap):
     r = run_code("import os\nprint(os.getuid(), os.geteuid(), sorted(os.environ))\n", backend=bwrap)
     uid, euid = map(int, r.stdout.split()[:2])
-    assert uid == euid and backends.UID_BASE <= uid < backends.UID_BASE + backends.UID_COUNT, r.stdout
+    assert uid == euid and limits.UID_BASE <= uid < limits.UID_BASE + limits.UID_COUNT, r.stdout
     assert "COURSE" not in r.stdout and "VIRTUAL_ENV" not in r.stdout
 
 
@@ -114,17 +120,20 @@ def test_invalid_limits_raise():
             run_code("x = 1", backend="unsafe", **kw)
 
 
-def test_limits_default_to_the_profile(monkeypatch):
+def test_limits_default_to_the_documented_values_not_the_profile(monkeypatch):
     seen = {}
-    monkeypatch.setattr(sandbox, "_run_one", lambda code, tests, limits, name: seen.setdefault("l", limits))
-    monkeypatch.setattr(sandbox, "_profile_sandbox", lambda: {"timeout_s": 7.5, "memory_mb": 99, "backend": "bwrap"})
+    monkeypatch.setattr(run_module, "run_one", lambda code, tests, lim, name: seen.setdefault("l", lim))
+    monkeypatch.setenv("COURSE_PROFILE", "full")
     run_code("x = 1", backend="bwrap")
+    assert (seen["l"].timeout_s, seen["l"].memory_mb) == (sandbox.DEFAULT_TIMEOUT_S, sandbox.DEFAULT_MEMORY_MB) == (10.0, 128)
+    seen.clear()
+    run_code("x = 1", backend="bwrap", timeout_s=7.5, memory_mb=99)
     assert (seen["l"].timeout_s, seen["l"].memory_mb) == (7.5, 99)
 
 
 def test_bad_text_is_a_status_not_an_exception(bwrap):
-    r = run_code("s = '\ud800'", backend=bwrap)
-    assert r.status == "syntax_error" and "surrogates" in r.detail, r
+    r = run_code("s = '\ud800'", backend=bwrap)   # as `python solution.py` reads the file: not UTF-8
+    assert r.status == "syntax_error" and "utf-8" in r.detail, r
     results = run_many(["s = '\ud800'", ADD], tests="assert add(1, 2) == 3", backend=bwrap, progress=False)
     assert [x.status for x in results] == ["syntax_error", "passed"]
 
@@ -132,10 +141,10 @@ def test_bad_text_is_a_status_not_an_exception(bwrap):
 def test_preferred_backend_reads_the_environment_when_called(monkeypatch):
     monkeypatch.setenv("SANDBOX_BACKEND", "unsafe")
     assert sandbox.preferred_backend() == "unsafe"
-    monkeypatch.setattr(sandbox, "_probe", lambda name: (name == "docker", "x"))
+    monkeypatch.setattr(policy, "_probe", lambda name: (name == "docker", "x"))
     monkeypatch.delenv("SANDBOX_BACKEND")
-    assert sandbox.preferred_backend() == "docker"
-    monkeypatch.setattr(sandbox, "_probe", lambda name: (False, "x"))
+    assert sandbox.preferred_backend(configured="bwrap") == "docker"
+    monkeypatch.setattr(policy, "_probe", lambda name: (False, "x"))
     assert sandbox.preferred_backend() is None
 
 
@@ -145,14 +154,44 @@ def test_backend_comes_from_the_environment(monkeypatch):
     assert resolve_backend("bwrap") == "bwrap"
 
 
+@pytest.mark.parametrize("works, env, configured, want", [
+    ({"bwrap", "docker"}, None, None, "bwrap"),          # nothing configured: bwrap before docker
+    ({"bwrap", "docker"}, None, "docker", "docker"),      # the configured backend when it works
+    ({"bwrap"}, None, "docker", "bwrap"),                 # ... else the rule's order
+    ({"docker"}, None, "bwrap", "docker"),
+    ({"bwrap", "docker"}, "auto", "docker", "docker"),    # auto is "no explicit choice"
+    ({"bwrap", "docker"}, "docker", "bwrap", "docker"),   # $SANDBOX_BACKEND beats the configured one
+])
+def test_one_backend_policy_for_resolve_and_preferred(monkeypatch, works, env, configured, want):
+    monkeypatch.setattr(policy, "_probe", lambda name: (name in works, "probe"))
+    if env is None:
+        monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
+    else:
+        monkeypatch.setenv("SANDBOX_BACKEND", env)
+    assert resolve_backend(None, configured=configured) == want
+    assert resolve_backend("auto", configured=configured) == want
+    assert sandbox.preferred_backend(configured=configured) == want
+    assert resolve_backend("unsafe", configured=configured) == "unsafe"   # an explicit argument wins
+
+
+def test_the_profile_is_the_configured_backend_when_the_caller_names_none(monkeypatch):
+    from course_lib import profiles
+
+    monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
+    monkeypatch.setattr(policy, "_probe", lambda name: (True, ""))
+    configured = profiles.get_profile().sandbox["backend"]
+    assert resolve_backend() == sandbox.preferred_backend() == (configured if configured in ("bwrap", "docker")
+                                                                 else "bwrap")
+
+
 def test_auto_stops_with_a_sentence_when_nothing_works(monkeypatch):
-    monkeypatch.setattr(sandbox, "_probe", lambda name: (False, f"{name} missing"))
+    monkeypatch.setattr(policy, "_probe", lambda name: (False, f"{name} missing"))
     with pytest.raises(RuntimeError, match="apt-get install bubblewrap"):
         resolve_backend("auto")
 
 
 def test_unsafe_backend_warns_loudly(capsys):
-    sandbox._unsafe_warned = False
+    run_module._unsafe_warned = False
     with pytest.warns(RuntimeWarning, match="NOT isolation"):
         r = run_code(ADD, "assert add(1, 2) == 3", backend="unsafe")
     assert r.passed
@@ -165,10 +204,13 @@ def test_bwrap_command_hides_project_and_home():
     for flag in ("--unshare-pid", "--unshare-net", "--clearenv", "--die-with-parent", "--new-session",
                  "--unshare-user", "--disable-userns"):
         assert flag in argv
+    binds = [(argv[i + 1], argv[i + 2]) for i, a in enumerate(argv[: argv.index("-c")]) if a == "--ro-bind"]
+    assert all(src == dst for src, dst in binds if src != "/dev/null"), binds   # mountinfo: no hidden host path
+    assert ("/dev/null", "/proc/cmdline") in binds
 
 
 def test_docker_command_has_the_lesson_flags():
-    argv = backends.docker_argv(60002, backends.Limits(10.0, 128), "course-sbx-test", None)
+    argv = backends.docker_argv(60002, limits.Limits(10.0, 128), "course-sbx-test", None)
     text = " ".join(argv)
     for part in ("--network none", "--memory 128m", "--memory-swap 128m", "--pids-limit", "--read-only",
                  "--cap-drop ALL", "no-new-privileges", "--user 60002:60002", "--cpus 1.0", "--name course-sbx-test",
@@ -192,11 +234,9 @@ def test_nothing_at_exit_holds_the_worker(bwrap, at_exit):
     assert r.status == "passed" and r.duration_s < 2.0, r
 
 
-def test_usr_local_holds_only_the_runtime(bwrap):
-    r = run_code("import os\nfor root, dirs, files in os.walk('/usr/local'):\n"
-                 "    if root.endswith('dist-packages'):\n        dirs[:] = []\n    print(root)\n", backend=bwrap)
-    assert r.status == "passed", r
-    assert all(line.startswith("/usr/local/lib") or line == "/usr/local" for line in r.stdout.splitlines()), r.stdout
+def test_usr_local_is_empty_and_the_runtime_imports(bwrap):
+    r = run_code("import os, numpy, pandas\nprint(os.listdir('/usr/local'))\n", backend=bwrap, timeout_s=20, memory_mb=256)
+    assert r.status == "passed" and r.stdout == "[]", r
 
 
 def test_a_sandbox_that_cannot_start_is_a_sandbox_error(monkeypatch, tmp_path):
@@ -204,3 +244,128 @@ def test_a_sandbox_that_cannot_start_is_a_sandbox_error(monkeypatch, tmp_path):
     monkeypatch.setenv("SANDBOX_DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     r = run_code(ADD, "assert add(1, 2) == 3", backend="docker", timeout_s=5)
     assert r.status == "sandbox_error" and r.detail, r
+
+
+# --- what the judge does with the program's values (the tests run in this process) -------------------
+
+def test_in_place_functions_write_back_into_the_callers_objects(bwrap):
+    code = ("def rev(xs):\n    xs.reverse()\n"
+            "def fill(d, s, b):\n    d['k'] = [1]\n    s.add(3)\n    b[0] = 65\n"
+            "def rotate(m):\n    m[:] = [list(r) for r in zip(*m[::-1])]\n")
+    tests = ["x = [1, 2, 3]\nassert rev(x) is None and x == [3, 2, 1]",
+             "d, s, b = {}, {1}, bytearray(b'z')\nfill(d, s, b=b)\nassert (d, s, b) == ({'k': [1]}, {1, 3}, bytearray(b'A'))",
+             "m = [[1, 2], [3, 4]]\nrow = m[0]\nrotate(m)\nassert m == [[3, 1], [4, 2]]"]
+    r = run_code(code, tests, backend=bwrap)
+    assert r.tests == ["ok", "ok", "ok"], (r, r.test_errors)
+
+
+def test_objects_methods_exceptions_and_iteration_cross_as_python_would(bwrap):
+    code = ("class Shop:\n    def __init__(self):\n        self.stock = {}\n"
+            "    def add(self, k, n=1):\n        self.stock[k] = self.stock.get(k, 0) + n\n        return self\n"
+            "    def take(self, k):\n        if not self.stock.get(k):\n            raise KeyError(k)\n"
+            "        self.stock[k] -= 1\n"
+            "class OutOfStock(ValueError):\n    pass\n"
+            "def fail():\n    raise OutOfStock('none left')\n"
+            "def squares(n):\n    for i in range(n):\n        yield i * i\n"
+            "from collections import OrderedDict, namedtuple, Counter\nP = namedtuple('P', 'x y')\n"
+            "def shapes():\n    return OrderedDict(a=1), P(1, 2), Counter('aab'), {1, 2}, frozenset(), b'x', 1 + 2j, 2 ** 100\n")
+    tests = [
+        "s = Shop()\nassert s.add('a', 2) is s and s.stock == {'a': 2} and s == s and s != Shop()",
+        "s = Shop()\ntry:\n    s.take('zz')\nexcept KeyError as e:\n    assert e.args == ('zz',)\nelse:\n    raise AssertionError",
+        "try:\n    fail()\nexcept ValueError as e:\n    assert type(e).__name__ == 'OutOfStock' and str(e) == 'none left'\nelse:\n    raise AssertionError",
+        "assert list(squares(4)) == [0, 1, 4, 9] and 9 in squares(4) and 5 not in squares(4)",
+        "assert shapes() == ({'a': 1}, (1, 2), {'a': 2, 'b': 1}, {1, 2}, frozenset(), b'x', 1 + 2j, 2 ** 100)",
+        "assert type(shapes()[1]) is tuple and type(shapes()[0]) is dict",
+    ]
+    r = run_code(code, tests, backend=bwrap)
+    assert r.tests == ["ok"] * len(tests), (r, r.test_errors)
+
+
+def test_test_imports_use_the_judges_standard_library_and_the_programs_own_modules(bwrap):
+    code = ("import math\nmath.isclose = lambda *a, **k: True\nmath.pi = 3\n"
+            "import os\nos.makedirs('/tmp/pkg', exist_ok=True)\n"
+            "open('/tmp/pkg/helper.py', 'w').write('def twice(x):\\n    return 2 * x\\n')\n"
+            "import sys\nsys.path.insert(0, '/tmp/pkg')\n")
+    tests = ["assert not math.isclose(1.0, 2.0) and math.pi > 3.14",       # the judge's math, not the program's
+             "import math as m\nassert m.sqrt(16) == 4",
+             "from helper import twice\nassert twice(21) == 42",             # the program's module, in the sandbox
+             "import json\nassert json.loads('[1]') == [1]"]
+    r = run_code(code, tests, backend=bwrap)
+    assert r.tests == ["ok"] * 4, (r, r.test_errors)
+
+
+def test_values_that_cannot_cross_are_an_error_not_a_pass(bwrap):
+    code = ("def deep():\n    x = []\n    for _ in range(500):\n        x = [x]\n    return x\n"
+            "def loop():\n    x = []\n    x.append(x)\n    return x\n"
+            "def takes(f):\n    return 1\n")
+    r = run_code(code, ["deep()", "loop()", "takes(lambda: 0)"], backend=bwrap)
+    assert r.tests == ["error", "error", "error"], (r, r.test_errors)
+    assert "cannot cross" in r.test_errors[0] and "cannot be passed" in r.test_errors[2], r.test_errors
+
+
+def test_what_the_tests_print_is_kept_and_the_programs_output_too(bwrap):
+    r = run_code("print('from the program')\ndef f():\n    print('in a call')\n    return 1\n",
+                 ["print('from a test')\nassert f() == 1"], backend=bwrap)
+    assert r.passed and r.stdout.splitlines() == ["from the program", "in a call", "from a test"], r.stdout
+
+
+@pytest.mark.parametrize("code, status", [
+    ("import sys\nsys.exit(0.0)", "failed"),             # not an int: printed, exit status 1 (Python's rule)
+    ("import sys\nsys.exit(False)", "passed"),            # bool is an int: 0
+    ("import sys\nsys.exit(True)", "failed"),
+    ("import sys\nsys.exit(None)", "passed"),
+    ("import sys\nsys.exit(256)", "passed"),              # the exit status is the low byte, as the OS keeps it
+    ("import sys\nclass Zero(int):\n    def __eq__(self, other):\n        return True\nsys.exit(Zero(3))", "failed"),
+    ("\ufeffprint('a BOM is fine')", "passed"),            # Python reads a UTF-8 BOM
+    ("# -*- coding: latin-1 -*-\nprint('caf\u00e9')", "passed"),
+])
+def test_exits_and_encodings_are_judged_as_python_does(bwrap, code, status):
+    r = run_code(code, backend=bwrap)
+    assert r.status == status, (r, r.stderr)
+
+
+def test_a_large_valid_program_is_accepted_and_a_huge_one_is_a_clear_error(bwrap):
+    big = "DATA = '" + "x" * (9 * 1024 * 1024) + "'\ndef n():\n    return len(DATA)\n"
+    r = run_code(big, "assert n() == 9 * 1024 * 1024", backend=bwrap, timeout_s=30, memory_mb=256)
+    assert r.status == "passed", r
+    with pytest.raises(ValueError, match="programs up to 32 MiB"):
+        run_code("#" * (33 * 1024 * 1024), backend=bwrap)
+
+
+def test_the_in_sandbox_server_is_a_standard_library_module_with_no_course_imports():
+    import ast
+    from pathlib import Path
+
+    from course_lib.evaluation.sandbox import inside
+
+    tree = ast.parse(Path(inside.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    assert backends.INSIDE_SOURCE == Path(inside.__file__).read_text()
+
+
+def test_the_sandbox_package_has_no_import_cycle():
+    import ast
+    from pathlib import Path
+
+    folder = Path(backends.__file__).parent
+    graph = {}
+    for f in folder.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if name.startswith("course_lib.evaluation.sandbox."):
+                    deps.add(name.split(".")[3])
+                elif name == "course_lib.evaluation.sandbox" and isinstance(node, ast.ImportFrom):
+                    deps.update(a.name for a in node.names if (folder / f"{a.name}.py").exists())
+        graph[f.stem] = deps - {f.stem}
+
+    def reaches(start, goal, seen=()):
+        return any(d == goal or (d not in seen and reaches(d, goal, seen + (d,))) for d in graph.get(start, ()))
+
+    cycles = [m for m in graph if m != "__init__" and reaches(m, m)]
+    assert not cycles, {m: graph[m] for m in cycles}

@@ -121,13 +121,6 @@ class RunCgroup:
                 return True
         return False
 
-    def memory_peak_bytes(self) -> int | None:
-        name = "memory.peak" if self.version == "v2" else "memory.max_usage_in_bytes"
-        try:
-            return int((self.dirs[0] / name).read_text())
-        except (OSError, ValueError, IndexError):
-            return None
-
     def _pids(self) -> list[int]:
         pids: set[int] = set()
         for d in self.dirs:
@@ -156,7 +149,8 @@ class RunCgroup:
                     (d / "cgroup.kill").write_text("1")
                 except OSError:
                     pass
-        for _ in range(50):
+        pause = 0.001   # processes killed a moment ago are usually gone within a few milliseconds
+        for _ in range(60):
             pids = self._pids()
             if not pids:
                 break
@@ -165,14 +159,17 @@ class RunCgroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.02)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
         for d in reversed(self.dirs):
-            for _ in range(50):
+            pause = 0.001
+            for _ in range(60):
                 try:
                     d.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.02)
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.02)
         self.dirs = []

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib.evaluation.sandbox.backends import IMAGE, sandbox_python
+from course_lib.evaluation.sandbox.backends import IMAGE
+from course_lib.evaluation.sandbox.runtime import sandbox_python
 
 STATE_DIR = Path(os.environ.get("SANDBOX_DOCKER_STATE", "/var/lib/course-sandbox"))
 RUN_DIR = Path(os.environ.get("SANDBOX_DOCKER_RUN", "/run/course-sandbox"))

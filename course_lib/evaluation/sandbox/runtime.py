@@ -22,6 +22,19 @@ PACKAGES = ("numpy", "pandas", "python-dateutil", "six", "pytz", "tzdata")
 RUNTIME_DIR = Path(os.environ.get("SANDBOX_RUNTIME", "/var/lib/course-sandbox/runtime"))
 
 
+def sandbox_python() -> Path:
+    """The interpreter that runs sampled code: ``$SANDBOX_PYTHON``, else the system ``/usr/bin/python3``,
+    else the base (non-venv) interpreter of this Python. Never the course's virtual environment.
+    Introduced in lesson 06."""
+    env = os.environ.get("SANDBOX_PYTHON")
+    candidates = [env] if env else ["/usr/bin/python3", "/usr/local/bin/python3",
+                                    os.path.join(sys.base_prefix, "bin", "python3")]
+    for cand in candidates:
+        if cand and os.access(cand, os.X_OK):
+            return Path(cand)
+    raise FileNotFoundError("no Python for the sandbox: install python3 or set SANDBOX_PYTHON=/path/to/python3")
+
+
 def runtime_site_packages() -> Path | None:
     """The runtime's ``site-packages`` when it has been built, else None. Introduced in lesson 06."""
     path = RUNTIME_DIR / "site-packages"
@@ -38,8 +51,6 @@ def build_runtime(python: Path | None = None) -> Path:
     """Copy :data:`PACKAGES` (as installed for this Python) into the runtime folder, atomically, and make
     it read-only. The sandbox's Python must have the same minor version (compiled extensions).
     Returns the ``site-packages`` path. Introduced in lesson 06."""
-    from course_lib.evaluation.sandbox.backends import sandbox_python
-
     python = Path(python or sandbox_python())
     mine = "%d.%d" % sys.version_info[:2]
     theirs = _python_minor(python)

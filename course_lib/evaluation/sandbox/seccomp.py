@@ -1,17 +1,21 @@
-"""The course's seccomp filter: the system calls a sample never needs, denied with EPERM.
+"""The course's seccomp filter: the system calls a sample never needs, and every socket family but three.
 
 Inside bwrap the sample already has no capabilities and cannot create user namespaces
 (``--disable-userns``); this filter closes what is left of the kernel surface that privilege
 escalations use: namespace and mount calls, ``ptrace``/``process_vm_*``, ``bpf``, ``keyctl``, kernel
-modules, ``perf_event_open``, ``userfaultfd``, ``io_uring``, and netlink / packet sockets. It is a
-classic BPF program handed to bwrap with ``--seccomp FD``; on Docker the harness installs the same
-program on top of Docker's default profile (which allows netlink sockets). x86_64 only: on another architecture
+modules, ``perf_event_open``, ``userfaultfd``, ``io_uring`` (denied with EPERM). Sockets are an
+**allow-list**: ``socket()`` and ``socketpair()`` work only for ``AF_UNIX``, ``AF_INET`` and ``AF_INET6``;
+every other family (netlink, packet, ``AF_VSOCK`` — which no network namespace isolates —, ``AF_ALG``,
+bluetooth, ...) fails with EAFNOSUPPORT, as on a kernel without it. It is a classic BPF program handed to
+bwrap with ``--seccomp FD``; on Docker the sandbox's supervisor installs the same program on top of
+Docker's default profile (which allows netlink and ``AF_ALG``). x86_64 only: on another architecture
 :func:`filter_bytes` returns None and the backend says the filter is not applied.
 
 Introduced in lesson 06.
 """
 from __future__ import annotations
 
+import functools
 import platform
 import struct
 
@@ -21,7 +25,8 @@ SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
 EPERM = 1
-AF_NETLINK, AF_PACKET = 16, 17
+EAFNOSUPPORT = 97
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 
 # x86_64 numbers of the denied system calls
 DENIED_SYSCALLS = {
@@ -33,7 +38,8 @@ DENIED_SYSCALLS = {
     "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
 }
 SOCKET_SYSCALL = 41
-DENIED_SOCKET_FAMILIES = (AF_NETLINK, AF_PACKET)
+SOCKETPAIR_SYSCALL = 53
+ALLOWED_SOCKET_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
 
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
 
@@ -41,7 +47,7 @@ _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
 def _program() -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions."""
     prog: list = []
-    deny = "deny"
+    deny, family = "deny", "family"
 
     def emit(code, k, jt=0, jf=0):
         prog.append([code, jt, jf, k])
@@ -53,15 +59,20 @@ def _program() -> list[tuple[int, int, int, int]]:
     emit(_JSET_K, X32_SYSCALL_BIT, deny, 0)
     for nr in sorted(DENIED_SYSCALLS.values()):
         emit(_JEQ_K, nr, deny, 0)
-    emit(_JEQ_K, SOCKET_SYSCALL, 0, "allow")
-    emit(_LD_W_ABS, 16)                                  # socket(domain, ...): low 32 bits of arg 0
-    for family in DENIED_SOCKET_FAMILIES:
-        emit(_JEQ_K, family, deny, 0)
+    emit(_JEQ_K, SOCKET_SYSCALL, family, 0)
+    emit(_JEQ_K, SOCKETPAIR_SYSCALL, family, 0)
     allow_at = len(prog)
+    emit(_RET_K, SECCOMP_RET_ALLOW)
+    family_at = len(prog)
+    emit(_LD_W_ABS, 16)                                  # socket(domain, ...): low 32 bits of arg 0
+    for fam in ALLOWED_SOCKET_FAMILIES:
+        emit(_JEQ_K, fam, "allow_back", 0)
+    emit(_RET_K, SECCOMP_RET_ERRNO | EAFNOSUPPORT)
+    allow_back_at = len(prog)
     emit(_RET_K, SECCOMP_RET_ALLOW)
     deny_at = len(prog)
     emit(_RET_K, SECCOMP_RET_ERRNO | EPERM)
-    targets = {"allow": allow_at, "deny": deny_at}
+    targets = {"allow": allow_at, "deny": deny_at, "family": family_at, "allow_back": allow_back_at}
     for i, ins in enumerate(prog):
         for j in (1, 2):
             if isinstance(ins[j], str):
@@ -71,6 +82,7 @@ def _program() -> list[tuple[int, int, int, int]]:
     return [tuple(ins) for ins in prog]
 
 
+@functools.lru_cache(maxsize=1)
 def filter_bytes() -> bytes | None:
     """The filter as the bytes bwrap's ``--seccomp`` reads (an array of ``struct sock_filter``), or None
     when this machine is not x86_64. Introduced in lesson 06."""

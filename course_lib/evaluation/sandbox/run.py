@@ -1,0 +1,127 @@
+"""The public run functions: :func:`run_code` (one program and its tests) and :func:`run_many` (a pool).
+
+Introduced in lesson 06.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from types import CodeType
+from typing import Any, Iterable, Sequence
+
+from course_lib.evaluation.sandbox.execute import run_one
+from course_lib.evaluation.sandbox.limits import MAX_PROGRAM_BYTES, Limits
+from course_lib.evaluation.sandbox.policy import resolve_backend
+from course_lib.evaluation.sandbox.result import SandboxResult
+
+_unsafe_warned = False
+
+
+def compile_tests(tests: str | Sequence[str] | None) -> list[CodeType]:
+    """The tests as code objects for the judge (one source string, or a list: one outcome each); a test
+    that does not compile raises ValueError naming it. Introduced in lesson 06."""
+    if tests is None:
+        return []
+    tests = [tests] if isinstance(tests, str) else list(tests)
+    out = []
+    for i, t in enumerate(tests):
+        if not isinstance(t, str):
+            raise TypeError(f"test {i} is a {type(t).__name__}; tests must be Python source strings")
+        try:
+            out.append(_compile_test(t, i))
+        except (SyntaxError, ValueError) as exc:
+            raise ValueError(f"test {i} does not compile ({exc}); fix the tests, not the sample") from None
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_test(source: str, index: int) -> CodeType:
+    # the same hidden tests judge many samples (code objects are immutable: one per source is enough)
+    return compile(source, f"<test {index}>", "exec", dont_inherit=True)
+
+
+def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: float | None = None,
+             memory_mb: int | None = None, backend: str | None = None) -> SandboxResult:
+    """Run ``code`` as a program (``solution.py``, module ``__main__``) in a sandbox and judge it with
+    ``tests`` (one source string, or a list: one outcome each).
+
+    The tests run in **this** process, not in the program's: the names the program defines are proxies
+    whose calls are answered by the sandboxed program with plain data (:mod:`course_lib.evaluation.
+    sandbox.judge`), so expected values never reach the program and nothing it prints or forges is a
+    verdict. Without tests the program passes when it ends with exit status 0, as ``python solution.py``.
+
+    ``timeout_s`` (wall clock, start-up not counted) and ``memory_mb`` default to 10 s and 128 MiB
+    (:data:`~course_lib.evaluation.sandbox.limits.DEFAULT_TIMEOUT_S`, ``DEFAULT_MEMORY_MB``); invalid
+    values raise ValueError. ``backend`` follows :func:`~course_lib.evaluation.sandbox.policy.resolve_backend`.
+    The result's ``.status`` is one of :data:`STATUSES`; ``.stdout``/``.stderr`` are capped at 64 KiB;
+    ``.tests`` lists the outcome of each test ("ok", "assert", "error"). Each run leases its own
+    unprivileged uid. Introduced in lesson 06.
+    """
+    global _unsafe_warned
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str of Python source, got {type(code).__name__}")
+    size = len(code.encode("utf-8", "surrogatepass"))
+    if size > MAX_PROGRAM_BYTES:
+        raise ValueError(f"the program is {size / 2**20:.1f} MiB; the sandbox accepts programs up to "
+                         f"{MAX_PROGRAM_BYTES // 2**20} MiB")
+    test_codes = compile_tests(tests)
+    limits = Limits.of(timeout_s, memory_mb)
+    name = resolve_backend(backend)
+    if name == "unsafe" and not _unsafe_warned:
+        _unsafe_warned = True
+        msg = ("SANDBOX_BACKEND=unsafe: samples run as plain subprocesses with rlimits — this is NOT "
+               "isolation (they can read your files, use the network, kill processes). Use bwrap or docker.")
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    return run_one(code, test_codes, limits, name)
+
+
+def _as_kwargs(item: Any) -> dict:
+    if isinstance(item, str):
+        return {"code": item}
+    if isinstance(item, dict):
+        unknown = set(item) - {"code", "tests", "timeout_s", "memory_mb", "backend"}
+        if unknown or "code" not in item:
+            raise ValueError(f"a run_many item needs 'code' and may have tests/timeout_s/memory_mb/backend; "
+                             f"got keys {sorted(item)}")
+        return dict(item)
+    raise TypeError(f"run_many items are code strings or dicts, got {type(item).__name__}")
+
+
+def run_many(items: Iterable[Any], *, workers: int = 8, progress: bool = True, **kw) -> list[SandboxResult]:
+    """Run many samples on a pool of ``workers`` (every run with its own leased sandbox uid); results
+    come back in input order, and one broken sample — bad text, an invalid item — is a
+    ``sandbox_error`` result for that sample, never an exception for the batch. ``items`` are code strings or dicts with
+    :func:`run_code`'s keywords; ``kw`` gives defaults (``tests=``, ``timeout_s=``, ``backend=``, ...).
+    Introduced in lesson 06.
+    """
+    jobs = [{**kw, **_as_kwargs(it)} for it in items]
+    if not jobs:
+        return []
+    backend = resolve_backend(kw.get("backend"))
+    for job in jobs:
+        job.setdefault("backend", backend)
+    n_workers = max(1, int(workers))
+    results: list[SandboxResult | None] = [None] * len(jobs)
+
+    def work(index: int) -> None:
+        try:
+            results[index] = run_code(**jobs[index])
+        except Exception as exc:  # never let one sample stop the batch
+            results[index] = SandboxResult("sandbox_error", backend=jobs[index]["backend"],
+                                           detail=f"{type(exc).__name__}: {exc}")
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc=f"sandbox[{backend}]", unit="sample", leave=False)
+    with ThreadPoolExecutor(max_workers=n_workers) as pool:
+        futures = [pool.submit(work, i) for i in range(len(jobs))]
+        for fut in as_completed(futures):
+            fut.result()
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    return [r for r in results]  # type: ignore[misc]
