@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from course_lib.evaluation.sandbox import run_code, run_many
-from course_lib.evaluation.sandbox.backends import UID_BASE, UID_COUNT
+from course_lib.evaluation.sandbox.limits import UID_BASE, UID_COUNT
 from tests._sandbox_support import ensure_backend
 
 REPO = Path(__file__).resolve().parents[1]
@@ -249,9 +249,10 @@ UNSHARE = ("import ctypes, os\n"
            "        open('/proc/self/gid_map', 'w').write(f'0 {gid} 1')\n"
            "    except OSError as e:\n"
            "        print('blocked: maps', e)\n"
-           "    caps = [l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1]\n"
-           "    if int(caps, 16):\n"
-           "        print('ESCAPED caps', caps)\n"
+           "    hdr, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()\n"
+           "    libc.syscall(125, hdr, data)  # capget: effective capabilities, whether /proc is visible or not\n"
+           "    if data[0] or data[3]:\n"
+           "        print('ESCAPED caps', data[0], data[3])\n"
            "    r = libc.mount(b'none', b'/tmp', b'tmpfs', 0, b'size=200m')\n"
            "    print('ESCAPED mount' if r == 0 else 'blocked: mount')\n")
 
@@ -259,8 +260,9 @@ UNSHARE = ("import ctypes, os\n"
 def test_no_user_namespace_no_capabilities_no_mount(backend):
     r = run(UNSHARE, backend)
     assert r.status == "passed" and "ESCAPED" not in r.stdout and "blocked" in r.stdout, (r, r.stdout)
-    caps = run("print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1])", backend)
-    assert int(caps.stdout.strip(), 16) == 0, caps.stdout
+    caps = run("import ctypes\nhdr, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()\n"
+               "assert ctypes.CDLL(None).syscall(125, hdr, data) == 0\nprint(data[0], data[3], data[1], data[4])", backend)
+    assert caps.status == "passed" and caps.stdout.split() == ["0", "0", "0", "0"], (caps, caps.stdout)
 
 
 def test_no_raw_or_packet_socket(backend):
@@ -273,12 +275,58 @@ def test_no_raw_or_packet_socket(backend):
 
 def test_no_netlink_socket(backend):
     # Docker's default seccomp profile allows netlink inside the container's own (empty) network
-    # namespace; the course's filter denies it on both backends (bwrap: --seccomp; Docker: the harness
-    # installs the same filter on top of Docker's profile)
+    # namespace; the course's filter denies it on both backends (bwrap: --seccomp; Docker: the sandbox's
+    # supervisor installs the same filter on top of Docker's profile)
     code = "import socket\n" + "".join(
         tries(f"socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, {proto})") for proto in (0, 12))
     r = run(code, backend)
     assert r.status == "passed" and "ESCAPED" not in r.stdout and r.stdout.count("blocked") == 2, r.stdout
+
+
+def test_only_unix_inet_and_inet6_sockets(backend):
+    """An allow-list in the seccomp filter: every other family fails with EAFNOSUPPORT on both backends —
+    AF_VSOCK above all (no network namespace isolates it: it reaches the host VM's ports). On Docker the
+    errno of AF_NETLINK and AF_ALG, which Docker's own profile allows, shows the course's filter is on."""
+    import socket as s
+
+    families = {"AF_VSOCK": 40, "AF_NETLINK": 16, "AF_PACKET": 17, "AF_ALG": 38, "AF_BLUETOOTH": 31,
+                "AF_KEY": 15, "AF_TIPC": 30, "AF_RDS": 21, "AF_CAN": 29, "AF_XDP": 44, "AF_APPLETALK": 5}
+    code = ("import socket, errno\nfor name, fam in %r.items():\n"
+            "    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_SEQPACKET):\n"
+            "        try:\n            socket.socket(fam, kind).close()\n            print('ESCAPED', name, kind)\n"
+            "        except OSError as e:\n            print(name, e.errno)\n"
+            "    try:\n        socket.socketpair(fam)\n        print('ESCAPED socketpair', name)\n"
+            "    except OSError as e:\n        print(name, e.errno)\n"
+            "for fam in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6):\n    socket.socket(fam).close()\n"
+            "print('allowed ok')\n" % families)
+    r = run(code, backend)
+    assert r.status == "passed" and "ESCAPED" not in r.stdout and "allowed ok" in r.stdout, (r, r.stdout)
+    errnos = {line.split()[1] for line in r.stdout.splitlines() if line.split()[0] in families}
+    assert errnos == {str(__import__("errno").EAFNOSUPPORT)}, r.stdout
+    assert s.AF_UNIX and s.AF_INET and s.AF_INET6
+
+
+def test_no_kernel_command_line_and_no_host_path_in_mountinfo(backend):
+    code = ("for p in ('/proc/cmdline', '/proc/self/mountinfo', '/proc/1/mountinfo'):\n"
+            "    try:\n        print(p, repr(open(p).read()))\n    except OSError as e:\n        print(p, 'blocked', e.errno)\n")
+    r = run(code, backend)
+    assert r.status == "passed", r
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert lines["/proc/cmdline"].startswith("blocked") or lines["/proc/cmdline"] == "''", r.stdout
+    for where in ("/proc/self/mountinfo", "/proc/1/mountinfo"):
+        text = lines[where]
+        if not text.startswith("blocked"):   # without Landlock (an older kernel): only paths the sample sees
+            for line in eval(text).splitlines():
+                root, mount_point = line.split()[3:5]
+                assert root in ("/", mount_point) or root.startswith("/newroot") or root.startswith("/null"), line
+        for host_only in ("/work", "/root", "/home", "docker/overlay2", "docker/containers"):
+            assert host_only not in text, (where, text)
+
+
+def test_the_program_cannot_signal_its_supervisor(backend):
+    r = run("import os, signal\ntry:\n    os.kill(os.getppid(), signal.SIGKILL)\n    print('ESCAPED')\n"
+            "except OSError as e:\n    print('blocked', e.errno)\n", backend)
+    assert "ESCAPED" not in r.stdout and r.status == "passed", (r, r.stdout)
 
 
 # --- one budget per sample ------------------------------------------------------------------------------
@@ -414,9 +462,9 @@ def test_the_attacks_are_real_the_unsafe_backend_lets_them_through(tmp_path):
     """The same attacks against the plain-subprocess backend succeed: the suite has teeth, and
     `unsafe` is not isolation."""
     with pytest.warns(RuntimeWarning):
-        import course_lib.evaluation.sandbox as sb
+        from course_lib.evaluation.sandbox import run as run_module
 
-        sb._unsafe_warned = False
+        run_module._unsafe_warned = False
         r = run_code(tries(f"open({str(REPO / 'pyproject.toml')!r}).read()"), backend="unsafe")
     assert "ESCAPED" in r.stdout, r.stdout
     tmp_path.chmod(0o777)                      # the unsafe backend may run as the leased sandbox uid

@@ -22,6 +22,9 @@ JUDGING = [
     ("quit()", "passed"),
     ("import sys\nsys.exit(1)", "failed"),
     ("import sys\nsys.exit('bad input')", "failed"),
+    ("import sys\nsys.exit(0.0)", "failed"),          # not an int: Python prints it and exits 1
+    ("import sys\nsys.exit(False)", "passed"),        # a bool is an int: 0
+    ("\ufeffprint('a UTF-8 BOM')", "passed"),          # Python accepts a BOM at the start of a file
     ("print(__file__.endswith('solution.py'))\nassert __name__ == '__main__'", "passed"),
     (UNITTEST.format(bug=""), "passed"),
     (UNITTEST.format(bug=" + 1"), "failed"),

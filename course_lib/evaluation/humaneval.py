@@ -54,10 +54,23 @@ def load_humaneval(limit: int | None = None) -> list[dict[str, str]]:
     return problems
 
 
+def prompt_helpers(problem: dict) -> str:
+    """The prompt's own top-level code besides the function to write: its imports and helper functions
+    (HumanEval/32's ``poly``, /38's ``encode_cyclic``...). Introduced in lesson 06."""
+    tree = ast.parse(problem["prompt"] + "    pass\n")
+    keep = [node for node in tree.body
+            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == problem["entry_point"])
+            and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    return ast.unparse(ast.Module(body=keep, type_ignores=[])) if keep else ""
+
+
 def hidden_tests(problem: dict) -> str:
-    """The problem's test code plus the call that runs it: ``check(<entry_point>)``.
-    Introduced in lesson 06."""
-    return f"{problem['test']}\n\ncheck({problem['entry_point']})\n"
+    """The problem's hidden tests as the judge runs them: the prompt's helpers (:func:`prompt_helpers`),
+    the test code, and the call ``check(<entry_point>)``. The tests run in the judge, so ``check`` uses
+    the dataset's own helpers, never a program's redefinition of them (``check`` of HumanEval/38 encodes
+    with ``encode_cyclic`` and expects the candidate to decode). Introduced in lesson 06."""
+    helpers = prompt_helpers(problem)
+    return (f"{helpers}\n\n" if helpers else "") + f"{problem['test']}\n\ncheck({problem['entry_point']})\n"
 
 
 def program(problem: dict, completion: str | None = None) -> str:

@@ -25,6 +25,7 @@ class Attack:
     contained: tuple[str, ...] = ("passed",)
     timeout_s: float = 3.0
     harmless_on_host: bool = False
+    tests: tuple[str, ...] = ()
 
 
 def _tries(expr: str) -> str:
@@ -33,9 +34,10 @@ def _tries(expr: str) -> str:
 
 
 def attack_catalogue(project_dir: str | Path | None = None) -> list[Attack]:
-    """The attacks of the lesson (read the project, /etc/shadow, the environment; network; host writes;
-    killing processes; fork bomb; setsid daemon; 1 GiB; CPU spin; endless output; filling /tmp; a faked
-    pass; the Docker socket). Introduced in lesson 06."""
+    """The attacks of the lesson (read the project, /etc/shadow, the environment, /proc/cmdline; network,
+    AF_VSOCK; host writes; killing processes; fork bomb; setsid daemon; 1 GiB; CPU spin; endless output;
+    filling /tmp; a faked pass; an answer equal to everything; walking the frames to the tests; the
+    Docker socket). Introduced in lesson 06."""
     project = str(project_dir or repo_root() or Path.cwd())
     return [
         Attack("read the project folder", _tries(f"__import__('os').listdir({project!r})"), harmless_on_host=True),
@@ -56,11 +58,16 @@ def attack_catalogue(project_dir: str | Path | None = None) -> list[Attack]:
         Attack("write outside /tmp", _tries("open('/usr/lib/.sandbox-was-here', 'w').write('x')")),
         Attack("delete outside /tmp", _tries("__import__('os').remove('/etc/hostname')")),
         Attack("signal a process outside the sample",
-               "import os\nown = {os.getpid(), os.getppid(), 1}  # the sample, its harness, the sandbox's init\n"
-               "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):\n"
+               "import os\nown = {os.getpid(), os.getppid(), 1}  # the sample, its supervisor, the sandbox's init\n"
+               "try:\n    pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+               "except OSError:\n    pids = range(2, 4096)  # /proc hidden: try pids blindly\n"
+               "for pid in pids:\n"
                "    if pid in own:\n        continue\n"
                "    try:\n        os.kill(pid, 0)  # signal 0: 'could I kill it?'\n        print('ESCAPED', pid)\n        break\n"
                "    except OSError:\n        pass\n", harmless_on_host=True),
+        Attack("open an AF_VSOCK socket (the host VM's port space)", _tries("__import__('socket').socket(40, 1)"),
+               harmless_on_host=True),
+        Attack("read /proc/cmdline", _tries("open('/proc/cmdline').read()"), harmless_on_host=True),
         Attack("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
                contained=("timeout", "runtime_error", "memory_limit")),
         Attack("setsid daemon", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
@@ -72,7 +79,15 @@ def attack_catalogue(project_dir: str | Path | None = None) -> list[Attack]:
         Attack("fill /tmp", "i = 0\nwhile True:\n    open(f'/tmp/fill{i}', 'wb').write(b'x' * 4_000_000)\n    i += 1\n",
                contained=("runtime_error",)),
         Attack("fake a pass with os._exit(0)", "import os\nos._exit(0)\n", contained=("failed",),
-               harmless_on_host=True),
+               harmless_on_host=True, tests=("assert False",)),
+        Attack("an answer equal to everything", "class E:\n    def __eq__(self, other):\n        return True\n"
+               "def add(a, b):\n    return E()\n", contained=("failed",), harmless_on_host=True,
+               tests=("assert add(2, 3) == 5",)),
+        Attack("walk the frames to the tests", "import sys\ndef add(a, b):\n    f = sys._getframe()\n"
+               "    while f is not None:\n        for k, v in list(f.f_globals.items()):\n"
+               "            if type(v).__name__ == 'code':\n                print('ESCAPED: a test is in reach')\n"
+               "        f = f.f_back\n    return 0\n", contained=("failed",), harmless_on_host=True,
+               tests=("assert add(2, 3) == 5",)),
     ]
 
 
@@ -94,7 +109,7 @@ def run_attacks(backends: Iterable[str], *, workers: int = 4) -> dict[str, dict[
     table = {a.name: {} for a in catalogue}
     for backend in backends:
         chosen = [a for a in catalogue if backend != "unsafe" or a.harmless_on_host]
-        items = [{"code": a.code, "timeout_s": a.timeout_s} for a in chosen]
+        items = [{"code": a.code, "timeout_s": a.timeout_s, "tests": list(a.tests) or None} for a in chosen]
         results = run_many(items, workers=workers, backend=backend, progress=False)
         for a in catalogue:
             table[a.name][backend] = "not run (would harm the host)"

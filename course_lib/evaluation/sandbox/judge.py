@@ -18,7 +18,9 @@ judge binds each to plain data or to a proxy, and executes every test — an ass
   ``Exception`` subclass of that name and never stops the judge;
 * ``import`` in a test loads standard-library modules (and numpy, pandas, pytest) here; any other
   module — the program's own package, e.g. ``from store.inventory import Inventory`` — is imported in
-  the sandbox and arrives as a proxy module.
+  the sandbox and arrives as a proxy module. A program's global that is such a module (``import math``)
+  is the judge's own copy in the tests, and a program's global named like a built-in (``abs``) is not
+  visible to them: the tests' own arithmetic never runs in the program.
 
 Expected values never enter the sandbox, nothing the program writes to any file descriptor is a
 verdict, and a program that rewrites the in-sandbox server can at most answer wrongly or break the
@@ -30,6 +32,7 @@ Introduced in lesson 06.
 from __future__ import annotations
 
 import builtins
+import importlib
 import io
 import json
 import marshal
@@ -47,17 +50,17 @@ from course_lib.evaluation.sandbox.inside import MAGIC
 from course_lib.evaluation.sandbox.limits import OUTPUT_CAP
 from course_lib.evaluation.sandbox.wire import MAX_FRAME, ProtocolError, decode, frame, request
 
-# standard-library modules a program's global may be bound to here (the judge's own copy, never the
-# program's); any other module the program imported stays a proxy
-SAFE_MODULES = frozenset({
-    "math", "cmath", "re", "string", "itertools", "functools", "collections", "heapq", "bisect",
-    "statistics", "fractions", "decimal", "random", "operator", "copy", "typing", "hashlib", "json",
-    "datetime", "numbers", "textwrap", "unicodedata", "enum", "dataclasses", "abc", "struct", "binascii",
-    "base64", "zlib", "calendar", "array", "difflib", "pprint", "types", "keyword",
-})
 LOCAL_IMPORTS = frozenset({"pytest", "numpy", "pandas"})   # besides the standard library
 _NEVER_LOCAL = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter", "turtle",
                           "turtledemo"})
+
+
+def is_local_module(name: str) -> bool:
+    """Whether ``import name`` in a test (or a program's global that is that module) means the judge's
+    own copy: the standard library, numpy, pandas and pytest. Everything else — the program's own
+    modules — is imported in the sandbox."""
+    top = str(name).partition(".")[0]
+    return top in LOCAL_IMPORTS or (top in sys.stdlib_module_names and top not in _NEVER_LOCAL)
 
 
 class Abort(BaseException):
@@ -384,10 +387,8 @@ class Judge:
         proxy = self.handles.get(at)
         if proxy is None:
             kind = RemoteCallable if is_callable else Remote
-            proxy = kind(self, at, str(cls)[:100])
+            proxy = kind(self, at, f"module {str(module)[:100]}" if module else str(cls)[:100])
             self.handles[at] = proxy
-            if module and str(module) in SAFE_MODULES:   # the judge's own copy of a pure stdlib module
-                object.__setattr__(proxy, "_sb_class", f"module {module}")
         return proxy
 
     def _handle_id(self, value: Any) -> int | None:
@@ -482,14 +483,16 @@ class Judge:
                 level: int = 0) -> Any:
         if level:
             raise ImportError("relative imports are not available in tests")
-        top = name.partition(".")[0]
-        if top in LOCAL_IMPORTS or (top in sys.stdlib_module_names and top not in _NEVER_LOCAL):
+        if is_local_module(name):
             return builtins.__import__(name, globals, locals, fromlist, level)
         return self.ask("import", None, name, [str(x) for x in (fromlist or ())])
 
     def namespace(self, names: dict) -> dict:
-        """The tests' globals: the program's names (plain data, proxies, or this judge's own copy of a
-        pure standard-library module), and builtins whose ``__import__`` and ``print`` are the judge's."""
+        """The tests' globals: the program's names (plain data or proxies; a module the judge can import
+        itself — standard library, numpy, pandas — is the judge's own copy, never the program's), and
+        builtins whose ``__import__`` and ``print`` are the judge's. A program's name that shadows a
+        built-in (``abs``, ``len``, ``sorted``...) is left out: the tests' own arithmetic always uses the
+        real built-ins, so a program cannot answer it."""
         judge_builtins = dict(builtins.__dict__)
         judge_builtins["__import__"] = self.import_
 
@@ -500,14 +503,15 @@ class Judge:
         judge_builtins["print"] = judge_print
         ns: dict[str, Any] = {"__builtins__": judge_builtins, "__name__": "__main__"}
         for key, value in names.items():
-            if not isinstance(key, str):
+            if not isinstance(key, str) or key in judge_builtins or key.startswith("__"):
                 continue
             if isinstance(value, Remote) and value._sb_class.startswith("module "):
                 module = value._sb_class[len("module "):]
-                try:
-                    value = builtins.__import__(module)
-                except ImportError:
-                    pass
+                if is_local_module(module):
+                    try:
+                        value = importlib.import_module(module)
+                    except Exception:   # a name the judge cannot import: the proxy stays
+                        pass
             ns[key] = value
         return ns
 
