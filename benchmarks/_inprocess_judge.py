@@ -460,7 +460,8 @@ def _run_leased(code: str, tests: list[str], limits: Limits, backend: str, uid: 
 
         host = docker_host()
         container = f"course-sbx-{uuid.uuid4().hex[:12]}"
-        argv, rl = _b.docker_argv(uid, limits, container, host, command=_harness_argv('python3')), limits.rlimits(nproc=False, per_sample_memory=True)
+        argv = _b.docker_argv(uid, limits, container, host, command=_harness_argv('python3'))
+        rl = limits.rlimits(nproc=False, per_sample_memory=True)
         program = filter_bytes()  # the course's filter on top of Docker's default profile (netlink, ...)
         if program is not None:
             rl = {**rl, "seccomp": program.hex()}

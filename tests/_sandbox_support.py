@@ -32,8 +32,8 @@ class DockerSession:
         self.error = None
 
     def start(self) -> None:
-        from course_lib.evaluation.sandbox.policy import _probe_cache
         from course_lib.evaluation.sandbox.docker import ensure_docker
+        from course_lib.evaluation.sandbox.policy import _probe_cache
 
         try:
             self.daemon = ensure_docker(build=True)

@@ -147,3 +147,74 @@ def test_the_gold_patch_on_a_broken_environment_is_not_a_zero_reward(runner):
     broken_report = build_environment(broken, runner=runner)
     with pytest.raises(BrokenEnvironment, match="rejected"):
         evaluate_patch(broken, broken_report, broken.gold_patch, runner=runner)
+
+
+# --- patches that attack the reward (issue 24.2) ---------------------------------------------------------
+
+def _diff(files: dict, changes: dict) -> str:
+    """A unified diff that turns ``files[path]`` into ``changes[path]`` (None: delete; new paths: create)."""
+    import difflib
+
+    out = []
+    for path, new in changes.items():
+        old = files.get(path)
+        out += difflib.unified_diff((old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True),
+                                    "/dev/null" if old is None else f"a/{path}", "/dev/null" if new is None else f"b/{path}")
+    return "".join(out)
+
+
+@pytest.fixture(scope="module")
+def inventory(runner):
+    task = load_task("store_inventory")
+    report = build_environment(task, runner=runner)
+    assert report.ok, report.reasons
+    return task, report, apply_patch(task.files, task.test_patch)
+
+
+def test_a_patch_that_rewrites_the_tests_earns_nothing(inventory, runner):
+    task, report, with_tests = inventory
+    path = "tests/test_inventory.py"
+    gutted = "\n".join(line if not line.strip().startswith(("assert", "raise AssertionError")) else
+                       line[: len(line) - len(line.lstrip())] + "pass" for line in with_tests[path].splitlines()) + "\n"
+    tamper = _diff(with_tests, {path: gutted, "tests/test_extra.py": "def test_free():\n    pass\n",
+                                "tests/conftest.py": "import builtins\nbuiltins.AssertionError = Exception\n"})
+    assert apply_patch(with_tests, tamper)[path] == gutted        # the patch applies: it is restored, not refused
+    result = evaluate_patch(task, report, tamper, runner=runner)
+    assert not any(result[t] for t in report.fail_to_pass), result
+    assert all(result[t] for t in report.pass_to_pass), result   # the untouched code still passes its tests
+    both = tamper + task.gold_patch                                # tampering plus the real fix: the fix counts
+    assert all(evaluate_patch(task, report, both, runner=runner).values())
+
+
+def test_a_patch_that_hangs_is_the_patchs_failure_not_an_excluded_sample(inventory, runner):
+    task, report, with_tests = inventory
+    path = "store/inventory.py"
+    hang = _diff(with_tests, {path: with_tests[path].replace(
+        "    def remove(self, item: str, n: int = 1) -> None:\n",
+        "    def remove(self, item: str, n: int = 1) -> None:\n        while True:\n            pass\n")})
+    result = evaluate_patch(task, report, hang, runner=runner, timeout_s=3, retries=0)
+    assert result == {t: False for t in report.fail_to_pass + report.pass_to_pass}
+    at_import = _diff(with_tests, {"store/__init__.py": "import time\ntime.sleep(3600)\n"})
+    assert not any(evaluate_patch(task, report, at_import, runner=runner, timeout_s=3, retries=0).values())
+    # a sandbox that keeps failing is still the environment's problem
+    from types import SimpleNamespace
+
+    dead = lambda code, tests, **kw: SimpleNamespace(status="sandbox_error", stdout="", tests=[])
+    with pytest.raises(BrokenEnvironment):
+        evaluate_patch(task, report, hang, runner=dead, retries=0)
+
+
+def test_a_patch_that_exits_or_forges_answers_scores_zero(inventory, runner):
+    task, report, with_tests = inventory
+    path = "store/inventory.py"
+    exits = _diff(with_tests, {path: "import os\nos._exit(0)\n"})
+    forged = _diff(with_tests, {path: with_tests[path] + (
+        "\n\nclass _Any(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n\n"
+        "Inventory.count = lambda self, item: _Any(0)\n"
+        "Inventory.remove = lambda self, item, n=1: (_ for _ in ()).throw(ValueError('always'))\n")})
+    peek = _diff(with_tests, {path: with_tests[path] + (
+        "\n\nimport os\nassert not os.path.exists('tests'), 'the tests are in the sandbox'\n")})
+    for name, patch in (("exits at import", exits), ("always-equal count", forged), ("reads the tests", peek)):
+        result = evaluate_patch(task, report, patch, runner=runner)
+        assert not any(result[t] for t in report.fail_to_pass), (name, result)
+    assert all(evaluate_patch(task, report, peek, runner=runner)[t] for t in report.pass_to_pass)

@@ -69,3 +69,22 @@ def test_mutants_are_deterministic_and_differ_from_canonical(problems):
     pool = he.candidate_pool(problems[:6], per_problem=5)
     assert {r["kind"] for r in pool} >= {"canonical", "runtime_error"}
     assert sum(r["kind"] == "canonical" for r in pool) == 6
+
+
+def test_the_prompts_helpers_run_in_the_judge_not_in_the_program(problems, bwrap):
+    """HumanEval/38's check encodes with the prompt's ``encode_cyclic`` and expects the candidate to
+    decode. A program that redefines the helper as the identity (and "decodes" with the identity) would
+    pass if the tests used the program's namespace; the judge runs the dataset's own helper."""
+    from benchmarks._inprocess_judge import run_code_inprocess
+
+    p = problems[38]
+    assert "def encode_cyclic" in he.prompt_helpers(p) and p["entry_point"] not in he.prompt_helpers(p)
+    hack = p["prompt"] + "    return s\n\n\ndef encode_cyclic(s):\n    return s\n"
+    assert run_code_inprocess(hack, he.hidden_tests(p)).status == "failed"   # the helper now comes first
+    naive = f"{p['test']}\n\ncheck({p['entry_point']})\n"                      # HumanEval's own harness form
+    assert run_code_inprocess(hack, naive).status == "passed"                 # ... which the hack beats
+    r = run_many([{"code": hack, "tests": he.hidden_tests(p)}, {"code": hack, "tests": naive}], backend=bwrap,
+                 progress=False)
+    # a test that computes its expectation with the program's own function trusts the program, in any
+    # judge: that is why hidden_tests() carries the dataset's helpers
+    assert [x.status for x in r] == ["failed", "passed"], r

@@ -272,7 +272,8 @@ def test_objects_methods_exceptions_and_iteration_cross_as_python_would(bwrap):
     tests = [
         "s = Shop()\nassert s.add('a', 2) is s and s.stock == {'a': 2} and s == s and s != Shop()",
         "s = Shop()\ntry:\n    s.take('zz')\nexcept KeyError as e:\n    assert e.args == ('zz',)\nelse:\n    raise AssertionError",
-        "try:\n    fail()\nexcept ValueError as e:\n    assert type(e).__name__ == 'OutOfStock' and str(e) == 'none left'\nelse:\n    raise AssertionError",
+        "try:\n    fail()\nexcept ValueError as e:\n"
+        "    assert type(e).__name__ == 'OutOfStock' and str(e) == 'none left'\nelse:\n    raise AssertionError",
         "assert list(squares(4)) == [0, 1, 4, 9] and 9 in squares(4) and 5 not in squares(4)",
         "assert shapes() == ({'a': 1}, (1, 2), {'a': 2, 'b': 1}, {1, 2}, frozenset(), b'x', 1 + 2j, 2 ** 100)",
         "assert type(shapes()[1]) is tuple and type(shapes()[0]) is dict",

@@ -124,7 +124,8 @@ ALWAYS_EQUAL = {
     "str subclass": "class E(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
                     "def add(a, b):\n    return E('')\n",
     "list subclass": "class E(list):\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return E()\n",
-    "float with __abs__": "class E(float):\n    def __sub__(self, o):\n        return self\n    def __abs__(self):\n        return 0.0\n"
+    "float with __abs__": "class E(float):\n    def __sub__(self, o):\n        return self\n"
+                          "    def __abs__(self):\n        return 0.0\n"
                           "    def __eq__(self, o):\n        return True\n    __hash__ = float.__hash__\n"
                           "def add(a, b):\n    return E(0.0)\n",
 }

@@ -3,8 +3,8 @@ server's encoder and the judge's decoder agree on every plain value."""
 from __future__ import annotations
 
 import json
-import math
 import marshal
+import math
 
 import pytest
 

@@ -11,13 +11,16 @@ Building an environment:
 5. Fail-to-Pass = fail before, pass after; Pass-to-Pass = pass in both; a test that fails after the
    gold patch means the environment (not the patch) is broken.
 
-Every test run goes through ``course_lib.evaluation.sandbox.run_code``: the repository's files travel inside
-the code string, are written to the sandbox's private ``/tmp`` and imported from there.
+Every test run goes through ``course_lib.evaluation.sandbox.run_code``: the repository's files (without
+``tests/``) travel inside the code string and are written to the sandbox's private ``/tmp``; the test
+files run in the judge (the calling process) and import the repository's modules from the sandbox, so a
+patch can change what the code returns but never what a test asserts.
 
 Introduced in lesson 08.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -25,7 +28,6 @@ from typing import Callable, Mapping
 
 from course_lib.paths import assets_dir
 
-COLLECT_MARK = "@@COLLECTED@@"
 INFRA_STATUSES = ("timeout", "sandbox_error", "memory_limit", "output_limit")
 Runner = Callable[..., object]   # run_code(code, tests=[...], timeout_s=...) -> result with .status/.stdout/.tests
 
@@ -127,51 +129,76 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
     return out
 
 
-# --- running tests in the sandbox --------------------------------------------------------------------
+# --- running tests: the repository in the sandbox, its tests in the judge ---------------------------
 
 _BOOTSTRAP = r'''
-import importlib.util, json, os, sys, tempfile, traceback
-_FILES = json.loads(%s)
-_ROOT = tempfile.mkdtemp(prefix="repo_")
-for _p, _t in _FILES.items():
-    _full = os.path.join(_ROOT, _p)
-    os.makedirs(os.path.dirname(_full), exist_ok=True)
-    with open(_full, "w", encoding="utf-8") as _f:
-        _f.write(_t)
-sys.path.insert(0, _ROOT)
-_MODULES, _COLLECTED, _ERRORS = {}, [], {}
-
-def _load(path):
-    if path not in _MODULES:
-        name = "t_" + path.replace("/", "_").replace(".", "_")
-        spec = importlib.util.spec_from_file_location(name, os.path.join(_ROOT, path))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        _MODULES[path] = mod
-    return _MODULES[path]
-
-for _p in sorted(_FILES):
-    _base = os.path.basename(_p)
-    if _p.startswith("tests/") and _base.startswith("test_") and _p.endswith(".py"):
-        try:
-            _m = _load(_p)
-        except Exception as _exc:
-            _ERRORS[_p] = "%%s: %%s" %% (type(_exc).__name__, _exc)
-            continue
-        _COLLECTED += ["%%s::%%s" %% (_p, n) for n in sorted(vars(_m))
-                       if n.startswith("test_") and callable(getattr(_m, n))]
-print(%r, json.dumps({"collected": _COLLECTED, "errors": _ERRORS}), flush=True)
-
-def _run(test_id):
-    path, name = test_id.split("::")
-    getattr(_load(path), name)()
+import json as _json, os as _os, sys as _sys, tempfile as _tempfile
+_root = _tempfile.mkdtemp(prefix="repo_")
+_path = _text = _full = _f = None
+for _path, _text in _json.loads(%s).items():
+    _full = _os.path.normpath(_os.path.join(_root, _path))
+    if not _full.startswith(_root + _os.sep):
+        continue
+    try:
+        _os.makedirs(_os.path.dirname(_full), exist_ok=True)
+        with open(_full, "w", encoding="utf-8") as _f:
+            _f.write(_text)
+    except OSError:
+        pass   # a path the patch made impossible: importing it fails in the tests
+_sys.path.insert(0, _root)
+_os.chdir(_root)
+del _json, _os, _sys, _tempfile, _root, _path, _text, _full, _f
 '''
 
 
+def is_test_file(path: str) -> bool:
+    """Whether ``path`` belongs to the test suite (everything under ``tests/``). Introduced in lesson 08."""
+    return path.startswith("tests/")
+
+
 def bundle_code(files: Mapping[str, str]) -> str:
-    """The code string that recreates ``files`` in the sandbox's /tmp, collects the tests under
-    ``tests/`` and defines ``_run(test_id)``. Introduced in lesson 08."""
-    return _BOOTSTRAP % (repr(json.dumps(dict(files))), COLLECT_MARK)
+    """The program that recreates the repository **without its tests** in the sandbox's /tmp and puts
+    it on ``sys.path``. The tests never enter the sandbox (:func:`judge_tests`). Introduced in lesson 08."""
+    program = {p: t for p, t in files.items() if not is_test_file(p)}
+    return _BOOTSTRAP % repr(json.dumps(program))
+
+
+def _loader(path: str, source: str) -> str:
+    """Judge-side code that executes one test file once, as a module whose imports of the repository's
+    packages (``from store.inventory import Inventory``) are answered by the sandbox."""
+    name = "t_" + re.sub(r"\W", "_", path)
+    return (f"if '_TEST_MODULES' not in globals():\n    _TEST_MODULES = {{}}\n"
+            f"if {path!r} not in _TEST_MODULES:\n"
+            f"    import types as _types\n"
+            f"    _m = _types.ModuleType({name!r})\n"
+            f"    _m.__dict__.update(__builtins__=__builtins__, __file__={path!r})\n"
+            f"    exec(compile({source!r}, {path!r}, 'exec'), _m.__dict__)\n"
+            f"    _TEST_MODULES[{path!r}] = _m\n")
+
+
+def judge_tests(files: Mapping[str, str], test_ids: list[str]) -> tuple[list[str], list[str]]:
+    """The tests as the judge runs them: one source per test id (load its file, call the function),
+    then one per test file (load it: ``ok`` means it was collected). Returns (sources, test files).
+    Introduced in lesson 08."""
+    test_files = sorted(p for p in files if is_test_file(p) and p.rsplit("/", 1)[-1].startswith("test_")
+                        and p.endswith(".py"))
+    sources = []
+    for test_id in test_ids:
+        path, _, name = test_id.partition("::")
+        if path not in files or not name.isidentifier():
+            sources.append(f"raise LookupError({('no test ' + test_id)!r})")
+            continue
+        sources.append(_loader(path, files[path]) + f"_TEST_MODULES[{path!r}].{name}()\n")
+    return sources + [_loader(p, files[p]) for p in test_files], test_files
+
+
+def _test_functions(source: str) -> list[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.name.startswith("test_"))
 
 
 @dataclass
@@ -204,24 +231,29 @@ def _agentic_setting(key: str, value):
 
 def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner | None = None,
               timeout_s: float | None = None, retries: int = 2) -> TestRun:
-    """Run ``test_ids`` against ``files`` in the sandbox; a test that was not collected counts as not
-    passed. A run that failed for infrastructure reasons (timeout, sandbox error, no collection
-    marker) is retried up to ``retries`` times — a busy machine must not become a wrong reward.
-    ``timeout_s`` (per run) None: the active profile's ``agentic.env_timeout_s``. Introduced in lesson 08."""
+    """Run ``test_ids`` against ``files``: the repository (without ``tests/``) in the sandbox, the test
+    files in the judge, importing the repository's modules from the sandbox; a test that was not
+    collected counts as not passed. A run that failed for infrastructure reasons (timeout, sandbox
+    error, memory or output limit) is retried up to ``retries`` times — a busy machine must not become
+    a wrong reward. ``timeout_s`` (per run) None: the active profile's ``agentic.env_timeout_s``.
+    Introduced in lesson 08."""
     runner = runner or default_runner()
     timeout_s = _agentic_setting("env_timeout_s", timeout_s)
-    code, tests = bundle_code(files), [f"_run({t!r})" for t in test_ids]
+    code = bundle_code(files)
+    tests, test_files = judge_tests(files, test_ids)
     for attempt in range(1, retries + 2):  # noqa: B007 - the count is reported after the loop
         res = runner(code, tests, timeout_s=timeout_s)
-        marker = [ln for ln in getattr(res, "stdout", "").splitlines() if ln.startswith(COLLECT_MARK)]
-        infra_error = res.status in INFRA_STATUSES or not marker
+        infra_error = res.status in INFRA_STATUSES
         if not infra_error:
             break
-    collected, errors = [], {}
-    if marker:
-        info = json.loads(marker[-1][len(COLLECT_MARK):])
-        collected, errors = info["collected"], info["errors"]
     outcomes = list(getattr(res, "tests", []) or [])
+    reasons = list(getattr(res, "test_errors", []) or [])
+    collected, errors = [], {}
+    for i, path in enumerate(test_files, start=len(test_ids)):
+        if i < len(outcomes) and outcomes[i] == "ok":
+            collected += [f"{path}::{name}" for name in _test_functions(files[path])]
+        elif i < len(outcomes):
+            errors[path] = reasons[i] if i < len(reasons) and reasons[i] else f"the file did not load ({outcomes[i]})"
     passed = {t: (i < len(outcomes) and outcomes[i] == "ok" and t in collected) for i, t in enumerate(test_ids)}
     return TestRun(res.status, collected, errors, passed, attempts=attempt, infra_error=infra_error)
 
@@ -311,30 +343,57 @@ class BrokenEnvironment(RuntimeError):
     """The environment, not the patch, failed: the sample has no reward (exclude it or retry it)."""
 
 
+def patched_paths(patch: str) -> set[str]:
+    """The repository paths a unified diff creates, changes or deletes. Introduced in lesson 08."""
+    paths = set()
+    for line in patch.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            name = line[4:].strip().split("\t")[0]
+            if name != "/dev/null" and "/" in name:
+                paths.add(name.split("/", 1)[1])
+    return paths
+
+
+def restore_tests(with_tests: Mapping[str, str], patched: Mapping[str, str], test_patch: str) -> dict[str, str]:
+    """SWE-bench's order: after the candidate patch, every test file is put back as the test patch made
+    it (files under ``tests/`` and whatever the test patch touches); test files the candidate created are
+    dropped. A patch can change the code under test, never the tests. Introduced in lesson 08."""
+    protected = {p for p in with_tests if is_test_file(p)} | patched_paths(test_patch)
+    files = {p: t for p, t in patched.items() if p not in protected and not is_test_file(p)}
+    files.update({p: with_tests[p] for p in protected if p in with_tests})
+    return files
+
+
 def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runner | None = None,
                    timeout_s: float | None = None, retries: int = 2) -> dict[str, bool]:
-    """Apply the test patch and a candidate ``patch`` (may be empty) and run the F2P + P2P tests:
-    test id → passed. A patch that does not apply fails every test (the patch's fault).
+    """Apply the test patch and a candidate ``patch`` (may be empty), restore the test files
+    (:func:`restore_tests`), and run the F2P + P2P tests: test id → passed. A patch that does not apply
+    fails every test (the patch's fault).
 
     A broken environment is never a reward of 0: when ``report`` rejected the environment, or the
-    sandbox still fails after ``retries`` (timeout, sandbox error, no collection marker), this raises
-    :class:`BrokenEnvironment` saying which — the caller excludes the sample or retries it later.
-    (A timeout is counted as the environment's failure here; a harness that can tell a patch's
-    infinite loop from a stalled machine should score the former.) ``timeout_s`` None: the active
-    profile's ``agentic.env_timeout_s``. Introduced in lesson 08."""
+    sandbox itself keeps failing after ``retries``, this raises :class:`BrokenEnvironment` — the caller
+    excludes the sample or retries it later. A patch whose tests run out of time, memory or output while
+    the environment without it finishes (run again now, same limits) is the **patch's** failure: every
+    test False, never an excluded sample (otherwise hanging would be a way out of a bad reward).
+    ``timeout_s`` None: the active profile's ``agentic.env_timeout_s``. Introduced in lesson 08."""
     if not report.ok:
         raise BrokenEnvironment(f"environment {task.name!r} was rejected when it was built "
                                 f"({'; '.join(report.reasons)[:200]}); exclude its samples")
     tests = report.fail_to_pass + report.pass_to_pass
+    with_tests = apply_patch(task.files, task.test_patch)
     try:
-        files = apply_patch(apply_patch(task.files, task.test_patch), patch)
+        files = restore_tests(with_tests, apply_patch(with_tests, patch), task.test_patch)
     except PatchError:
         return {t: False for t in tests}
     run = run_tests(files, tests, runner=runner, timeout_s=timeout_s, retries=retries)
-    if run.infra_error:
-        raise BrokenEnvironment(f"environment {task.name!r}: the sandbox failed ({run.status}) in all "
-                                f"{run.attempts} attempts; exclude or retry this sample, do not score it 0")
-    return run.passed
+    if not run.infra_error:
+        return run.passed
+    if run.status != "sandbox_error":
+        baseline = run_tests(with_tests, tests, runner=runner, timeout_s=timeout_s, retries=0)
+        if not baseline.infra_error:
+            return {t: False for t in tests}
+    raise BrokenEnvironment(f"environment {task.name!r}: the sandbox failed ({run.status}) in all "
+                            f"{run.attempts} attempts; exclude or retry this sample, do not score it 0")
 
 
 def naive_fail_to_pass(task: EnvTask, *, runner: Runner | None = None) -> list[str]:

@@ -8,8 +8,10 @@ cases that pass. :func:`calculate_reward` takes the test cases in either of two 
   ``solution(input) == expected`` (:func:`io_tests` turns the pairs into sandbox tests);
 * the course's form: assert statements as strings (``"assert add(1, 2) == 3"``), one outcome each.
 
-Either way the program and its tests run in :mod:`course_lib.evaluation.sandbox`, never with ``exec()`` in the
-trainer's process, and a pass counts only when the harness's end-of-run marker was printed.
+Either way the program runs in :mod:`course_lib.evaluation.sandbox`, never with ``exec()`` in the trainer's
+process, and the tests run in the judge (the calling process): ``solution(input) == expected`` is
+evaluated here on the plain value the program returned, so the expected values never enter the
+program's process and an object with its own ``__eq__`` cannot make a comparison true.
 
 Introduced in lesson 06.
 """
@@ -57,9 +59,10 @@ def io_reward_from_result(result: SandboxResult, n_cases: int) -> float:
 
 
 def io_tests(test_cases: Sequence[tuple[Any, Any]]) -> list[str]:
-    """Sandbox tests for the lecture's ``(input, expected)`` pairs: first a check that ``solution``
-    exists, then ``assert solution(input) == expected`` per pair. Inputs and expected values must be
-    Python literals (their ``repr`` reads back equal). Introduced in lesson 06."""
+    """Judge-side tests for the lecture's ``(input, expected)`` pairs: first a check that ``solution``
+    exists, then ``assert solution(input) == expected`` per pair (the judge calls the program with the
+    input and compares the plain value it returns; ``expected`` stays in the judge). Inputs and expected
+    values must be Python literals (their ``repr`` reads back equal). Introduced in lesson 06."""
     tests = [SOLUTION_CHECK]
     for i, case in enumerate(test_cases):
         if not (isinstance(case, tuple) and len(case) == 2):
@@ -95,7 +98,7 @@ def calculate_reward(code: str, test_cases: Sequence[Any] | str, *, timeout_s: f
     ``test_cases`` are the lecture's ``(input, expected)`` pairs for a function ``solution`` (reward:
     -1 syntax error; -0.5 runtime error, missing ``solution`` or a call that raised; else the pass rate)
     or the course's assert strings run after the code (reward: -1, -0.5, else the share of asserts that
-    held). ``timeout_s``/``memory_mb`` default to the profile's. Introduced in lesson 06."""
+    held). ``timeout_s``/``memory_mb`` None: the sandbox's defaults (10 s, 128 MiB). Introduced in lesson 06."""
     tests, n_pairs = _split(test_cases)
     result = run_code(code, tests, timeout_s=timeout_s, memory_mb=memory_mb, backend=backend)
     return reward_from_result(result) if n_pairs is None else io_reward_from_result(result, n_pairs)
