@@ -353,6 +353,37 @@ assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"
 # - 看 reward 一栏：按通过率给分时，作弊样本仍拿到部分分数（篡改 `==` 得 0.83），RL 里这足以让它被强化——奖励用的测试也必须够强。
 #   训练时：奖励用的测试不要全部暴露给模型；评测时：要用模型没见过的测试。
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 伪造判决：测试不能和样本在同一个进程里
+#
+# 天真的评判在**同一个进程**里先 `exec` 样本、再 `exec` 测试：样本往上走一层栈帧（frame）就拿到评判者的测试列表，把它换成不会失败的 `pass`。
+# 课程的评判者（judge）在调用方的进程里运行测试，样本在沙箱里只回答"`add(2, 3)` 返回什么"，而且只能回答普通数据——测试和期望值都不在它的进程里，它够不着。
+
+# %% slideshow={"slide_type": "-"}
+def naive_judge(code: str, tests: list[str]) -> str:
+    """NAIVE, for this demo only: program and tests in one process (never judge model output like this)."""
+    namespace = {}
+    exec(code, namespace)
+    for test in tests:
+        try:
+            exec(test, namespace)
+        except AssertionError:
+            return "failed"
+    return "passed"
+
+
+FRAME_WALK = ("import sys\n"
+              "tests = sys._getframe(1).f_locals.get('tests')   # one frame up: the judge's own list of tests\n"
+              "if tests is not None:\n    tests[:] = ['pass'] * len(tests)\n"
+              "def add(a, b):\n    return 0                                     # wrong\n")
+ADD_TESTS = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]
+forged = {"naive in-process judge": naive_judge(FRAME_WALK, list(ADD_TESTS)),   # a copy: the attack rewrites it
+          "course judge (sandbox)": run_code(FRAME_WALK, ADD_TESTS, backend=BACKEND).status}
+print(forged)
+record("frame_walk_forgery", forged)
+assert forged == {"naive in-process judge": "passed", "course judge (sandbox)": "failed"}
+
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. pass@k：无偏估计
 #

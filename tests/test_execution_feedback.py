@@ -16,6 +16,8 @@ def test_lesson_06_records(notebook_records):
     assert agree["sys.exit(0)"] is False
     assert rec["judging_table_as_expected"] is True
     assert rec["hacks_accepted_naive"] == 4 and rec["hacks_accepted_hidden_and_marker"] == 0
+    # issue 24: a frame walk beats a judge that runs the tests in the program's process, not the course's
+    assert rec["frame_walk_forgery"] == {"naive in-process judge": "passed", "course judge (sandbox)": "failed"}
     assert rec["pass_at_k_max_abs_error_vs_exact"] < 1e-12
     assert rec["humaneval_canonical_passed"] == rec["humaneval_canonical_total"] == 164
     assert rec["broken_passed"] == 0

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=["status", "runtime", "daemon", "image", "stop-daemon", "run"])
     p.add_argument("files", nargs="*", help="run: the code file, then optionally a tests file")
     p.add_argument("--backend", default=None)
-    p.add_argument("--timeout", type=float, default=None, help="seconds (default: the profile's)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds (default: 10)")
     args = p.parse_args(argv)
     from course_lib.evaluation import sandbox
     from course_lib.evaluation.sandbox import docker

@@ -93,6 +93,7 @@ def _run_leased(source: bytes, tests: list[CodeType], limits: Limits, backend: s
     else:
         argv = _b.unsafe_argv()
         header["limits"] = limits.rlimits(nproc=False)
+        header["cleanup"] = True
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
     if backend == "docker":
         env.update({k: v for k, v in os.environ.items() if k.startswith("DOCKER_")})

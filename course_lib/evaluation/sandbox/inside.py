@@ -219,10 +219,10 @@ def supervise():
     os.dup2(null, 0)   # the supervisor holds neither the request nor the reply pipe
     os.dup2(null, 1)
     os.close(null)
-    _relay(pid, out_r, err_r, report)
+    _relay(pid, out_r, err_r, report, folder if header.get("cleanup") else None)
 
 
-def _relay(pid, out_r, err_r, report):
+def _relay(pid, out_r, err_r, report, cleanup=None):
     import select
     try:
         pidfd = os.pidfd_open(pid)
@@ -261,6 +261,22 @@ def _relay(pid, out_r, err_r, report):
     else:
         info["exit"] = os.WEXITSTATUS(status)
     _write_all(report, _frame(b"X", _dumps(info)))
+    if cleanup:   # the unsafe backend's /tmp is the host's: leave nothing behind
+        for root, dirs, files in os.walk(cleanup, topdown=False):
+            for name in files:
+                try:
+                    os.unlink(os.path.join(root, name))
+                except OSError:
+                    pass
+            for name in dirs:
+                try:
+                    os.rmdir(os.path.join(root, name))
+                except OSError:
+                    pass
+        try:
+            os.rmdir(cleanup)
+        except OSError:
+            pass
     os._exit(0)
 
 
@@ -428,10 +444,9 @@ def serve(header, filename, folder, req, rep, abi):
     enc = _encoder(handles, ids)
     resolve = _resolver(handles)
     sys.path.insert(0, folder)
-    for extra in header.get("paths") or ():
+    for extra in header.get("paths") or ():   # the numpy/pandas runtime (it has no .pth files)
         if os.path.isdir(extra):
-            import site
-            site.addsitedir(extra)
+            sys.path.append(extra)
     if abi:
         read = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", sys.prefix,
                 sys.exec_prefix, sys.base_prefix] + [p for p in sys.path if p and os.path.isabs(p)]

@@ -101,13 +101,24 @@ class Channel:
         self.poller.register(self.efd, select.POLLIN)
 
     # reading ------------------------------------------------------------------------------------------
-    def _read(self, fd: int) -> bytes:
+    def _read(self, fd: int) -> bytes | None:
+        """What is there (b"" at the end of the stream, None when nothing is there yet)."""
         try:
             return os.read(fd, 1 << 20)
         except BlockingIOError:
-            return b"\x00blocked"
+            return None
         except OSError:
             return b""
+
+    @staticmethod
+    def _report(payload: bytes) -> dict:
+        try:
+            info = json.loads(payload)
+        except ValueError:
+            raise Abort("failed", "protocol error: a malformed supervisor report") from None
+        if not isinstance(info, dict):
+            raise Abort("failed", "protocol error: a malformed supervisor report")
+        return {k: v for k, v in info.items() if type(v) in (int, bool)}
 
     def _on_reply_bytes(self, chunk: bytes) -> None:
         self.rbuf += chunk
@@ -148,9 +159,9 @@ class Channel:
                 self.err_total += len(payload)
                 self.err += payload[: max(0, self.cap + 1 - len(self.err))]
             elif kind == b"S":
-                self.started = json.loads(payload)
+                self.started = self._report(payload)
             elif kind == b"X":
-                self.exit_info = json.loads(payload)
+                self.exit_info = self._report(payload)
             else:
                 raise Abort("failed", f"protocol error: unknown supervisor frame {kind!r}")
         if self.out_total > self.cap or self.err_total > self.cap:
@@ -186,7 +197,7 @@ class Channel:
                 if fd == self.wfd:
                     continue
                 chunk = self._read(fd)
-                if chunk == b"\x00blocked":
+                if chunk is None:
                     continue
                 if not chunk:
                     self.poller.unregister(fd)
@@ -205,7 +216,7 @@ class Channel:
     def _drain_replies(self) -> None:
         while not self.r_eof:
             chunk = self._read(self.rfd)
-            if chunk == b"\x00blocked":
+            if chunk is None:
                 return
             if not chunk:
                 self.r_eof = True
