@@ -16,8 +16,9 @@ JSON object is always a one-key tagged value:
 ``S``  set ``[items]``             ``A``  bytearray (hex)
 ``F``  frozenset ``[items]``       ``C``  complex ``[real, imag]``
 ``D``  dict ``[[key, value]...]``  ``I``  an int beyond 2**62 (hex)
-``H``  handle ``[id, class, callable, module]`` (sandbox → judge) or ``id`` (judge → sandbox)
 =====  ==========================  =====  =========================================
+
+and ``H``, a handle: ``[id, class name, callable, module name]``.
 
 Introduced in lesson 06.
 """
