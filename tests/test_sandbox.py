@@ -370,3 +370,12 @@ def test_the_sandbox_package_has_no_import_cycle():
 
     cycles = [m for m in graph if m != "__init__" and reaches(m, m)]
     assert not cycles, {m: graph[m] for m in cycles}
+
+
+def test_a_sandbox_that_never_starts_is_a_sandbox_error_within_the_startup_limit(monkeypatch):
+    from course_lib.evaluation.sandbox import execute
+
+    monkeypatch.setattr(backends, "unsafe_argv", lambda command=None: ["/bin/sleep", "30"])
+    monkeypatch.setitem(execute.STARTUP_S, "unsafe", 1.0)
+    r = execute.run_one("print(1)", [], limits.Limits(), "unsafe")
+    assert r.status == "sandbox_error" and "did not start" in r.detail and r.duration_s < 10, r

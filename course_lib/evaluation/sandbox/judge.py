@@ -554,7 +554,7 @@ def judge_run(channel: Channel, tests: list[CodeType], *, timeout_s: float, star
     judge = Judge(channel)
     ch = channel
     try:
-        ch.pump(lambda: ch.started is not None or ch.e_eof, time.monotonic() + startup_s, on_timeout="startup")
+        ch.pump(lambda: ch.started is not None or ch.e_eof, time.monotonic() + startup_s, on_timeout="sandbox_error")
         if ch.started is None:
             v.status = "sandbox_error"
             return v
