@@ -33,7 +33,7 @@ from course_lib.agentic.grpo import (difficulty_weights, dynamic_sampling_filter
 from course_lib.agentic.turns import (icepop_mask, ratio_noise_by_k, sequence_ratios, token_logprobs, token_ratios,
                                       turn_level_loss, turn_ratios)
 from course_lib.agentic.critic import CRITICS, ToyTask, advantage_quality, ppo_experiment
-from course_lib.agentic.rewards import Rollout, ToolCall, Trajectory, rft_select, rule_reward
+from course_lib.agentic.rule_rewards import Rollout, ToolCall, Trajectory, rft_select, rule_reward
 from course_lib.agentic.distill import (cold_start, gate_weights, mean_reverse_kl, on_policy_distill, route_teachers,
                                         sample_continuations, weaken)
 

@@ -13,7 +13,7 @@ def reference_group_advantages(rewards, eps=1e-6):
 
 
 def reference_f_beta(predicted, gold, beta=2.0):
-    from course_lib.agentic.rewards import f_beta
+    from course_lib.agentic.rule_rewards import f_beta
 
     return f_beta(predicted, gold, beta)
 
