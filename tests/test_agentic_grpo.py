@@ -151,3 +151,14 @@ def test_weighted_advantages_take_the_success_layer_of_a_shaped_reward():
     assert np.allclose(adv[1], group_advantages(rewards[1]) * 2.0)      # all failed: D = 1, twice the mean D = 0.5
     with pytest.raises(ValueError, match="one success per reward"):
         weighted_advantages(rewards, groups_successes=[[1, 0], [0, 0]])
+
+
+def test_the_mutation_list_matches_the_code():
+    """tests/_agentic_mutations.py applies plausible bugs to course_lib/agentic and runs the tests that
+    must fail (run it after changing the RL code). Each mutant's text must still occur exactly once."""
+    from tests._agentic_mutations import MUTANTS, ROOT
+
+    for name, file, old, _new, tests in MUTANTS:
+        source = (ROOT / "course_lib" / "agentic" / file).read_text(encoding="utf-8")
+        assert source.count(old) == 1, f"mutant {name}: its text occurs {source.count(old)} times in {file}"
+        assert all((ROOT / t.split("::")[0]).exists() for t in tests), name
