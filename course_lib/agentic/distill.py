@@ -22,11 +22,13 @@ import torch.nn.functional as F
 
 
 def reverse_kl_per_token(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """``sum_v p_s(v) (log p_s(v) - log p_t(v))`` at each position: (..., V) → (...).
-    Introduced in lesson 09."""
+    """``sum_v p_s(v) (log p_s(v) - log p_t(v))`` at each position: (..., V) → (...); tokens with
+    ``p_s(v) = 0`` add 0. Introduced in lesson 09."""
     ls = F.log_softmax(student_logits.float(), -1)
     lt = F.log_softmax(teacher_logits.float(), -1)
-    return (ls.exp() * (ls - lt)).sum(-1)
+    ps = ls.exp()
+    # a token the student never picks (p_s = 0, e.g. a -inf logit) adds 0, not 0 * inf = nan
+    return torch.where(ps > 0, ps * (ls - lt), torch.zeros_like(ps)).sum(-1)
 
 
 def topk_overlap(student_logits: torch.Tensor, teacher_logits: torch.Tensor, k: int = 8) -> torch.Tensor:
@@ -181,8 +183,6 @@ class UnreliableTeacher(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, from_position: int, *, scale: float = 4.0, seed: int = 0):
         super().__init__()
         self.model, self.from_position, self.scale, self.seed = model, int(from_position), scale, seed
-        for p in self.model.parameters():
-            p.requires_grad_(False)
 
     def forward(self, input_ids: torch.Tensor, **kw):
         out = self.model(input_ids=input_ids, **kw)
