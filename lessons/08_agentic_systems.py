@@ -125,8 +125,8 @@ assert my_tree_mask(packed.parent.tolist()) == ancestor_mask(packed.parent).toli
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 检验：packed 的 loss 和**每个参数梯度**都等于逐条训练
 #
-# 对照组 `unpacked_loss`：每条轨迹一行、右侧 padding、普通 causal mask。Packed：节点 $c$ 的 token 由 `parent(c)` 处的 logits 预测，乘以权重 $w_c$，除以同一个分母。
-# transformers 4.57 的 Qwen2 接受自定义的 4D float `attention_mask`（0 = 可见，dtype 最小值 = 屏蔽）。
+# 对照组 `unpacked_loss`：每条轨迹一行、普通 causal mask。Packed：节点 $c$ 的 token 由 `parent(c)` 处的 logits 预测，乘以权重 $w_c$，除以同一个分母；
+# 4D float `attention_mask`（0 = 可见，最小值 = 屏蔽）。
 
 # %% slideshow={"slide_type": "-"}
 def grads_of(loss):
@@ -154,6 +154,7 @@ record("tree_wrong_pos_grad_diff", rows["bug: packed position ids 0..N-1"][1])
 record("tree_wrong_weight_loss_diff", rows["bug: loss weight 1, not branch count"][0])
 assert rows["tree packing (correct)"][1] < 1e-5
 
+# %% slideshow={"slide_type": "subslide"}
 # policy-gradient weights (advantages, any sign) instead of a 0/1 mask: a shared node sums its trajectories' weights
 adv_masks = [[a * m for m in mk] for a, mk in zip([1.5, -0.5, 0.8, -1.2], loss_masks)]
 ref_adv = unpacked_loss(model, trajectories, adv_masks)
@@ -178,6 +179,7 @@ g_summed = torch.autograd.grad(summed, logr, allow_unused=True)[0]
 g_summed = 0.0 if g_summed is None else g_summed.item()
 print(f"one shared token, ratio 1.5, A = +1 and -1: gradient {g_per_traj:.2f} unpacked, {g_summed:.2f} with the advantages summed")
 
+# %% slideshow={"slide_type": "subslide"}
 # the same on the model: one packed forward, per-trajectory clipped terms vs the summed-weight shortcut
 ppo_adv = [[0.0] * len(prompt) + [a] * (len(t) - len(prompt)) for t, a in zip(trajectories, [1.0, -1.0, 0.5, -2.0])]
 with torch.no_grad():
@@ -220,6 +222,7 @@ for b in branches:
 ax.axhline(6.2, ls=":", c="gray"); ax.text(0.5, 6.35, "reported: up to 6.2x", color="gray")
 ax.set_xlabel("shared prefix ratio"); ax.set_ylabel("tokens unpacked / packed"); ax.legend(); plt.tight_layout(); plt.show()
 
+# %% slideshow={"slide_type": "subslide"}
 # measured wall time (forward + backward) for two trees on this CPU
 timings = {}
 for b, s in [(4, 0.5), (16, 0.9)]:
@@ -250,7 +253,7 @@ print(f"16 branches, 90% shared: {speedup_16x90:.2f}x fewer tokens")
 #
 # 对照：按到达顺序往当前组里塞，塞不下就开新组（first fit）。具体的 DP 形式是课程自己写的，笔记只说了「动态规划与贪心」。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 rng_pack = random.Random(SEED)
 arrivals = []
 for task_id in range(6):                                   # 6 tasks x 4 rollouts, each task's rollouts share its prompt
@@ -305,6 +308,7 @@ trajectory = [
     {"role": "assistant", "content": 'edit_file({"path": "util.py", "patch": "return a + b"})'},
 ]
 ex = error_masked_example(trajectory, tok)
+# %% slideshow={"slide_type": "subslide"}
 flags = failed_call_flags(trajectory)
 fig, ax = plt.subplots(figsize=(10, 2.2))
 x = 0
@@ -372,7 +376,7 @@ assert sum(dropped.loss_mask) == sum(ex.loss_mask) and abs(losses["EM-SFT"] - lo
 # 每次模型调用记录它**实际收到的上下文**和它的输出。下一次调用的上下文若是「上一次的上下文 + 输出 + 新消息」，就属于同一段；上下文被改写（压缩成摘要、切换模式）就开新的一段。
 # 每段训练一条样本，只对本段的输出计 loss。反面做法是把所有消息拼成一条对话：压缩之后的输出会在一段它从没看到过的长历史之后被训练。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 SYS = {"role": "system", "content": "You are a coding agent."}
 USER = {"role": "user", "content": "fix the failing test in calc.py"}
 A = lambda text: {"role": "assistant", "content": text}
@@ -388,6 +392,7 @@ o4 = A('edit_file({"path": "calc.py", "patch": "return a + b"})')
 c5 = c4 + [o4, T("malformed patch", error=True)]
 o5 = A('edit_file({"path": "calc.py", "old": "a - b", "new": "a + b"})')
 run = [{"context": c, "output": o} for c, o in [(c1, o1), (c2, o2), (c3, o3), (c4, o4), (c5, o5)]]
+# %% slideshow={"slide_type": "subslide"}
 segments = tst_segments(run)
 tst = tst_examples(run, tok)
 flat = single_conversation(run)
@@ -427,7 +432,7 @@ task = load_task("money_rounding")
 print("issue:", task.issue)
 print("files:", list(task.files))
 print("--- gold patch ---\n" + task.gold_patch)
-print("--- test patch (head) ---\n" + "\n".join(task.test_patch.splitlines()[:14]))
+print("--- lines the test patch adds ---\n" + "\n".join(ln for ln in task.test_patch.splitlines() if ln.startswith("+") and ln.strip("+ ")))
 
 # %% slideshow={"slide_type": "subslide"}
 reports = {}
@@ -484,7 +489,7 @@ my_split_f2p_p2p = exercises.check("08-3", my_split_f2p_p2p)
 # 不做检查的 builder 只看到「碰巧被收集的测试」：F2P 为空，于是「所有已知测试都通过」——**什么都不改的 no-op 补丁也拿满分**。
 # `run_tests` 对超时、sandbox 错误、缺少收集标记的运行会重试：机器忙不能变成错误的 reward。下面用四个环境、两种补丁 (gold / no-op) 做一次小型审计。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 jobs, meta = [], []
 for name in task_names():
     task, r = load_task(name), reports[name]
@@ -500,6 +505,7 @@ for (name, patch_name, _truth, kind), run in zip(meta, results):
     rewards[(name, patch_name, kind)] = naive_reward(run.passed)                  # 1.0 iff every test in the set passed
     if run.infra_error:
         print(f"note: {name}/{patch_name}/{kind}: the sandbox run failed ({run.status}) even after retries")
+# %% slideshow={"slide_type": "subslide"}
 audit = [(name, patch_name, truth, rewards[(name, patch_name, "naive")], rewards.get((name, patch_name, "checked")))
          for name, patch_name, truth, kind in meta if kind == "naive"]
 print(f"{'environment':<18} {'patch':<6} {'truth':>5} {'naive':>6} {'checked':>8}")
@@ -521,7 +527,7 @@ _ = record("env_checked_wrong_rewards", checked_errors)
 # sandbox 挂了，`run_tests` 会把每个测试记成「没通过」——当成 reward 0，**gold patch 也会被判错**。`evaluate_patch` 因此在两种情况下抛出 `BrokenEnvironment`：
 # 环境在构建时被拒绝，或 sandbox 重试之后仍然失败。调用方把这个样本排除（或稍后重试），不给它打分。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 from types import SimpleNamespace
 
 good = load_task("store_inventory")
@@ -556,7 +562,7 @@ for n in (2, 3, 5):
 #
 # 「过程评分覆盖探索、定位……」的 GRM 打分本课不做，因为它要人工标注的 rubric 和一个判别模型；这里只做确定性的规则。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 task, report = load_task("money_rounding"), reports["money_rounding"]
 with_tests = apply_patch(task.files, task.test_patch)
 
@@ -569,6 +575,7 @@ def diff(path, *replacements):                              # a unified diff of 
 tamper = diff("tests/test_money.py", ("== 0.13", "in (0.12, 0.13)"), ("== 2.68", "in (2.67, 2.68)"))
 hardcode = diff("shop/money.py", ("    return round(amount, 2)",
                 "    if amount in (0.125, 2.675):\n        return {0.125: 0.13, 2.675: 2.68}[amount]\n    return round(amount, 2)"))
+# %% slideshow={"slide_type": "subslide"}
 expected = re.findall(r"== ([0-9.]+)", "\n".join(ln for ln in task.test_patch.splitlines() if ln.startswith("+")))
 calls = [ToolCall("read_file", '{"path": "shop/money.py"}'), ToolCall("edit_file", '{"path": "shop/money.py", "patch": "..."}')]
 schemas = {"read_file": ["path"], "edit_file": ["path", "patch"]}
@@ -594,7 +601,7 @@ assert quality["gold"]["flags"] == [] and quality["test tampering"]["flags"] and
 #
 # 玩具版：agent 只有在提示下才修得对；拿到验证通过的 patch 后，从原上下文重新生成轨迹，三个候选里只有「不提提示、patch 一致、测试通过」的那条被保留。patch 用上面 sandbox 的结果判定。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 hint = "check the assert in test_round_price_half_up"
 verified_ok = {task.gold_patch.strip(): quality["gold"]["tests_pass"]}
 verify = lambda patch: verified_ok.get(patch.strip(), False)
@@ -645,7 +652,7 @@ _ = record("harness_protocol_counts", {p: sum(d["protocol"] == p for d in draws)
 # 采样得到的是 token id；把它们解码成文本、再分词，得到的 id 可能不同（BPE 会把采样时分开的片段合并；字节级分词会把不完整的 UTF-8 换成替换字符）。
 # 训练端就会给一串采样时**从没出现过**的 token 计算概率比。下面用本课模型自己采样 32 条序列，数一数有多少条经过文本往返后变了。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 from course_lib.agentic.distill import sample_continuations
 
 with torch.no_grad():

@@ -107,10 +107,10 @@ _ = record("grpo_hard_over_easy_weight", float(difficulty_weights(groups)[1] / d
 #
 # KAT 笔记：「先剔除不用工具也能回答的问题；再对每题采样8次，去掉全对与全错样本」；「保留答案正确、无失败工具调用、无重复查询的正轨迹，执行 RFT」。
 #
-# 这是**构建 RFT 数据时的一次性过滤**：全对、全错的题留在数据里不提供信息。它不是 DAPO 式的**在线**动态采样（RL 训练中不断补采新组，直到 batch 里全是有信号的组）；
-# 在线的形式在第10课的 RL 循环里。函数名 `dynamic_sampling_filter` 是历史名字，做的是离线过滤。
+# 笔记的「采样8次，去掉全对与全错」是 WebSearch 专家构建 RFT 数据时的一次性过滤；本课照此实现为**离线过滤**，而不是 DAPO 式的在线动态采样（RL 中不断补采新组，直到 batch 里全是有信号的组），
+# 因为笔记说的就是数据构建；在线的形式在第10课的 RL 循环里。函数名 `dynamic_sampling_filter` 是历史名字。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 rng_ds = np.random.default_rng(SEED)
 pass_rates = rng_ds.uniform(0, 1, 64) ** 2                     # 64 questions of mixed difficulty
 sampled = [list((rng_ds.random(8) < p).astype(int)) for p in pass_rates]   # K = 8 rollouts each
@@ -134,7 +134,7 @@ _ = record("rft_kept", rft_select(candidates))
 # 玩具：轨迹是步骤序列，两条正确的参考轨迹。偏离量 = 末尾有几步不在任何参考轨迹的前缀上。三种采样：不用参考；偏离 3 步就停下重采；先纠偏一次（退回参考前缀、接上参考的下一步）再停。
 # reward 只看规则测试（最后两步是 `edit`、`test`，且没有 `delete`）——偏离参考但测试通过的轨迹照样得分。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 REFS = [["locate", "read", "edit", "test"], ["locate", "grep", "edit", "test"]]
 OFF = ["ls", "cat", "bisect", "delete", "retry", "edit", "test"]
 
@@ -144,6 +144,7 @@ def toy_policy(steps, rng):
     on_ref = [r[len(steps)] for r in REFS if len(r) > len(steps) and r[:len(steps)] == steps]
     return str(rng.choice(on_ref)) if on_ref and rng.random() < 0.7 else str(rng.choice(OFF))
 
+# %% slideshow={"slide_type": "subslide"}
 rule_test = lambda steps: steps[-2:] == ["edit", "test"] and "delete" not in steps
 modes = {"plain sampling": dict(correct_after=None, abort_after=None),
          "stop + resample": dict(correct_after=None, abort_after=3),
@@ -215,14 +216,17 @@ logp_new[0, drift] = logp_old[0, drift] + np.log(2.0)
 turns = torch.arange(N_TURNS).repeat_interleave(PER_TURN)[None]; mask = torch.ones(1, T)
 r_tok, r_turn, r_seq = token_ratios(logp_new, logp_old), turn_ratios(logp_new, logp_old, turns, mask), sequence_ratios(logp_new, logp_old, mask)
 
-def clipped_tokens(ratio_fn):
-    lp = logp_new.clone().requires_grad_(True)
-    loss = clipped_surrogate(ratio_fn(lp), torch.ones(1, T), mask, clip_eps=0.2)
-    return (torch.autograd.grad(loss, lp)[0][0] == 0).nonzero().flatten()
+# %% slideshow={"slide_type": "subslide"}
+ADV = torch.ones(1, T)                                                    # one trajectory, A = +1
 
-clipped = {"token": clipped_tokens(lambda lp: token_ratios(lp, logp_old)),
-           "turn": clipped_tokens(lambda lp: turn_ratios(lp, logp_old, turns, mask)),
-           "trajectory": clipped_tokens(lambda lp: sequence_ratios(lp, logp_old, mask))}
+def clipped_tokens(loss_fn):                                              # tokens whose gradient the clip removed
+    lp = logp_new.clone().requires_grad_(True)
+    return (torch.autograd.grad(loss_fn(lp), lp)[0][0] == 0).nonzero().flatten()
+
+clipped = {"token": clipped_tokens(lambda lp: clipped_surrogate(token_ratios(lp, logp_old), ADV, mask)),
+           "turn": clipped_tokens(lambda lp: turn_level_loss(lp, logp_old, ADV, turns, mask)),
+           "trajectory": clipped_tokens(lambda lp: clipped_surrogate(sequence_ratios(lp, logp_old, mask), ADV, mask))}
+# %% slideshow={"slide_type": "subslide"}
 fig, ax = plt.subplots(figsize=(11, 2.8))
 ax.plot(r_tok[0], ".", ms=2, label="token ratio", alpha=0.5); ax.step(range(T), r_turn[0], where="mid", label="turn ratio")
 ax.plot(r_seq[0], "--", label="trajectory ratio"); ax.axhspan(0.8, 1.2, color="gray", alpha=0.15, label="clip range")
@@ -288,7 +292,7 @@ _ = record("icepop_dropped_planted", sorted(dropped) == sorted(mismatch.tolist()
 # 玩具 MoE 输出层（4 个专家，top-1 路由）：采样端和训练端各带一点数值噪声，训练端重新路由 vs 重放 (replay) 采样端记下的路由。
 # 重放之后，同一组权重的比率**恰好**为 1；IcePop 只能把最坏的 token 扔掉。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 gm = torch.Generator().manual_seed(SEED)
 hidden, router = torch.randn(2000, 16, generator=gm), torch.randn(16, 4, generator=gm)
 experts, targets = torch.randn(4, 16, 64, generator=gm), torch.randint(0, 64, (2000,), generator=gm)
@@ -311,7 +315,7 @@ assert torch.equal(moe_logprobs(hidden, experts, routes_infer, targets), lp_infe
 # 训练端重算的 log-prob 带噪声（路由、kernel 非确定性），即使策略没变比率也不等于 1。KAT 笔记：「对同一轨迹 prefill K=8次，平均 logprob 后用于估计，降低概率噪声对策略更新的影响」。
 # 这里用**打开 dropout 的模型**模拟这种噪声：比较两个独立估计的 log-ratio（理想值 0）的标准差，它随 $K$ 按约 $1/\sqrt K$ 下降。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 for module in model.modules():                   # dropout in attention = our stand-in for routing noise
     if hasattr(module, "attention_dropout"):
         module.attention_dropout = 0.1
@@ -380,6 +384,7 @@ for kind in CRITICS:
     print(f"{kind:<10} std(A_t) per step {np.round(q[kind]['adv_std'], 3)}  "
           f"mean edit-step A when the file was wrong {q[kind]['edit_adv_wrong_file']:+.3f}  "
           f"policy-gradient mean {np.round(q[kind]['grad_mean'], 3)}")
+# %% slideshow={"slide_type": "subslide"}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.0))
 steps = np.arange(task.steps); w = 0.27
 for i, kind in enumerate(CRITICS):
@@ -425,6 +430,7 @@ for ax, (name, res) in zip(axes, ppo.items()):
     ax.set_title(f"{name}: success per iteration (mean of {P.ppo_seeds} seeds)", fontsize=9)
     ax.set_xlabel("PPO iteration (64 episodes)"); ax.legend(fontsize=8)
 plt.tight_layout(); plt.show()
+# %% slideshow={"slide_type": "subslide"}
 verdicts = {}
 for name, res in ppo.items():
     print(f"{name}: clipped share in the first 5 iterations {res['history']['clipped'][:, :5].mean():.3f}")
@@ -448,7 +454,7 @@ assert ppo["lr 0.3 (step-limited)"]["history"]["clipped"].max() < 0.01 < ppo["lr
 assert all(verdicts[(n, "outcome")] == "history learns faster" for n in ppo)
 ### END HIDDEN TESTS
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # 结论以上面打印的为准。读法：hindsight critic 的优势方差在两个设定里都更小；它能不能变成更快的学习，取决于设定——配对差的区间包含 0 就是「测不出差别」。
 # 读到最终成败的 `outcome` critic 在线拟合时优势被它部分解释掉，学得比普通 critic 慢。这正是笔记归纳里的建议：「分别检查过程奖励与 hindsight Critic 的贡献，识别额外监督是否真正改善困难决策」。
 
@@ -509,6 +515,7 @@ scenarios = {
     "broke a P2P": Trajectory("oops", [read], ["src/calc.py"], dict(ok, test_old_1=False)),
     "wrong file": Trajectory("tried", [read], ["src/util.py"], dict(ok, test_new_1=False, test_new_2=False)),
 }
+# %% slideshow={"slide_type": "subslide"}
 rewards = {name: rule_reward(t, F2P, P2P, GOLD, SCHEMAS) for name, t in scenarios.items()}
 fig, ax = plt.subplots(figsize=(9, 2.8))
 names = list(rewards)
@@ -519,6 +526,7 @@ ax.bar(names, pen, label="penalty", color="tab:red")
 ax.plot(names, [rewards[n]["reward"] for n in names], "kD", label="total")
 ax.axhline(0, c="k", lw=0.5); ax.legend(fontsize=8); ax.tick_params(axis="x", labelsize=8)
 plt.tight_layout(); plt.show()
+# %% slideshow={"slide_type": "subslide"}
 for n in names:
     r = rewards[n]
     print(f"{n:<22} reward {r['reward']:+.3f}  (success {r['success']:.0f}, progress {r['progress']:.3f}, "
@@ -536,7 +544,7 @@ _ = record("rule_rewards", {n: rewards[n]["reward"] for n in names})
 #
 # 规则 reward 可以是负数（惩罚）或大于 1 之外的任何值，不能直接当成功率去算难度 $D = 1 - \bar r$。`weighted_advantages` 的优势用 reward，难度用单独传入的成功层 `groups_successes`。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 group_a = ["success", "success, loopy", "half the F2P", "wrong file"]          # a medium task
 group_b = ["right file, no pass", "wrong file", "broke a P2P", "half the F2P"]   # a hard task: nobody solved it
 r_groups = [[rewards[n]["reward"] for n in g] for g in (group_a, group_b)]
@@ -582,9 +590,11 @@ my_reverse_kl = exercises.check("09-6", my_reverse_kl)
 # KAT 笔记：「SWE、通用 Agent、Terminal、WebCoding、通用知识分别训练专家」；「每题选择表现最好的领域专家作为 Teacher」；「不直接平均专家参数，通过输出分布融合不同领域能力」。
 #
 # 玩具：三个领域，策略 `logits(d) = shared + own[d]`（`shared` 是所有领域都会改动的公共权重）。每个专家只在自己的领域上训练。路由表的分数是**量出来的**（每个专家在每个领域答案上的平均 log-likelihood）。
-# 然后比较：平均三个专家的参数 vs 让一个学生在每个领域上向路由到的专家做 reverse KL。笔记的五个专家本课换成三个玩具策略，因为 CPU 上训练不了五个真专家。
+# 然后比较：平均三个专家的参数 vs 让一个学生在每个领域上向路由到的专家做 reverse KL。
+#
+# 笔记：五类专家、每题选表现最好的专家；本课用三个玩具策略、路由分数在各领域上实测，因为 CPU 上训练不了五个真专家。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 domain_answers = torch.tensor([[0.70, 0.10, 0.10, 0.05, 0.05],      # domain 0 prefers answer 0
                                [0.05, 0.70, 0.10, 0.10, 0.05],      # domain 1 prefers answer 1
                                [0.20, 0.20, 0.40, 0.10, 0.10]])     # domain 2 is flatter
@@ -606,7 +616,7 @@ assert fusion["routes"] == ["expert_0", "expert_1", "expert_2"] and max(fusion["
 # KAT 笔记：「先用专家轨迹做学生冷启动，使学生具备基本行为能力，再进入 on-policy 阶段」。在本课的小模型上：老师采样、学生用交叉熵学老师的轨迹。
 # 每一步的训练 loss 换一批新的老师样本，噪声很大，看不出进步；量进步要用**固定的 held-out 集**（老师自己采样的 16 条）上的交叉熵和 reverse KL。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 teacher = model.eval()
 trained_teacher = getattr(model, "lesson_model_kind", "") == "tiny"
 noise_scale = P.distill_noise if trained_teacher else P.distill_fallback_noise
@@ -673,12 +683,13 @@ my_gate = exercises.check("09-7", my_gate)
 # 1. **老师处处可靠**：监督就是评估的目标本身，门控只会丢掉有用的信号；
 # 2. **老师在长前缀上不可靠**：从生成的第 7 个 token 起，监督用的老师给出的是一张固定的随机分布（`UnreliableTeacher`，笔记说的「偏离教师熟悉的状态」的替身），评估仍然对着真老师。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 history = on_policy_distill(student, teacher, prompts, steps=P.distill_steps, max_new_tokens=P.distill_new_tokens,
                             lr=lr, k=P.distill_topk, seed=SEED)
 kl_online = mean_reverse_kl(student, teacher, held_out, 4)
 print(f"on-policy stage after the cold start: held-out reverse KL {kl_cold:.3f} -> {kl_online:.3f}; "
       f"top-k overlap on its samples {history[0]['overlap']:.2f} -> {history[-1]['overlap']:.2f}")
+# %% slideshow={"slide_type": "subslide"}
 UNRELIABLE_FROM = 4 + P.distill_new_tokens // 2
 supervisors = {"teacher reliable": teacher, "teacher unreliable late": UnreliableTeacher(teacher, UNRELIABLE_FROM, seed=SEED)}
 ablation = {s: {"gate": [], "no gate": []} for s in supervisors}
@@ -691,6 +702,7 @@ for setting, supervisor in supervisors.items():
             ablation[setting][label].append(mean_reverse_kl(stu, teacher, held_out, 4))
 kl_before = float(np.mean([mean_reverse_kl(weaken(teacher, noise=noise_scale, seed=SEED + 10 + s), teacher, held_out, 4)
                            for s in range(P.distill_ablation_seeds)]))
+# %% slideshow={"slide_type": "subslide"}
 fig, axes = plt.subplots(1, 2, figsize=(10, 2.8), sharey=True)
 for ax, (setting, res) in zip(axes, ablation.items()):
     for x, vals in enumerate(res.values()):
@@ -710,7 +722,7 @@ assert np.mean(ablation["teacher reliable"]["gate"]) > np.mean(ablation["teacher
 assert np.mean(ablation["teacher unreliable late"]["gate"]) < np.mean(ablation["teacher unreliable late"]["no gate"])
 ### END HIDDEN TESTS
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # 读数以上面打印的为准。老师处处可靠时，门控截掉的 token 都是有用的监督，它不可能帮忙；老师在长前缀上给出错误分布时，无门控的学生把这些错误也学了进去，
 # 门控在重叠率持续很低的地方截断，挡住了它们。门控有没有用，取决于老师的信号在学生走到的地方是否可靠。
 
@@ -721,7 +733,7 @@ assert np.mean(ablation["teacher unreliable late"]["gate"]) < np.mean(ablation["
 # 玩具：一步的选择题，8 个答案里 0、1 都对；老师偏好答案 1（60%），但也有 35% 的概率选错。每步采样 16 个答案：
 # RL 项用 GRPO 优势（对 = 1），OPD 项用老师在**采样到的答案**上的 log-prob（`sampled_token_opd_loss`：$\mathrm{sg}(\log p_s - \log p_t)\cdot\log p_s$）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 teacher_probs = [0.05, 0.60] + [0.35 / 6] * 6
 correct = [1, 1, 0, 0, 0, 0, 0, 0]
 variants_joint = {"RL only": dict(opd_coef=0.0), "OPD only": dict(use_rl=False), "RL + OPD": dict()}
@@ -752,7 +764,7 @@ assert _end["RL + OPD"][0] > _end["OPD only"][0] and _end["RL + OPD"][1] < _end[
 # 下面用真实的 `gate_weights` 截断 64 条长度不一的轨迹（每个 token 以 15% 的概率低重叠，这是课程的设定），看最长的一层还剩多少 token；
 # 再比较随机组 batch 与分层组 batch（每个 batch 从每一层各取 2 条）里，最长一层贡献的可训练 token。分层不能撤销截断，它保证的是每个 batch 都有长轨迹的信号。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 rng_len = np.random.default_rng(SEED)
 lengths = np.clip(rng_len.lognormal(7, 1, 64).astype(int), 64, 8192)
 overlap_sim = np.where(rng_len.random((64, lengths.max())) < 0.15, 0.1, 0.8)
