@@ -128,13 +128,14 @@ assert my_tree_mask(packed.parent.tolist()) == ancestor_mask(packed.parent).toli
 # 对照组 `unpacked_loss`：每条轨迹一行、普通 causal mask。Packed：节点 $c$ 的 token 由 `parent(c)` 处的 logits 预测，乘以权重 $w_c$，除以同一个分母；
 # 4D float `attention_mask`（0 = 可见，最小值 = 屏蔽）。
 
-# %% slideshow={"slide_type": "-"}
-def grads_of(loss):
+# %% slideshow={"slide_type": "skip"}
+def grads_of(loss):                               # every parameter's gradient of a loss
     return torch.autograd.grad(loss, list(model.parameters()))
 
 def max_grad_diff(ga, gb):
     return max((a - b).abs().max().item() for a, b in zip(ga, gb))
 
+# %% slideshow={"slide_type": "-"}
 ref_loss = unpacked_loss(model, trajectories, loss_masks)
 ref_grads = grads_of(ref_loss)
 variants = {
@@ -148,10 +149,10 @@ for name, fn in variants.items():
     rows[name] = (abs(loss.item() - ref_loss.item()), max_grad_diff(grads_of(loss), ref_grads))
     print(f"{name:<40} |Δloss| = {rows[name][0]:.2e}   max |Δgrad| = {rows[name][1]:.2e}")
 print(f"(compared {sum(1 for _ in model.parameters())} parameter tensors; reference loss {ref_loss.item():.4f})")
-record("tree_loss_diff", rows["tree packing (correct)"][0])
-record("tree_max_grad_diff", rows["tree packing (correct)"][1])
-record("tree_wrong_pos_grad_diff", rows["bug: packed position ids 0..N-1"][1])
-record("tree_wrong_weight_loss_diff", rows["bug: loss weight 1, not branch count"][0])
+for key, (name, i) in {"tree_loss_diff": ("tree packing (correct)", 0), "tree_max_grad_diff": ("tree packing (correct)", 1),
+                       "tree_wrong_pos_grad_diff": ("bug: packed position ids 0..N-1", 1),
+                       "tree_wrong_weight_loss_diff": ("bug: loss weight 1, not branch count", 0)}.items():
+    record(key, rows[name][i])
 assert rows["tree packing (correct)"][1] < 1e-5
 
 # %% slideshow={"slide_type": "subslide"}
@@ -182,18 +183,21 @@ print(f"one shared token, ratio 1.5, A = +1 and -1: gradient {g_per_traj:.2f} un
 # %% slideshow={"slide_type": "subslide"}
 # the same on the model: one packed forward, per-trajectory clipped terms vs the summed-weight shortcut
 ppo_adv = [[0.0] * len(prompt) + [a] * (len(t) - len(prompt)) for t, a in zip(trajectories, [1.0, -1.0, 0.5, -2.0])]
-with torch.no_grad():
-    logp_old = packed_token_logprobs(model, packed) + 0.3 * torch.randn(packed.num_nodes, generator=g)   # an older policy
+with torch.no_grad():                                                        # an older policy's log-probs
+    logp_old = packed_token_logprobs(model, packed) + 0.3 * torch.randn(packed.num_nodes, generator=g)
 logp_new = packed_token_logprobs(model, packed)
-rows_ppo = []
-for t, a, nodes in zip(trajectories, ppo_adv, packed.branch_nodes):      # reference: every trajectory on its own row
-    ids = torch.tensor([t])
-    lp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None])[:, 0]
-    rows_ppo.append((lp, logp_old[nodes[1:]], torch.tensor(a[1:])))
-ref_ppo = clipped_surrogate(torch.exp(torch.cat([r[0] for r in rows_ppo]) - torch.cat([r[1] for r in rows_ppo])),
-                            torch.cat([r[2] for r in rows_ppo]), torch.cat([(r[2] != 0).float() for r in rows_ppo]))
 got_ppo = packed_clipped_loss(logp_new, logp_old, packed, ppo_adv)
-w_sum = pack_tree(trajectories, ppo_adv).loss_weight
+lp_rows, old_rows, adv_rows = [], [], []
+for t, a, nodes in zip(trajectories, ppo_adv, packed.branch_nodes):      # reference: one row per trajectory
+    ids = torch.tensor([t])
+    logits = model(input_ids=ids).logits[0, :-1].float()
+    lp_rows.append(torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0])
+    old_rows.append(logp_old[nodes[1:]]); adv_rows.append(torch.tensor(a[1:]))
+adv_all = torch.cat(adv_rows)
+ref_ppo = clipped_surrogate(torch.exp(torch.cat(lp_rows) - torch.cat(old_rows)), adv_all, (adv_all != 0).float())
+
+# %% slideshow={"slide_type": "subslide"}
+w_sum = pack_tree(trajectories, ppo_adv).loss_weight                      # advantages summed onto shared nodes
 shortcut = clipped_surrogate(torch.exp(logp_new - logp_old)[None], w_sum[None], (w_sum != 0).float()[None])
 ppo_grad_diff = max_grad_diff(grads_of(got_ppo), grads_of(ref_ppo))
 print(f"PPO on the 4-trajectory tree: per-trajectory terms max |Δgrad| = {ppo_grad_diff:.1e}; "

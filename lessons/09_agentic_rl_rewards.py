@@ -435,14 +435,14 @@ verdicts = {}
 for name, res in ppo.items():
     print(f"{name}: clipped share in the first 5 iterations {res['history']['clipped'][:, :5].mean():.3f}")
     for kind in CRITICS:
-        print(f"    {kind:<10} mean success {res[kind]['auc_mean']:.3f} ± {res[kind]['auc_std']:.3f}   "
-              f"last 10 iterations {res[kind]['final_mean']:.3f}   advantage std {res[kind]['adv_std_mean']:.3f}")
+        print(f"  {kind:<10} mean success {res[kind]['auc_mean']:.3f} ± {res[kind]['auc_std']:.3f}, "
+              f"last 10 {res[kind]['final_mean']:.3f}, advantage std {res[kind]['adv_std_mean']:.3f}")
     for other in ("hindsight", "outcome"):
         d = paired_difference(res[other]["auc"], res["history"]["auc"])
         verdict = {"a higher": f"{other} learns faster", "b higher": "history learns faster"}.get(d["verdict"], d["verdict"])
         verdicts[(name, other)] = verdict
-        print(f"    {other} - history, paired over {d['n']} seeds: {d['mean']:+.4f} ± {d['sd']:.4f} (sd), 95% CI "
-              f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}], {other} ahead in {d['wins']}/{d['n']} seeds -> {verdict}")
+        print(f"  {other} - history: {d['mean']:+.4f} ± {d['sd']:.4f}, 95% CI [{d['ci95'][0]:+.4f}, "
+              f"{d['ci95'][1]:+.4f}], ahead in {d['wins']}/{d['n']} seeds -> {verdict}")
 record("ppo_auc", {n: {k: [r[k]["auc_mean"], r[k]["auc_std"]] for k in CRITICS} for n, r in ppo.items()})
 record("ppo_adv_std", {n: {k: r[k]["adv_std_mean"] for k in CRITICS} for n, r in ppo.items()})
 record("ppo_clipped_first5", {n: float(r["history"]["clipped"][:, :5].mean()) for n, r in ppo.items()})
@@ -501,19 +501,19 @@ my_f_beta = exercises.check("09-5", my_f_beta)
 F2P, P2P, GOLD = ["test_new_1", "test_new_2"], ["test_old_1", "test_old_2"], ["src/calc.py"]
 SCHEMAS = {"read_file": ["path"], "edit_file": ["path", "patch"], "run_tests": ["cmd"]}
 ok = {"test_new_1": True, "test_new_2": True, "test_old_1": True, "test_old_2": True}
+no_f2p = dict(ok, test_new_1=False, test_new_2=False)
 read = ToolCall("read_file", '{"path": "src/calc.py"}', turn=0)
 edit = ToolCall("edit_file", '{"path": "src/calc.py", "patch": "..."}', turn=1)
 run_t = lambda turn: ToolCall("run_tests", '{"cmd": "pytest tests/test_calc.py"}', turn=turn)
+loops = [read, read, run_t(2), run_t(2), ToolCall("edit_file", "{oops", turn=3)]   # repeats in turns 0 and 2, bad JSON
 scenarios = {
-    "success": Trajectory("fixed it", [read, edit], ["src/calc.py"], ok),
-    "success, verified": Trajectory("fixed it", [run_t(0), read, edit, run_t(2)], ["src/calc.py"], ok),
-    "success, loopy": Trajectory("let me retry the edit " * 15,
-                                 [read, ToolCall(read.name, read.arguments, turn=0), run_t(2), run_t(2),
-                                  ToolCall("edit_file", "{oops", turn=3)], ["src/calc.py"], ok),
-    "half the F2P": Trajectory("partial", [read], ["src/calc.py"], dict(ok, test_new_2=False)),
-    "right file, no pass": Trajectory("tried", [read], ["src/calc.py"], dict(ok, test_new_1=False, test_new_2=False)),
-    "broke a P2P": Trajectory("oops", [read], ["src/calc.py"], dict(ok, test_old_1=False)),
-    "wrong file": Trajectory("tried", [read], ["src/util.py"], dict(ok, test_new_1=False, test_new_2=False)),
+    "success": Trajectory("fixed it", [read, edit], GOLD, ok),
+    "success, verified": Trajectory("fixed it", [run_t(0), read, edit, run_t(2)], GOLD, ok),
+    "success, loopy": Trajectory("let me retry the edit " * 15, loops, GOLD, ok),
+    "half the F2P": Trajectory("partial", [read], GOLD, dict(ok, test_new_2=False)),
+    "right file, no pass": Trajectory("tried", [read], GOLD, no_f2p),
+    "broke a P2P": Trajectory("oops", [read], GOLD, dict(ok, test_old_1=False)),
+    "wrong file": Trajectory("tried", [read], ["src/util.py"], no_f2p),
 }
 # %% slideshow={"slide_type": "subslide"}
 rewards = {name: rule_reward(t, F2P, P2P, GOLD, SCHEMAS) for name, t in scenarios.items()}
