@@ -135,7 +135,7 @@ def grads_of(loss):                               # every parameter's gradient o
 def max_grad_diff(ga, gb):
     return max((a - b).abs().max().item() for a, b in zip(ga, gb))
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 ref_loss = unpacked_loss(model, trajectories, loss_masks)
 ref_grads = grads_of(ref_loss)
 variants = {

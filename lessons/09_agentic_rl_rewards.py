@@ -443,6 +443,7 @@ for name, res in ppo.items():
         verdicts[(name, other)] = verdict
         print(f"  {other} - history: {d['mean']:+.4f} ± {d['sd']:.4f}, 95% CI [{d['ci95'][0]:+.4f}, "
               f"{d['ci95'][1]:+.4f}], ahead in {d['wins']}/{d['n']} seeds -> {verdict}")
+# %% slideshow={"slide_type": "skip"}
 record("ppo_auc", {n: {k: [r[k]["auc_mean"], r[k]["auc_std"]] for k in CRITICS} for n, r in ppo.items()})
 record("ppo_adv_std", {n: {k: r[k]["adv_std_mean"] for k in CRITICS} for n, r in ppo.items()})
 record("ppo_clipped_first5", {n: float(r["history"]["clipped"][:, :5].mean()) for n, r in ppo.items()})
