@@ -163,3 +163,15 @@ def test_lesson_tokenizer_matches_the_model():
         small = tiny_qwen2("sdpa", vocab_size=64)
         small.lesson_model_kind = "random"
         lesson_tokenizer(small)
+
+
+def test_chatml_pieces_tokenise_exactly_as_the_chat_template():
+    """With a BPE tokenizer (the course's kind, special tokens as single ids), tokenising the ChatML
+    pieces one by one gives the ids of the tokenizer's own chat template: the loss mask lines up."""
+    from course_lib.training.tinymodel import to_transformers_tokenizer, train_tokenizer
+
+    tok = to_transformers_tokenizer(train_tokenizer([m["content"] for m in TRAJ] * 30, vocab_size=320))
+    ex = error_masked_example(TRAJ, lambda text: tok.encode(text, add_special_tokens=False))
+    plain = [{k: v for k, v in m.items() if k != "error"} for m in TRAJ]
+    assert ex.input_ids == list(tok.apply_chat_template(plain))
+    assert max(ex.input_ids) < len(tok)
