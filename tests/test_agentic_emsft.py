@@ -4,7 +4,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.agentic.emsft import byte_tokenize, error_masked_example, failed_call_flags, tool_result_failed
+from course_lib.agentic.emsft import (
+    byte_tokenize,
+    error_masked_example,
+    failed_call_flags,
+    single_conversation,
+    tool_result_failed,
+    tst_examples,
+    tst_segments,
+)
 from course_lib.agentic.tree import unpacked_loss
 from tests._agentic_helpers import tiny_qwen2
 
@@ -75,3 +83,95 @@ def test_em_sft_loss_differs_from_both_plausible_bugs():
     assert sum(dropped.loss_mask) == sum(ex.loss_mask)      # same trained tokens ...
     assert abs(em - no_context) > 1e-5                      # ... but a different context
     assert abs(em - trains_on_error) > 1e-5
+
+
+# --- TST: split at compression points / context switches, train each output on its real context ---
+
+SYS = {"role": "system", "content": "You are a coding agent."}
+USER = {"role": "user", "content": "fix the failing test in calc.py"}
+
+
+def _a(text):
+    return {"role": "assistant", "content": text}
+
+
+def _t(text, error=False):
+    return {"role": "tool", "content": text, "error": error}
+
+
+def _run_with_compression():
+    c1 = [SYS, USER]
+    o1 = _a('read_file({"path": "calc.py"})')
+    c2 = c1 + [o1, _t("def add(a, b): return a - b")]
+    o2 = _a('run_tests({"cmd": "pytest"})')
+    c3 = c2 + [o2, _t("1 failed: test_add")]
+    o3 = _a("The bug: add subtracts.")
+    summary = {"role": "user", "content": "Summary so far: calc.add subtracts; test_add fails."}
+    c4 = [SYS, USER, summary]                                    # compression: the history is replaced
+    o4 = _a('edit_file({"path": "calc.py", "patch": "return a + b"})')
+    c5 = c4 + [o4, _t("bad patch", error=True)]
+    o5 = _a('edit_file({"path": "calc.py", "old": "a - b", "new": "a + b"})')
+    return [{"context": c, "output": o} for c, o in [(c1, o1), (c2, o2), (c3, o3), (c4, o4), (c5, o5)]]
+
+
+def test_tst_splits_where_the_context_was_rewritten():
+    assert tst_segments(_run_with_compression()) == [[0, 1, 2], [3, 4]]
+    appended = _run_with_compression()[:3]
+    assert tst_segments(appended) == [[0, 1, 2]]
+
+
+def test_every_output_is_trained_on_exactly_the_context_it_was_generated_from():
+    requests = _run_with_compression()
+    examples = tst_examples(requests, byte_tokenize)
+    trained_outputs = 0
+    for seg, ex in zip(tst_segments(requests), examples):
+        for k in seg:
+            ctx_ids = error_masked_example(list(requests[k]["context"]), byte_tokenize).input_ids
+            at = len(requests[k]["context"])
+            start = ex.message_index.index(at)
+            assert ex.input_ids[:start] == ctx_ids                 # what the model saw, token for token
+            trained = [m for m, i in zip(ex.loss_mask, ex.message_index) if i == at]
+            trained_outputs += any(trained)
+    assert trained_outputs == 4                                      # the failed edit (request 3) is masked
+    # the single-conversation log trains the post-compression outputs after a history they never saw
+    flat = single_conversation(requests)
+    idx = flat.index(requests[4]["output"])
+    assert flat[:idx] != list(requests[4]["context"])
+
+
+def test_a_carried_over_assistant_message_is_context_not_trained_twice():
+    c1 = [SYS, USER]
+    o1 = _a("plan: read calc.py")
+    c2 = [SYS, {"role": "user", "content": "mode switch: now in edit mode"}, o1]   # o1 kept, history rewritten
+    o2 = _a("edit calc.py")
+    requests = [{"context": c1, "output": o1}, {"context": c2, "output": o2}]
+    assert tst_segments(requests) == [[0], [1]]
+    second = tst_examples(requests, byte_tokenize)[1]
+    assert not any(m for m, i in zip(second.loss_mask, second.message_index) if i == 2)   # o1: context here
+    assert any(m for m, i in zip(second.loss_mask, second.message_index) if i == 3)
+
+
+def test_lesson_tokenizer_matches_the_model():
+    from course_lib.agentic import lesson_tokenizer
+
+    model = tiny_qwen2("sdpa", vocab_size=300)
+    model.lesson_model_kind = "random"
+    tok = lesson_tokenizer(model)
+    assert tok.encode("<|im_start|>x") == list("<|im_start|>x".encode())
+    assert max(tok.encode("é漢")) < 300 and "byte" in tok.note
+    with pytest.raises(ValueError, match="vocab"):
+        small = tiny_qwen2("sdpa", vocab_size=64)
+        small.lesson_model_kind = "random"
+        lesson_tokenizer(small)
+
+
+def test_chatml_pieces_tokenise_exactly_as_the_chat_template():
+    """With a BPE tokenizer (the course's kind, special tokens as single ids), tokenising the ChatML
+    pieces one by one gives the ids of the tokenizer's own chat template: the loss mask lines up."""
+    from course_lib.training.tinymodel import to_transformers_tokenizer, train_tokenizer
+
+    tok = to_transformers_tokenizer(train_tokenizer([m["content"] for m in TRAJ] * 30, vocab_size=320))
+    ex = error_masked_example(TRAJ, lambda text: tok.encode(text, add_special_tokens=False))
+    plain = [{k: v for k, v in m.items() if k != "error"} for m in TRAJ]
+    assert ex.input_ids == list(tok.apply_chat_template(plain))
+    assert max(ex.input_ids) < len(tok)

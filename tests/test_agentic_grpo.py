@@ -16,7 +16,7 @@ from course_lib.agentic.grpo import (
     task_difficulty,
     weighted_advantages,
 )
-from course_lib.agentic.rewards import ToolCall, Trajectory, rule_reward
+from course_lib.agentic.rule_rewards import ToolCall, Trajectory, rule_reward
 
 
 def test_group_advantages_are_normalised():
@@ -118,3 +118,47 @@ def test_exercise_accepts_epsilon_inside_the_square_root():
         return (r - r.mean()) / np.sqrt(r.var() + eps)
 
     assert exercises.check("09-1", inside, strict=True) is inside
+
+
+# --- the clip on both sides: the cases a one-sided clip gets wrong --------------------------------
+
+@pytest.mark.parametrize("ratio,adv,clipped,value", [
+    (0.5, -1.0, True, 0.8),       # A < 0, ratio below 1 - eps: the LOWER side binds (no gradient)
+    (1.5, -1.0, False, 1.5),      # A < 0, ratio above 1 + eps: pessimistic min keeps the unclipped term
+    (1.5, 1.0, True, -1.2),       # A > 0, ratio above 1 + eps: the upper side binds
+    (0.5, 1.0, False, -0.5),      # A > 0, ratio below 1 - eps: unclipped, the gradient flows
+    (0.9, -2.0, False, 1.8),      # inside the range: plain ratio * A
+])
+def test_clipped_surrogate_binds_on_the_correct_side(ratio, adv, clipped, value):
+    logr = torch.tensor([[np.log(ratio)]], requires_grad=True)
+    loss = clipped_surrogate(logr.exp(), torch.tensor([[adv]]), torch.ones(1, 1), clip_eps=0.2)
+    (g,) = torch.autograd.grad(loss, logr)
+    assert loss.item() == pytest.approx(value, abs=1e-6)
+    if clipped:
+        assert g.item() == 0.0
+    else:
+        assert g.item() == pytest.approx(-ratio * adv, rel=1e-5)     # d(-rho A)/d log rho
+
+
+def test_weighted_advantages_take_the_success_layer_of_a_shaped_reward():
+    """A rule reward can be negative (penalties) or above 1: the difficulty needs the successes."""
+    rewards = [[1.0, 0.85, -0.1, 0.3], [-0.2, 0.1, 0.0, 0.3]]
+    successes = [[1, 1, 0, 0], [0, 0, 0, 0]]
+    with pytest.raises(ValueError, match="groups_successes"):
+        weighted_advantages(rewards)
+    adv = weighted_advantages(rewards, groups_successes=successes)
+    assert np.allclose(adv[0], group_advantages(rewards[0]) * 1.0)      # the only group with a signal: D / mean D = 1
+    assert np.allclose(adv[1], group_advantages(rewards[1]) * 2.0)      # all failed: D = 1, twice the mean D = 0.5
+    with pytest.raises(ValueError, match="one success per reward"):
+        weighted_advantages(rewards, groups_successes=[[1, 0], [0, 0]])
+
+
+def test_the_mutation_list_matches_the_code():
+    """tests/_agentic_mutations.py applies plausible bugs to course_lib/agentic and runs the tests that
+    must fail (run it after changing the RL code). Each mutant's text must still occur exactly once."""
+    from tests._agentic_mutations import MUTANTS, ROOT
+
+    for name, file, old, _new, tests in MUTANTS:
+        source = (ROOT / "course_lib" / "agentic" / file).read_text(encoding="utf-8")
+        assert source.count(old) == 1, f"mutant {name}: its text occurs {source.count(old)} times in {file}"
+        assert all((ROOT / t.split("::")[0]).exists() for t in tests), name

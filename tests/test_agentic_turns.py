@@ -98,3 +98,55 @@ def test_icepop_drops_tokens_with_a_train_infer_mismatch():
     assert m.tolist() == [[1.0, 1.0, 0.0, 0.0]]
     with pytest.raises(ValueError):
         icepop_mask(train, infer, torch.ones(1, 4), low=1.5, high=2.0)
+
+
+def test_turn_ratio_is_the_geometric_not_the_arithmetic_mean():
+    old = torch.zeros(1, 4)
+    new = torch.log(torch.tensor([[2.0, 0.5, 1.0, 1.0]]))       # turn 0: ratios 2 and 0.5
+    r = turn_ratios(new, old, torch.tensor([[0, 0, 1, 1]]), torch.ones(1, 4))
+    assert torch.allclose(r[0, :2], torch.ones(2))              # geometric mean 1 (arithmetic: 1.25)
+
+
+def test_turn_level_clip_binds_below_for_negative_advantages():
+    """A < 0 and a turn whose ratio fell below 1 - eps: that turn is clipped (no gradient); a one-sided
+    clamp(max=1+eps) would keep pushing its probability down."""
+    old = torch.log(torch.full((1, 6), 0.5))
+    new = old.clone()
+    new[0, 2:4] = torch.log(torch.tensor(0.3))                   # turn 1: ratio 0.6 < 0.8
+    lp = new.clone().requires_grad_(True)
+    turns = torch.tensor([[0, 0, 1, 1, 2, 2]])
+    loss = turn_level_loss(lp, old, -torch.ones(1, 6), turns, torch.ones(1, 6), clip_eps=0.2)
+    (g,) = torch.autograd.grad(loss, lp)
+    assert torch.all(g[0, 2:4] == 0) and torch.all(g[0, [0, 1, 4, 5]] != 0)
+    assert loss.item() == pytest.approx((1 + 1 + 0.8 + 0.8 + 1 + 1) / 6, abs=1e-6)
+
+
+def test_one_ratio_per_turn_not_per_token_under_noise():
+    """Token noise that cancels inside a turn clips single tokens at token level, nothing at turn level."""
+    old = torch.zeros(1, 8)
+    new = torch.log(torch.tensor([[1.5, 1 / 1.5, 1.0, 1.0, 1.3, 1 / 1.3, 1.0, 1.0]]))
+    turns = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])
+    lp = new.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(turn_level_loss(lp, old, torch.ones(1, 8), turns, torch.ones(1, 8)), lp)
+    assert torch.all(g != 0)                                        # turn ratios are 1: nothing clipped
+    from course_lib.agentic.grpo import clipped_surrogate
+    lp2 = new.clone().requires_grad_(True)
+    (g2,) = torch.autograd.grad(clipped_surrogate(torch.exp(lp2 - old), torch.ones(1, 8), torch.ones(1, 8)), lp2)
+    assert (g2 == 0).nonzero()[:, 1].tolist() == [0, 4]            # token level clips tokens 0 and 4
+
+
+def test_routing_replay_makes_train_and_sampler_agree():
+    from course_lib.agentic.turns import moe_logprobs, moe_routes
+
+    g = torch.Generator().manual_seed(0)
+    hidden, router = torch.randn(400, 8, generator=g), torch.randn(8, 4, generator=g)
+    experts, targets = torch.randn(4, 8, 16, generator=g), torch.randint(0, 16, (400,), generator=g)
+    sampler_routes = moe_routes(hidden, router, noise=0.3, seed=1)
+    trainer_routes = moe_routes(hidden, router, noise=0.3, seed=2)
+    flipped = sampler_routes != trainer_routes
+    assert 0 < flipped.float().mean() < 0.5                          # near-ties route differently
+    infer = moe_logprobs(hidden, experts, sampler_routes, targets)
+    recomputed = moe_logprobs(hidden, experts, trainer_routes, targets)
+    replayed = moe_logprobs(hidden, experts, sampler_routes, targets)
+    assert torch.equal(replayed, infer)                              # same weights, same routes: ratio exactly 1
+    assert torch.all((recomputed - infer)[~flipped] == 0) and torch.all((recomputed - infer)[flipped] != 0)

@@ -234,13 +234,17 @@ def clipped_ppo_step(theta: np.ndarray, theta_old: np.ndarray, ep: Episodes, adv
 
 def train_ppo(task: ToyTask | None = None, kind: str = "hindsight", *, iterations: int = 60,
               batch: int = 64, epochs: int = 4, lr: float = 1.0, clip_eps: float = 0.2,
-              critic_lr: float = 0.1, lam: float = 0.95, seed: int = 0) -> dict[str, np.ndarray]:
+              critic_lr: float = 0.1, lam: float = 0.95, seed: int = 0,
+              normalize: bool = True) -> dict[str, np.ndarray]:
     """Asymmetric PPO as KAT-Coder-V2.5 describes it, on the toy task: the actor sees only the
     history (its logits do not read any hidden fact); the critic ``kind`` reads what
-    :func:`critic_keys` gives it; advantages are GAE from that critic; the actor takes ``epochs``
-    steps of the standard clipped PPO objective on each batch; the critic regresses the GAE return
-    targets ``A + V``. Returns per iteration the batch success rate, the std of the advantages and the
-    share of clipped terms. Introduced in lesson 09."""
+    :func:`critic_keys` gives it; advantages are GAE from that critic, normalised per batch (zero
+    mean, unit std over every (episode, step) term: standard PPO; ``normalize=False`` keeps the raw
+    GAE values); the actor takes ``epochs`` steps of the standard clipped PPO objective on each batch;
+    the critic regresses the GAE return targets ``A + V`` (the raw, unnormalised ones). Returns per
+    iteration the batch success rate, the std of the raw advantages and the share of clipped terms
+    over the epochs after the first (the first epoch's ratio is always 1), and the fitted ``critic``.
+    Introduced in lesson 09."""
     task = task or ToyTask()
     rng = np.random.default_rng(seed)
     theta = initial_theta(task)
@@ -250,22 +254,29 @@ def train_ppo(task: ToyTask | None = None, kind: str = "hindsight", *, iteration
         ep = sample_episodes(task, theta, batch, rng)
         values = critic(ep)
         adv, returns = gae(ep.rewards, values, 1.0, lam)
+        actor_adv = (adv - adv.mean()) / (adv.std() + 1e-8) if normalize else adv
         theta_old = theta.copy()
-        for _ in range(epochs):
-            grad, share = clipped_ppo_step(theta, theta_old, ep, adv, clip_eps)
+        shares = []
+        for epoch in range(epochs):
+            grad, share = clipped_ppo_step(theta, theta_old, ep, actor_adv, clip_eps)
+            if epoch:
+                shares.append(share)
             theta = theta + lr * grad
         critic.fit(ep, returns)
         success.append(float(ep.success.mean()))
         adv_std.append(float(adv.std()))
-        clipped.append(share)
-    return {"success": np.array(success), "adv_std": np.array(adv_std), "clipped": np.array(clipped)}
+        clipped.append(float(np.mean(shares)) if shares else 0.0)
+    return {"success": np.array(success), "adv_std": np.array(adv_std), "clipped": np.array(clipped),
+            "critic": critic}
 
 
 def ppo_experiment(task: ToyTask | None = None, kinds: tuple[str, ...] = ("history", "hindsight"), *,
                    seeds: int = 10, iterations: int = 60, last: int = 10, **kw) -> dict[str, dict]:
-    """:func:`train_ppo` for each critic over ``seeds`` seeds: the success curves (seeds × iterations),
-    the per-seed mean success of the ``last`` iterations, the per-seed mean advantage std, and their
-    means and standard deviations over seeds. Introduced in lesson 09."""
+    """:func:`train_ppo` for each critic over ``seeds`` seeds (seed s of every critic starts from the
+    same random stream, so the runs are paired): the success curves (seeds × iterations), per seed the
+    mean success over all iterations (``auc``: how fast it learned) and over the ``last`` iterations
+    (``final``), the mean advantage std and the mean clipped share, and their means and standard
+    deviations over seeds. Introduced in lesson 09."""
     if seeds < 2:
         raise ValueError("a spread needs at least two seeds")
     out = {}
@@ -273,8 +284,36 @@ def ppo_experiment(task: ToyTask | None = None, kinds: tuple[str, ...] = ("histo
         runs = [train_ppo(task, kind, iterations=iterations, seed=s, **kw) for s in range(seeds)]
         curves = np.array([r["success"] for r in runs])
         final = curves[:, -last:].mean(1)
+        auc = curves.mean(1)
         adv = np.array([r["adv_std"].mean() for r in runs])
+        clipped = np.array([r["clipped"] for r in runs])
         out[kind] = {"curves": curves, "final": final, "final_mean": float(final.mean()),
-                     "final_std": float(final.std(ddof=1)), "adv_std": adv,
-                     "adv_std_mean": float(adv.mean()), "adv_std_sd": float(adv.std(ddof=1))}
+                     "final_std": float(final.std(ddof=1)), "auc": auc, "auc_mean": float(auc.mean()),
+                     "auc_std": float(auc.std(ddof=1)), "adv_std": adv,
+                     "adv_std_mean": float(adv.mean()), "adv_std_sd": float(adv.std(ddof=1)),
+                     "clipped": clipped, "clipped_mean": float(clipped.mean())}
     return out
+
+
+# two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (then the normal's 1.96)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray) -> dict[str, float | str]:
+    """``a - b`` paired by seed: mean, sd, standard error, the 95% t-interval, how many seeds ``a``
+    won, and a verdict: ``"a higher"`` / ``"b higher"`` when the interval excludes 0, else
+    ``"no measurable difference"``. Introduced in lesson 09."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2:
+        raise ValueError(f"need two equal-length 1-D arrays of >= 2 paired seeds, got {a.shape} and {b.shape}")
+    d = a - b
+    n = d.size
+    sd = float(d.std(ddof=1))
+    se = sd / np.sqrt(n)
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    lo, hi = float(d.mean() - t * se), float(d.mean() + t * se)
+    verdict = "a higher" if lo > 0 else ("b higher" if hi < 0 else "no measurable difference")
+    return {"mean": float(d.mean()), "sd": sd, "se": float(se), "ci95": (lo, hi), "wins": int((d > 0).sum()),
+            "ties": int((d == 0).sum()), "n": n, "verdict": verdict}

@@ -14,17 +14,21 @@ Introduced in lesson 09.
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 
 def reverse_kl_per_token(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """``sum_v p_s(v) (log p_s(v) - log p_t(v))`` at each position: (..., V) → (...).
-    Introduced in lesson 09."""
+    """``sum_v p_s(v) (log p_s(v) - log p_t(v))`` at each position: (..., V) → (...); tokens with
+    ``p_s(v) = 0`` add 0. Introduced in lesson 09."""
     ls = F.log_softmax(student_logits.float(), -1)
     lt = F.log_softmax(teacher_logits.float(), -1)
-    return (ls.exp() * (ls - lt)).sum(-1)
+    ps = ls.exp()
+    # a token the student never picks (p_s = 0, e.g. a -inf logit) adds 0, not 0 * inf = nan
+    return torch.where(ps > 0, ps * (ls - lt), torch.zeros_like(ps)).sum(-1)
 
 
 def topk_overlap(student_logits: torch.Tensor, teacher_logits: torch.Tensor, k: int = 8) -> torch.Tensor:
@@ -54,14 +58,22 @@ def gate_weights(overlap: torch.Tensor, threshold: float = 0.25, run: int = 4) -
 @torch.no_grad()
 def sample_continuations(model: torch.nn.Module, prompt_ids: torch.Tensor, max_new_tokens: int,
                          temperature: float = 1.0, seed: int | None = None) -> torch.Tensor:
-    """Plain ancestral sampling (no cache, small models): (B, P) → (B, P + max_new_tokens).
-    Introduced in lesson 09."""
+    """Plain ancestral sampling: (B, P) → (B, P + max_new_tokens). A transformers model reuses its KV
+    cache between steps; any other module that maps ``input_ids`` to ``.logits`` is run on the whole
+    prefix each step. Introduced in lesson 09."""
     g = torch.Generator().manual_seed(seed) if seed is not None else None
-    ids = prompt_ids
+    ids, past, step_ids = prompt_ids, None, prompt_ids
+    cached = hasattr(model, "config") and hasattr(model, "generate")
     for _ in range(max_new_tokens):
-        logits = model(input_ids=ids).logits[:, -1].float() / temperature
+        if cached:
+            out = model(input_ids=step_ids, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+        else:
+            out = model(input_ids=ids)
+        logits = out.logits[:, -1].float() / temperature
         nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)
         ids = torch.cat([ids, nxt], 1)
+        step_ids = nxt
     return ids
 
 
@@ -159,3 +171,168 @@ def mean_reverse_kl(student: torch.nn.Module, teacher: torch.nn.Module, sequence
     s = student(input_ids=sequences).logits[:, prompt_len - 1:-1]
     t = teacher(input_ids=sequences).logits[:, prompt_len - 1:-1]
     return float(reverse_kl_per_token(s, t).mean())
+
+
+@torch.no_grad()
+def sequence_cross_entropy(model: torch.nn.Module, sequences: torch.Tensor, prompt_len: int) -> float:
+    """Mean cross-entropy of ``model`` on the tokens after the prompt of fixed ``sequences`` (e.g. a
+    held-out set of the teacher's samples): the cold start's yardstick, which does not move with
+    sampling the way the per-step training loss does. Introduced in lesson 09."""
+    logits = model(input_ids=sequences).logits[:, prompt_len - 1:-1].float()
+    return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), sequences[:, prompt_len:].reshape(-1)))
+
+
+class UnreliableTeacher(torch.nn.Module):
+    """A teacher whose guidance is garbage from position ``from_position`` on: the logits there are a
+    fixed random table (per position), not the wrapped model's. A stand-in for the notes' "the student's
+    long trajectory drifts into states the teacher does not know": the teacher's distribution on such a
+    prefix looks confident but is unrelated to the task. Introduced in lesson 09."""
+
+    def __init__(self, model: torch.nn.Module, from_position: int, *, scale: float = 4.0, seed: int = 0):
+        super().__init__()
+        self.model, self.from_position, self.scale, self.seed = model, int(from_position), scale, seed
+
+    def forward(self, input_ids: torch.Tensor, **kw):
+        out = self.model(input_ids=input_ids, **kw)
+        logits = out.logits.clone()
+        T, V = logits.shape[-2:]
+        if T > self.from_position:
+            g = torch.Generator().manual_seed(self.seed)
+            garbage = torch.randn(T, V, generator=g) * self.scale
+            logits[..., self.from_position:, :] = garbage[self.from_position:].to(logits.dtype)
+        return SimpleNamespace(logits=logits)
+
+
+def sampled_token_opd_loss(logp_student: torch.Tensor, logp_teacher: torch.Tensor,
+                           mask: torch.Tensor) -> torch.Tensor:
+    """KAT-Coder-V2's OPD term from the teacher's log-prob of the student's *sampled* tokens only (no
+    full-vocabulary logits): per token ``sg(log p_s(x) - log p_t(x)) * log p_s(x)``, averaged over the
+    mask. Its value is not the KL, but its gradient, in expectation over ``x ~ p_s``, is the gradient of
+    the full-vocabulary reverse KL ``KL(p_s || p_t)`` at that position (score-function estimator; the
+    ``log p_s - log p_t`` factor must be detached). Introduced in lesson 09."""
+    mask = mask.float()
+    gap = logp_student.detach() - logp_teacher.detach()
+    return (gap * logp_student * mask).sum() / mask.sum().clamp(min=1)
+
+
+def joint_rl_opd_loss(logp_new: torch.Tensor, logp_old: torch.Tensor, logp_teacher: torch.Tensor,
+                      advantages: torch.Tensor, mask: torch.Tensor, *, opd_coef: float = 1.0,
+                      clip_eps: float = 0.2) -> torch.Tensor:
+    """KAT-Coder-V2's joint objective on the student's own rollouts: the clipped RL loss (environment
+    reward → advantages) plus ``opd_coef`` × the sampled-token OPD term (teacher log-probs).
+    Introduced in lesson 09."""
+    from course_lib.agentic.grpo import clipped_surrogate
+
+    rl = clipped_surrogate(torch.exp(logp_new - logp_old.detach()), advantages, mask, clip_eps)
+    return rl + opd_coef * sampled_token_opd_loss(logp_new, logp_teacher, mask)
+
+
+def rl_opd_bandit(teacher_probs, correct, *, opd_coef: float = 1.0, use_rl: bool = True, steps: int = 60,
+                  group: int = 16, lr: float = 0.5, seed: int = 0) -> dict[str, list[float]]:
+    """The joint objective on a one-step task: the student picks one of ``len(teacher_probs)`` answers,
+    reward 1 when ``correct[answer]``; each step samples a group, GRPO advantages from the rewards
+    (``use_rl``), the teacher's log-prob of each sampled answer for the OPD term (``opd_coef``; 0 turns
+    it off). Returns per step the student's success probability and its reverse KL to the teacher.
+    Introduced in lesson 09."""
+    from course_lib.agentic.grpo import group_advantages
+
+    t = torch.as_tensor(teacher_probs, dtype=torch.float64)
+    ok = torch.as_tensor(correct, dtype=torch.float64)
+    if t.shape != ok.shape or t.ndim != 1 or abs(float(t.sum()) - 1) > 1e-6:
+        raise ValueError("teacher_probs must be one probability vector with one `correct` flag per answer")
+    logits = torch.zeros_like(t, requires_grad=True)
+    opt = torch.optim.SGD([logits], lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    success, kl = [], []
+    for _ in range(steps):
+        logp = torch.log_softmax(logits, 0)
+        p = logp.detach().exp()
+        success.append(float((p * ok).sum()))
+        kl.append(float((p * (logp.detach() - t.log())).sum()))
+        x = torch.multinomial(p, group, replacement=True, generator=g)
+        reward = ok[x]
+        adv = torch.as_tensor(group_advantages(reward.numpy()) if use_rl else np.zeros(group))
+        lp = logp[x][None]
+        loss = joint_rl_opd_loss(lp, lp.detach(), t.log()[x][None], adv[None], torch.ones(1, group),
+                                 opd_coef=opd_coef)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {"success": success, "kl": kl}
+
+
+def average_parameters(models: list[torch.nn.Module]) -> torch.nn.Module:
+    """A copy of ``models[0]`` whose every parameter is the mean of the models' (the fusion KAT-Coder-V2
+    avoids). Introduced in lesson 09."""
+    if not models:
+        raise ValueError("average_parameters needs at least one model")
+    avg = copy.deepcopy(models[0])
+    states = [m.state_dict() for m in models]
+    avg.load_state_dict({k: sum(s[k].float() for s in states) / len(states) for k in states[0]})
+    return avg
+
+
+class DomainPolicy(torch.nn.Module):
+    """A toy policy over ``vocab`` answers for ``domains`` task domains: ``logits(d) = shared + own[d]``.
+    The shared part is what every domain's training moves (the base model's common weights).
+    Introduced in lesson 09."""
+
+    def __init__(self, domains: int, vocab: int):
+        super().__init__()
+        self.shared = torch.nn.Parameter(torch.zeros(vocab))
+        self.own = torch.nn.Parameter(torch.zeros(domains, vocab))
+
+    def forward(self, domain_ids: torch.Tensor) -> torch.Tensor:
+        return self.shared + self.own[domain_ids]
+
+
+def _fit(model: torch.nn.Module, domain_ids: torch.Tensor, targets: torch.Tensor, steps: int, lr: float,
+         reverse: bool) -> None:
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        logp = torch.log_softmax(model(domain_ids), -1)
+        if reverse:      # on-policy distillation: reverse KL to the teacher's distribution, exactly
+            loss = (logp.exp() * (logp - targets.log())).sum(-1).mean()
+        else:            # the expert's own training on its domain: cross-entropy to the domain's answers
+            loss = -(targets * logp).sum(-1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def fusion_experiment(domain_targets: torch.Tensor, *, steps: int = 300, lr: float = 0.1) -> dict:
+    """Experts vs their fusion on :class:`DomainPolicy`. ``domain_targets[d]`` is the answer distribution
+    of domain d. Expert d is trained (cross-entropy) on domain d only, from the same zero base. Then:
+    each expert's score on each domain (mean log-likelihood of the domain's answers: a measured routing
+    table), the teachers :func:`route_teachers` picks, the parameter average of the experts, and a
+    student fused through output distributions (reverse KL to the routed expert on each domain). Returns
+    those and per domain the reverse KL of the average and of the fused student to the routed expert.
+    Introduced in lesson 09."""
+    targets = torch.as_tensor(domain_targets, dtype=torch.float32)
+    n, vocab = targets.shape
+    domains = torch.arange(n)
+    names = [f"expert_{d}" for d in range(n)]
+    experts = []
+    for d in range(n):
+        m = DomainPolicy(n, vocab)
+        _fit(m, domains[d:d + 1], targets[d:d + 1], steps, lr, reverse=False)
+        experts.append(m)
+    with torch.no_grad():
+        scores = {names[e]: {f"domain_{d}": float((targets[d] * torch.log_softmax(experts[e](domains[d]), -1)).sum())
+                             for d in range(n)} for e in range(n)}
+    routes = route_teachers([f"domain_{d}" for d in range(n)], scores)
+    routed = [experts[names.index(r)] for r in routes]
+    with torch.no_grad():
+        teacher_probs = torch.stack([torch.softmax(routed[d](domains[d]), -1) for d in range(n)])
+    averaged = average_parameters(experts)
+    fused = DomainPolicy(n, vocab)
+    _fit(fused, domains, teacher_probs, steps, lr, reverse=True)
+
+    def kl_to_teacher(model):
+        with torch.no_grad():
+            logp = torch.log_softmax(model(domains), -1)
+            return (logp.exp() * (logp - teacher_probs.log())).sum(-1).tolist()
+
+    return {"scores": scores, "routes": routes, "experts": experts, "averaged": averaged, "fused": fused,
+            "kl_averaged": kl_to_teacher(averaged), "kl_fused": kl_to_teacher(fused),
+            "kl_experts_off_domain": [kl_to_teacher(e) for e in experts]}

@@ -95,3 +95,58 @@ def error_masked_example(messages: Sequence[dict], tokenize: Callable[[str], lis
 def byte_tokenize(text: str) -> list[int]:
     """A tokenizer that needs no files: one id per UTF-8 byte (ids 0–255). Introduced in lesson 08."""
     return list(text.encode("utf-8"))
+
+
+# --- Tree-Structured Trajectory training (KAT-Coder V1 "TST") ----------------------------------------
+
+def tst_segments(requests: Sequence[dict]) -> list[list[int]]:
+    """Split an agent run into the pieces the model actually saw. Each request is one model call:
+    ``{"context": [messages the model received], "output": the assistant message it produced}``.
+    Request k continues the segment of request k-1 when its context starts with exactly what k-1 saw
+    plus what k-1 produced (an append-only conversation); a compression point, a context switch or a
+    mode change (the context was rewritten) starts a new segment. Returns lists of request indices.
+    Introduced in lesson 08."""
+    segments: list[list[int]] = []
+    for k, req in enumerate(requests):
+        if "context" not in req or "output" not in req:
+            raise ValueError(f"request {k} needs 'context' (the messages the model received) and 'output'")
+        if segments:
+            prev = requests[k - 1]
+            seen = list(prev["context"]) + [prev["output"]]
+            if list(req["context"][:len(seen)]) == seen:
+                segments[-1].append(k)
+                continue
+        segments.append([k])
+    return segments
+
+
+def tst_examples(requests: Sequence[dict], tokenize: Callable[[str], list[int]], *,
+                 mask_failed_calls: bool = True) -> list[MaskedExample]:
+    """One SFT example per :func:`tst_segments` segment: the last request's context plus its output,
+    with loss on the outputs of that segment's requests only (an assistant message carried over from an
+    earlier segment is context: it was trained there), failed calls masked as in EM-SFT. Every output is
+    then trained on exactly the context it was generated from. Introduced in lesson 08."""
+    examples = []
+    for seg in tst_segments(requests):
+        last = requests[seg[-1]]
+        messages = list(last["context"]) + [last["output"]]
+        produced = {len(requests[k]["context"]) for k in seg}
+        for k in seg:
+            if messages[len(requests[k]["context"])] != requests[k]["output"]:
+                raise ValueError(f"request {k}: its output is not in the segment's final context")
+        ex = error_masked_example(messages, tokenize, mask_failed_calls=mask_failed_calls)
+        ex.loss_mask = [m if ex.message_index[j] in produced else 0 for j, m in enumerate(ex.loss_mask)]
+        examples.append(ex)
+    return examples
+
+
+def single_conversation(requests: Sequence[dict]) -> list[dict]:
+    """The plausible bug TST avoids: every message the run ever contained, in order of appearance, as
+    one conversation (a compression summary then follows the full history it replaced).
+    Introduced in lesson 08."""
+    out: list[dict] = []
+    for req in requests:
+        for m in list(req["context"]) + [req["output"]]:
+            if m not in out:
+                out.append(m)
+    return out

@@ -62,12 +62,29 @@ def entropy_weights(entropies: Sequence[float], clip: tuple[float, float] = (0.5
 def weighted_advantages(groups_rewards: Sequence[Sequence[float]],
                         groups_entropies: Sequence[Sequence[float]] | None = None, *,
                         use_difficulty: bool = True, use_entropy: bool = True,
-                        eps: float = 1e-6) -> list[np.ndarray]:
-    """Group advantages × difficulty weight of the group × entropy weight of each sample.
-    Rewards are read as success (1 = pass) for the difficulty. Introduced in lesson 09."""
+                        eps: float = 1e-6,
+                        groups_successes: Sequence[Sequence[float]] | None = None) -> list[np.ndarray]:
+    """Group advantages of the rewards × difficulty weight of the group × entropy weight of each sample.
+
+    The difficulty ``D = 1 - mean success`` needs successes in [0, 1]: pass ``groups_successes``
+    (e.g. the success layer of :func:`course_lib.agentic.rule_rewards.rule_reward`) when the rewards
+    are shaped (a rule reward can be negative or above 1); without it the rewards themselves are read
+    as successes and must be 0/1-like. Introduced in lesson 09."""
     if groups_entropies is not None and len(groups_entropies) != len(groups_rewards):
         raise ValueError("one list of entropies per group is needed")
-    dw = difficulty_weights(groups_rewards) if use_difficulty else np.ones(len(groups_rewards))
+    if groups_successes is not None:
+        if len(groups_successes) != len(groups_rewards) or any(
+                len(s) != len(r) for s, r in zip(groups_successes, groups_rewards)):
+            raise ValueError("groups_successes must have one success per reward, group by group")
+    successes = groups_rewards if groups_successes is None else groups_successes
+    if use_difficulty:
+        try:
+            dw = difficulty_weights(successes)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; these rewards are shaped: pass groups_successes= (1 = the task was "
+                             "solved) for the difficulty") from None
+    else:
+        dw = np.ones(len(groups_rewards))
     out = []
     for i, rewards in enumerate(groups_rewards):
         adv = group_advantages(rewards, eps) * dw[i]
@@ -102,14 +119,17 @@ def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch
 
 
 def dynamic_sampling_filter(groups_successes: Sequence[Sequence[float]], k: int = 8) -> list[int]:
-    """Dynamic sampling (KAT-Coder-V2: sample each question ``k`` = 8 times, drop the all-correct and
-    the all-wrong ones): indices of the groups that keep a learning signal. A group with other than
-    ``k`` samples is an error. Introduced in lesson 09."""
+    """The offline difficulty filter of KAT-Coder-V2's WebSearch expert (sample each question ``k`` = 8
+    times, drop the questions answered all-right or all-wrong): indices of the groups that keep a
+    learning signal. Despite the name (kept for compatibility) this is a one-off data filter before
+    RFT, not DAPO's online dynamic sampling, which refills each RL batch with fresh groups until it is
+    full of informative ones (lesson 10). A group with other than ``k`` samples is an error.
+    Introduced in lesson 09."""
     keep = []
     for i, g in enumerate(groups_successes):
         s = np.asarray(g, dtype=np.float64)
         if s.size != k:
-            raise ValueError(f"group {i} has {s.size} samples; dynamic sampling draws k={k} per question")
+            raise ValueError(f"group {i} has {s.size} samples; the filter draws k={k} per question")
         if np.any((s != 0) & (s != 1)):
             raise ValueError(f"group {i}: successes must be 0 or 1, got {sorted(set(s.tolist()))}")
         if 0 < s.sum() < k:

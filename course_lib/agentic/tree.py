@@ -227,3 +227,117 @@ def sharing_stats(sequences: Sequence[Sequence[int]]) -> dict[str, float]:
     return {"unpacked_tokens": unpacked, "packed_tokens": packed.num_nodes,
             "shared_fraction": 1 - packed.num_nodes / unpacked,
             "token_speedup": unpacked / packed.num_nodes}
+
+
+# --- beyond a loss linear in the weight: PPO clipping on a packed tree ------------------------------
+
+def packed_token_logprobs(model: torch.nn.Module, packed: PackedTree) -> torch.Tensor:
+    """One forward pass over the packed tree: ``out[c]`` is the log-probability of node c's token given
+    its ancestors (0 for roots, which nothing predicts). Every trajectory through c sees the same
+    context, so this one number is its log-prob in each of them. Introduced in lesson 08."""
+    dtype = next(model.parameters()).dtype
+    bias = attention_bias(packed.tree_mask(), dtype=dtype)
+    logits = model(input_ids=packed.input_ids[None], position_ids=packed.position_ids[None],
+                   attention_mask=bias).logits[0].float()
+    has_parent = packed.parent >= 0
+    logp = torch.zeros(packed.num_nodes, dtype=logits.dtype)
+    pred = torch.log_softmax(logits[packed.parent[has_parent]], -1)
+    return logp.masked_scatter(has_parent, pred.gather(-1, packed.input_ids[has_parent, None])[:, 0])
+
+
+def packed_clipped_loss(logp_new: torch.Tensor, logp_old: torch.Tensor, packed: PackedTree,
+                        advantages: Sequence[Sequence[float]], clip_eps: float = 0.2) -> torch.Tensor:
+    """The PPO clipped loss of every trajectory from one packed forward pass: the shared tokens'
+    log-probs (``logp_new``/``logp_old`` per node, from :func:`packed_token_logprobs`) are gathered
+    back onto each trajectory, and ``-min(rho A, clip(rho) A)`` is taken per trajectory and token with
+    that trajectory's own advantage. Equals the unpacked clipped loss (mean over the non-zero
+    advantages). Summing the advantages onto a shared node first (what :func:`pack_tree` does with
+    float weights) is exact only for a loss linear in the weight: clipping is not. Introduced in lesson 08."""
+    from course_lib.agentic.grpo import clipped_surrogate
+
+    if len(advantages) != len(packed.branch_nodes):
+        raise ValueError(f"{len(packed.branch_nodes)} trajectories but {len(advantages)} advantage lists")
+    ratios, advs, masks = [], [], []
+    for b, (nodes, adv) in enumerate(zip(packed.branch_nodes, advantages)):
+        if len(adv) != len(nodes):
+            raise ValueError(f"trajectory {b}: {len(nodes)} tokens but {len(adv)} advantages")
+        idx = torch.tensor(nodes[1:], dtype=torch.long)
+        a = torch.tensor([float(x) for x in adv[1:]])
+        ratios.append(torch.exp(logp_new[idx] - logp_old[idx].detach()))
+        advs.append(a)
+        masks.append((a != 0).float())
+    return clipped_surrogate(torch.cat(ratios), torch.cat(advs), torch.cat(masks), clip_eps)
+
+
+# --- trie packing under a memory limit (KAT-Coder V1: dynamic programming + greedy) ------------------
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def packing_cost(sequences: Sequence[Sequence[int]], packs: Sequence[Sequence[int]]) -> int:
+    """Tokens computed when each pack (a list of sequence indices) is one packed trie: the sum of the
+    packs' trie sizes. Introduced in lesson 08."""
+    return sum(pack_tree([sequences[i] for i in p]).num_nodes for p in packs)
+
+
+def pack_under_budget(sequences: Sequence[Sequence[int]], budget: int) -> list[list[int]]:
+    """Split trajectories into packs of at most ``budget`` trie nodes each (the memory limit of one
+    packed forward pass), computing as few tokens as possible. Greedy part: sort the trajectories in
+    token order, so the ones that share prefixes are neighbours and the trie size of a run of
+    neighbours is ``sum(len) - sum(lcp of consecutive ones)``. Dynamic-programming part: the optimal
+    cut of that sorted list into contiguous packs within the budget (``best[j] = min_i best[i] +
+    cost(i, j)``). Returns the packs as lists of indices into ``sequences``. A trajectory longer than
+    the budget is an error naming it. Introduced in lesson 08."""
+    if budget < 1:
+        raise ValueError("budget must be a positive number of tokens")
+    for i, s in enumerate(sequences):
+        if len(s) > budget:
+            raise ValueError(f"sequence {i} has {len(s)} tokens, more than the budget of {budget}: "
+                             "split it or raise the budget")
+    order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
+    seqs = [list(sequences[i]) for i in order]
+    n = len(seqs)
+    lengths = [0] + [len(s) for s in seqs]
+    lcps = [0, 0] + [_lcp(seqs[k - 1], seqs[k]) for k in range(1, n)]   # lcps[k+1]: seqs[k-1] vs seqs[k]
+    cum_len, cum_lcp = [0] * (n + 1), [0] * (n + 1)
+    for k in range(1, n + 1):
+        cum_len[k] = cum_len[k - 1] + lengths[k]
+        cum_lcp[k] = cum_lcp[k - 1] + lcps[k]
+
+    def cost(i: int, j: int) -> int:          # trie nodes of seqs[i:j] (sorted, contiguous)
+        return cum_len[j] - cum_len[i] - (cum_lcp[j] - cum_lcp[i + 1])
+
+    inf = float("inf")
+    best, cut = [0.0] + [inf] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j - 1, -1, -1):
+            c = cost(i, j)
+            if c > budget:
+                break                         # longer runs only grow
+            if best[i] + c < best[j]:
+                best[j], cut[j] = best[i] + c, i
+    packs, j = [], n
+    while j > 0:
+        packs.append([order[k] for k in range(cut[j], j)])
+        j = cut[j]
+    return packs[::-1]
+
+
+def first_fit_packs(sequences: Sequence[Sequence[int]], budget: int) -> list[list[int]]:
+    """The naive packer the DP is compared with: trajectories in arrival order, each added to the
+    current pack while its trie stays within ``budget``, else a new pack. Introduced in lesson 08."""
+    packs: list[list[int]] = []
+    for i in range(len(sequences)):
+        if len(sequences[i]) > budget:
+            raise ValueError(f"sequence {i} has {len(sequences[i])} tokens, more than the budget of {budget}")
+        if packs and packing_cost(sequences, [packs[-1] + [i]]) <= budget:
+            packs[-1].append(i)
+        else:
+            packs.append([i])
+    return packs

@@ -97,3 +97,25 @@ def icepop_mask(logp_train: torch.Tensor, logp_infer: torch.Tensor, mask: torch.
         raise ValueError(f"need 0 < low <= 1 <= high, got low={low}, high={high}")
     ratio = torch.exp(logp_train.detach() - logp_infer.detach())
     return mask.float() * ((ratio >= low) & (ratio <= high)).float()
+
+
+# --- routing alignment (KAT-Coder-V2: 对齐采样与训练路由) --------------------------------------------
+
+def moe_routes(hidden: torch.Tensor, router: torch.Tensor, *, noise: float = 0.0,
+               seed: int | None = None) -> torch.Tensor:
+    """Top-1 expert of each token of a toy MoE layer: ``argmax(hidden @ router + noise)``. ``noise``
+    stands for the engine's numerical differences (another kernel, another batch size): two engines
+    with different noise can route a near-tie token to different experts. Introduced in lesson 09."""
+    scores = hidden @ router
+    if noise:
+        g = torch.Generator().manual_seed(seed) if seed is not None else None
+        scores = scores + noise * torch.randn(scores.shape, generator=g, dtype=scores.dtype)
+    return scores.argmax(-1)
+
+
+def moe_logprobs(hidden: torch.Tensor, experts: torch.Tensor, routes: torch.Tensor,
+                 targets: torch.Tensor) -> torch.Tensor:
+    """Log-probability of each target token when token i goes through expert ``routes[i]``
+    (``experts``: (E, d, V) output heads). Introduced in lesson 09."""
+    logits = torch.einsum("nd,ndv->nv", hidden, experts[routes])
+    return torch.log_softmax(logits, -1).gather(-1, targets[:, None])[:, 0]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.agentic.rewards import (
+from course_lib.agentic.rule_rewards import (
     RewardConfig,
     Rollout,
     ToolCall,
@@ -48,11 +48,34 @@ def test_success_needs_every_f2p_and_every_p2p():
     assert rule_reward(_traj(missing), F2P, P2P, GOLD, SCHEMAS)["success"] == 0.0
 
 
+def _worst_success_and_best_failure(cfg):
+    """The worst success (every penalty at once) and the best failure (right file, every F2P test but
+    one of ten passing, no penalty) this config can produce."""
+    f2p = [f"t_new_{i}" for i in range(10)]
+    ok = {t: True for t in f2p + P2P}
+    junk = [ToolCall("read_file", "{bad json", turn=0)] * 8 + [ToolCall("read_file", '{"path": "a"}', turn=0)] * 8
+    worst = rule_reward(_traj(ok, calls=junk, text="retry the edit now " * 30), f2p, P2P, GOLD, SCHEMAS, cfg)
+    best = rule_reward(_traj(dict(ok, t_new_9=False)), f2p, P2P, GOLD, SCHEMAS, cfg)
+    return worst, best
+
+
 def test_no_failure_outscores_a_success():
-    success = rule_reward(_traj(ALL_PASS, calls=[ToolCall("read_file", "{bad json")] * 3), F2P, P2P, GOLD,
-                          SCHEMAS)["reward"]
-    best_failure = rule_reward(_traj(dict(ALL_PASS, t_new_2=False)), F2P, P2P, GOLD, SCHEMAS)["reward"]
-    assert best_failure < 1.0 - RewardConfig().max_penalty <= success
+    cfg = RewardConfig()
+    worst, best = _worst_success_and_best_failure(cfg)
+    assert worst["success"] == 1.0 and worst["penalty"] == cfg.max_penalty     # every penalty, capped
+    assert best["success"] == 0.0 and best["penalty"] == 0.0
+    assert best["reward"] < worst["reward"]
+    assert best["reward"] <= cfg.progress_cap < cfg.success - cfg.max_penalty
+
+
+def test_a_config_where_a_failure_can_win_is_refused():
+    """max_penalty 0.65: the worst success scores 0.35, the best failure above (0.38 here, up to the
+    0.4 cap), so rule_reward refuses the config rather than rank a failure first."""
+    with pytest.raises(ValueError, match="failure outscore a success"):
+        _worst_success_and_best_failure(RewardConfig(max_penalty=0.65))
+    loose = RewardConfig(max_penalty=0.65, progress_cap=0.3)      # repaired by a lower progress cap
+    worst, best = _worst_success_and_best_failure(loose)
+    assert best["reward"] < worst["reward"]
 
 
 def test_progress_for_failures_rewards_localisation_and_partial_tests():

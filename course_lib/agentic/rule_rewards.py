@@ -83,8 +83,9 @@ def repeated_calls(calls: Sequence[ToolCall]) -> int:
 
 @dataclass
 class RewardConfig:
-    """Weights of the three layers. ``progress_cap`` < ``success`` keeps every failure below every
-    success; penalties are capped at ``max_penalty``."""
+    """Weights of the three layers. Penalties are capped at ``max_penalty`` and progress at
+    ``progress_cap``; ``success - max_penalty > progress_cap`` keeps every failure below every success
+    (:func:`rule_reward` refuses a config that breaks it)."""
 
     success: float = 1.0
     repeated_text: float = 0.2          # × repeated-text ratio
@@ -112,8 +113,15 @@ def rule_reward(traj: Trajectory, fail_to_pass: Sequence[str], pass_to_pass: Seq
                 gold_files: Sequence[str], schemas: Mapping[str, Sequence[str]],
                 cfg: RewardConfig | None = None) -> dict[str, float]:
     """The three-layer reward and its parts. A test missing from ``test_results`` counts as failed.
+    Partial Fail-to-Pass credit counts only while every Pass-to-Pass test still passes (a patch that
+    breaks a working test gets no credit for half a fix). A config under which some failure could
+    outscore some success (``success - max_penalty <= progress_cap``) is refused.
     Introduced in lesson 09."""
     cfg = cfg or RewardConfig()
+    if cfg.success - cfg.max_penalty <= cfg.progress_cap:
+        raise ValueError(f"RewardConfig lets a failure outscore a success: the worst success scores "
+                         f"success - max_penalty = {cfg.success - cfg.max_penalty:g}, a failure up to "
+                         f"progress_cap = {cfg.progress_cap:g}; lower max_penalty or progress_cap")
     if not fail_to_pass:
         raise ValueError("an environment without Fail-to-Pass tests cannot tell a fix from a no-op; "
                          "reject it when building the environment")
