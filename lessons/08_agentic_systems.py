@@ -491,7 +491,7 @@ my_split_f2p_p2p = exercises.check("08-3", my_split_f2p_p2p)
 #
 # `units_broken_env` 的 test patch 依赖一个环境快照里没有的模块，新测试文件 import 失败、**一个测试也收集不到**。
 # 不做检查的 builder 只看到「碰巧被收集的测试」：F2P 为空，于是「所有已知测试都通过」——**什么都不改的 no-op 补丁也拿满分**。
-# `run_tests` 对超时、sandbox 错误、缺少收集标记的运行会重试：机器忙不能变成错误的 reward。下面用四个环境、两种补丁 (gold / no-op) 做一次小型审计。
+# `run_tests` 对超时、sandbox 错误、内存或输出超限的运行会重试：机器忙不能变成错误的 reward；测试文件在 judge 里运行，没能加载的测试文件里的测试都算「未收集」。下面用四个环境、两种补丁 (gold / no-op) 做一次小型审计。
 
 # %% slideshow={"slide_type": "subslide"}
 jobs, meta = [], []
