@@ -23,6 +23,7 @@ from course_lib.data.dedup import (
     jaccard,
     lsh_candidate_pairs,
     precision_recall,
+    removal,
     s_curve,
     word_shingles,
     word_tokens,
@@ -227,7 +228,7 @@ def test_load_deduped_corpus_builds_caches_and_reports(tmp_path, monkeypatch):
         calls.append(profile)
         return datasets.Dataset.from_dict(rows)
 
-    monkeypatch.setattr(dedup, "_corpus", fake_corpus)
+    monkeypatch.setattr(removal, "_corpus", fake_corpus)
     ds = dedup.load_deduped_corpus("ci")
     assert ds["path"] == ["x.py", "z.py"] and ds.column_names == list(rows)
     report = dedup.load_dedup_report("ci")

@@ -79,15 +79,15 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
 
 
 def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
-    from course_lib.drill import evaluate, preflight, run
+    from course_lib.drill import evaluate, outputs, pipeline, run, settings
     from course_lib.drill.taskgen import HUB_COLUMNS
     from course_lib.evaluation import sandbox
     from course_lib.training.sft import llamafactory_config
 
-    cfg = run.config_from_profile("full")
+    cfg = settings.config_from_profile("full")
     steps = run.plan_steps(cfg)
     assert steps == list(run.STEPS)
-    assert preflight.teacher_problem(cfg) is None            # the full profile's own teacher check
+    assert pipeline.teacher_problem(cfg) is None            # the full profile's own teacher check
     problems = run.check_prerequisites(cfg, steps)
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
@@ -117,8 +117,8 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     full_yaml = llamafactory_config("full", **cfg.sft_overrides)
     assert full_yaml["finetuning_type"] == "lora" and full_yaml["bf16"] is False
     for v in cfg.trained_variants():
-        res = json.loads(run._sft_result_path(cfg, v).read_text())
-        assert run.has_weights(res["model_path"])
+        res = json.loads(cfg.paths.model_record(v).read_text())
+        assert outputs.has_weights(res["model_path"])
     # steps 4-5: answers for every eval row, each judged in the Docker sandbox
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
     assert {s for s in manifest["steps"]} >= set(run.STEPS)
@@ -146,10 +146,10 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
 
 def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
     """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
-    from course_lib.drill import run
+    from course_lib.drill import run, settings
     from course_lib.tooling.runner import execute_notebook
 
-    problems = run.check_prerequisites(run.config_from_profile("full"), list(run.STEPS))
+    problems = run.check_prerequisites(settings.config_from_profile("full"), list(run.STEPS))
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
     source = repo / "solutions" / "07_tiny_codes_drill.ipynb"

@@ -572,11 +572,11 @@ def load_ordered_corpus(profile: str = "ci", rebuild: bool = False):
     import datasets
 
     from course_lib import store
-    from course_lib.data.dedup import _dedup_artefact, load_deduped_corpus
+    from course_lib.data.dedup import dedup_artefact, load_deduped_corpus
     from course_lib.profiles import get_profile
 
     cfg = dict(get_profile(profile).deps)
-    upstream = _dedup_artefact(profile)
+    upstream = dedup_artefact(profile)
 
     def build(folder):
         corpus = load_deduped_corpus(profile)

@@ -88,7 +88,7 @@ def answer_lead_in(answer: str | None) -> str | None:
     None when the answer defines no function in such a fence.
 
     Test pass@1 keeps a model's own lead-in (prose, the fence) and gives it the ``def`` line the task
-    asks for (:func:`course_lib.drill.run.signature_prefix`). Introduced in lesson 07.
+    asks for (:func:`course_lib.drill.inference.signature_prefix`). Introduced in lesson 07.
     """
     if not answer:
         return None

@@ -83,17 +83,26 @@ class SFTResult:
     seconds: float = 0.0
 
     def plot_loss(self, ax=None, label: str | None = None):
-        """The training loss per step."""
+        """The training loss per step (:func:`plot_loss`)."""
+        return plot_loss(self.loss_curve, ax, label=label or "LLaMA-Factory (via LazyLLM)")
+
+
+def plot_loss(curve: Sequence[tuple[int, float]], ax=None, *, label: str | None = None, title: str = "SFT loss"):
+    """The training loss per step of ``curve`` ((step, loss) pairs, as :func:`read_loss_curve` reads
+    them) on ``ax`` (a new pyplot figure when None); a legend when ``label`` is given. Returns ``ax``.
+    Introduced in lesson 05."""
+    if ax is None:
         import matplotlib.pyplot as plt
 
-        ax = ax or plt.subplots(figsize=(6, 3))[1]
-        steps, losses = zip(*self.loss_curve) if self.loss_curve else ((), ())
-        ax.plot(steps, losses, marker=".", label=label or "LLaMA-Factory (via LazyLLM)")
-        ax.set_xlabel("step")
-        ax.set_ylabel("training loss (answer tokens)")
-        ax.set_title("SFT loss")
+        ax = plt.subplots(figsize=(6, 3))[1]
+    steps, losses = zip(*curve) if curve else ((), ())
+    ax.plot(steps, losses, marker=".", label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (answer tokens)")
+    ax.set_title(title)
+    if label:
         ax.legend()
-        return ax
+    return ax
 
 
 # --- settings -------------------------------------------------------------------------------------

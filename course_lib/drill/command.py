@@ -8,10 +8,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from course_lib.drill.run import PrerequisiteError, config_from_profile, default_root, run_drill
-from course_lib.drill.store import DrillPaths, StepOutputError, setup_logging
+from course_lib.drill.outputs import DrillPaths, StepOutputError, setup_logging
+from course_lib.drill.run import run_drill
+from course_lib.drill.settings import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
 
-EPILOG = """\
+_EPILOG = """\
 steps (each skipped when its output is whole; --force redoes the selected steps):
   1 download    stream nampdn-ai/tiny-codes (full; gated: set HF_TOKEN) or read assets/tiny_codes/ (ci),
                 keep Python, split → DATA/train_python.json, DATA/eval_python.json
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m course_lib.drill",
         description="Lesson 07's tiny-codes drill: download → pipeline → SFT → inference → evaluation.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("run")
     g.add_argument("--profile", choices=["ci", "full"], default=None,
                    help="ci: CPU, offline, the course's tiny model (default, or $COURSE_PROFILE); "
@@ -166,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     if summary.exists():
         import json
 
-        from course_lib.drill.metrics import metrics_table
+        from course_lib.drill.scoreboard import metrics_table
 
-        table = metrics_table(json.loads(summary.read_text()), ["base", "raw_sft", "pipeline_sft"])
+        table = metrics_table(json.loads(summary.read_text()), list(VARIANT_LABELS))
         print(table.to_string(float_format=lambda x: f"{x:.3f}"))
     return 0
