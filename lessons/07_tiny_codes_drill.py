@@ -43,10 +43,8 @@ from course_lib.training import tinymodel
 from course_lib.training.sft import cpu_has_bf16, llamafactory_config
 
 P = get_profile(PROFILE)
-cfg = drill.config_from_profile(PROFILE, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
-                              humaneval_subset=HUMANEVAL_SUBSET, compare_raw=COMPARE_RAW)
-if SFT_STEPS:
-    cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(SFT_STEPS)}
+cfg = drill.config_from_profile(P, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
+                                humaneval_subset=HUMANEVAL_SUBSET, compare_raw=COMPARE_RAW, sft_steps=SFT_STEPS)
 cfg.paths.make()
 log_path = setup_logging(cfg.paths.log_dir, quiet=True)
 pd.set_option("display.max_colwidth", 80)
@@ -381,7 +379,8 @@ if saved_path.exists():
     saved = json.loads(saved_path.read_text(encoding="utf-8"))
     print(f"saved benchmark ({saved['date']}, {saved['sft_overrides']['max_steps']} SFT steps, bf16 {saved['cpu_has_bf16']}, "
           f"seeds {[r['seed'] for r in saved['results']]}), pipeline SFT − raw SFT:")
-    if (saved["sft_overrides"] != {k: v for k, v in cfg.sft_overrides.items() if k != "seed"}
+    if (llamafactory_config(P, **{k: v for k, v in saved["sft_overrides"].items() if k != "seed"})
+            != llamafactory_config(P, **{k: v for k, v in cfg.sft_overrides.items() if k != "seed"})
             or saved["cpu_has_bf16"] != cpu_has_bf16() or saved.get("train_size") != cfg.train_size):
         print("  (measured with other settings or on another CPU than this run: rerun the benchmark to compare)")
     for key in saved["comparisons"]:

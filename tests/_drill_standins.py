@@ -104,7 +104,7 @@ def make_fake_finetune(calls: list | None = None):
         if calls is not None:
             calls.append(len(train_rows))
         return SFTResult(merged_model=out, adapter_dir=log.parent, log_path=log, loss_curve=curve,
-                         train_runtime=0.0, config={"profile": profile, **overrides})
+                         train_runtime=0.0, config={"profile": getattr(profile, "name", profile), **overrides})
     return finetune
 
 

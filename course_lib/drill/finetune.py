@@ -33,11 +33,12 @@ from course_lib.drill.outputs import (
 )
 from course_lib.drill.pipeline import fence_if_bare
 from course_lib.drill.settings import DrillConfig, Need, Step, base_model_path, use_lazyllm_path
+from course_lib.profiles import Profile
 
 # --- the training rows -----------------------------------------------------------------------------
 
 
-def to_sft_rows(records: list[dict]) -> list[dict]:
+def _to_sft_rows(records: list[dict]) -> list[dict]:
     """Training rows ``{"instruction", "input", "output"}`` from tiny-codes rows or pipeline records.
 
     Accepts ``prompt``/``response`` (tiny-codes), ``instruction``/``output`` (alpaca), or ``messages``
@@ -72,7 +73,7 @@ def _data_of(cfg: DrillConfig, variant: str) -> tuple[Path, str]:
 
 def _sft_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "data": sha_or_none(_data_of(cfg, variant)[0]), "base": cfg.sft_model or "profile",
-            "profile": cfg.profile, "overrides": cfg.sft_overrides}
+            "profile": cfg.profile.name, "overrides": cfg.sft_overrides}
 
 
 def _save_loss_png(history: list[dict], path: Path, title: str) -> Path:
@@ -124,7 +125,7 @@ def _sft_process_setup(threads: int, lazyllm_path: str | None) -> None:
         sys.path.insert(0, lazyllm_path)
 
 
-def _finetune(base: str, rows: list[dict], out_dir: Path, profile: str, overrides: dict):
+def _finetune(base: str, rows: list[dict], out_dir: Path, profile: Profile, overrides: dict):
     from course_lib.training import sft
 
     return sft.finetune(base, rows, out_dir, profile=profile, **overrides)
@@ -197,7 +198,7 @@ def step_sft(cfg: DrillConfig) -> dict:
             continue
         use_lazyllm_path(cfg)
         data_path, made_by = _data_of(cfg, variant)
-        rows = to_sft_rows(read_json_output(data_path, made_by))
+        rows = _to_sft_rows(read_json_output(data_path, made_by))
         out_dir = cfg.paths.model_for(variant)
         out_dir.mkdir(parents=True, exist_ok=True)
         jobs[variant] = (base_model_path(cfg), rows, out_dir / "run", cfg.profile, dict(cfg.sft_overrides))
@@ -263,9 +264,9 @@ def _needs(cfg: DrillConfig) -> list[Need]:
 
 
 def base_model_problems(cfg: DrillConfig) -> list[str]:
-    """A ``--sft-model`` folder without a config and weights (the full profile's models are checked, and
-    logged, by :mod:`course_lib.drill.preflight`)."""
-    if cfg.profile == "full" or not cfg.sft_model:
+    """A ``--sft-model`` folder without a config and weights (where the profile runs the preflight checks,
+    ``drill.preflight``, they check, and log, the models: :mod:`course_lib.drill.preflight`)."""
+    if cfg.profile.drill.preflight or not cfg.sft_model:
         return []
     sm = Path(cfg.sft_model)
     if (sm.is_absolute() or sm.exists()) and not has_weights(sm):

@@ -28,6 +28,7 @@ from course_lib.drill.vllm_engine import (
     generate_offline,
     knobs_from_profile,
 )
+from course_lib.profiles import ProfileLike, resolve_profile
 
 _STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 _ENGINES = ("vllm", "transformers")
@@ -250,7 +251,7 @@ def _free_memory() -> None:
 
 
 def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequence[tuple[str, str]] = (), *,
-              profile: str = "ci", knobs: VLLMKnobs | None = None, engine: Any = _PROFILE,
+              profile: ProfileLike = "ci", knobs: VLLMKnobs | None = None, engine: Any = _PROFILE,
               fallback: Any = _PROFILE, batch_size: Any = _PROFILE, threads: Any = _PROFILE,
               timeout_s: Any = _PROFILE, log: logging.Logger | None = None,
               answer_prefixes: Sequence[str | None] | None = None,
@@ -266,7 +267,7 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
     ``(prompts, answer_prefixes)`` (or None for none) that the same engine answers, without a second
     start-up; those answers are returned as ``"follow_up"`` (None when there was no second round).
 
-    Settings not given come from ``get_profile(profile).drill``: ``knobs`` (``vllm_*``), ``engine``
+    Settings not given come from the profile's ``drill`` section: ``knobs`` (``vllm_*``), ``engine``
     (``inference_backend``: ``"vllm"``, or ``"transformers"`` to skip vLLM), ``fallback``
     (``inference_fallback``: ``"transformers"`` or None), ``batch_size`` (of the fallback), ``threads``
     (``inference_workers``: CPU threads of the PPL pass and of the fallback) and ``timeout_s``
@@ -281,10 +282,9 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
     "ppl": {...} | None, "engine": {"engine", "version", "settings", "fallback_reason", "ppl",
     "truncated_prompts", "seconds", ...}}``. Introduced in lesson 07.
     """
-    from course_lib.profiles import get_profile
-
-    d = get_profile(profile).drill
-    knobs = knobs or knobs_from_profile(profile)
+    P = resolve_profile(profile)
+    d = P.drill
+    knobs = knobs or knobs_from_profile(P)
     engine = d.inference_backend if engine is _PROFILE else engine
     fallback = d.inference_fallback if fallback is _PROFILE else fallback
     batch_size = d.batch_size if batch_size is _PROFILE else batch_size

@@ -48,7 +48,7 @@ def model_path_for(cfg: DrillConfig, variant: str) -> str:
 
 def _model_fingerprint(cfg: DrillConfig, variant: str) -> str | None:
     if variant == "base":
-        return cfg.sft_model or f"profile:{cfg.profile}"
+        return cfg.sft_model or f"profile:{cfg.profile.name}"
     return sha_or_none(cfg.paths.model_record(variant))
 
 

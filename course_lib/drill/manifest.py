@@ -103,7 +103,7 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
             entry = {**old, "status": "cached", "cached": True, "checked": finished}
         else:
             status = "failed" if error is not None else ("cached" if _was_cached(step, info, notes) else "ran")
-            entry = {"step": step, "number": STEPS.index(step) + 1, "profile": cfg.profile, "status": status,
+            entry = {"step": step, "number": STEPS.index(step) + 1, "profile": cfg.profile.name, "status": status,
                      "cached": status == "cached", "started": started, "finished": finished,
                      "seconds": round(seconds, 2), "engine": get_step(step).engine(cfg)}
             if notes:   # a variant cached in this run keeps what the run that made it recorded
@@ -119,7 +119,7 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
                 entry["result"] = info
         data["steps"][step] = entry
         data["steps"] = {s: data["steps"][s] for s in STEPS if s in data["steps"]}
-        data.update(profile=cfg.profile, updated=finished)
+        data.update(profile=cfg.profile.name, updated=finished)
         atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False, default=str))
     except Exception as exc:
         if error is None:

@@ -124,14 +124,12 @@ def teacher_needed(cfg: DrillConfig, steps: Sequence[str]) -> bool:
 # --- the step -------------------------------------------------------------------------------------
 
 def _pipeline_timeout(cfg: DrillConfig) -> float:
-    from course_lib.profiles import get_profile
-
-    return float(get_profile(cfg.profile).pipeline.timeout_s)
+    return float(cfg.profile.pipeline.timeout_s)
 
 
 def _pipeline_config(cfg: DrillConfig) -> dict:
     return {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
-            "profile": cfg.profile, "timeout_s": _pipeline_timeout(cfg)}
+            "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg)}
 
 
 def step_pipeline(cfg: DrillConfig) -> dict:
@@ -144,7 +142,7 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     if up_to_date([p.codegen_json], conf, cfg.force, "pipeline"):
         return {"skipped": True}
     use_lazyllm_path(cfg)
-    if cfg.profile != "ci":   # ci starts its own offline teacher; full needs a running server
+    if cfg.profile.pipeline.teacher != "offline":   # the offline teacher is started by the pipeline itself
         why = teacher_problem(cfg)
         if why:
             raise PrerequisiteError(f"pipeline: {why}")
@@ -181,12 +179,10 @@ def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
 
 
 def _engine(cfg: DrillConfig) -> dict:
-    from course_lib.profiles import get_profile
-
-    P = get_profile(cfg.profile)
+    S = cfg.profile.pipeline
     out = {"name": "LazyLLM codegen pipeline (lesson 05)", "timeout_s": _pipeline_timeout(cfg),
-           "min_score": P.pipeline.min_score, "max_score": P.pipeline.max_score}
-    if cfg.profile == "ci":
+           "min_score": S.min_score, "max_score": S.max_score}
+    if S.teacher == "offline":
         out["teacher"] = "course offline teacher on 127.0.0.1 (rules, not an LLM)"
     else:
         t = teacher_endpoint(cfg)

@@ -71,15 +71,14 @@ def docker_state() -> tuple[bool, bool]:
     return up, (d.image_exists() if up else False)
 
 
-def _gpu_check_bypassed() -> bool:
-    """True (and logged) in the CPU rehearsal of the full profile, the one run that skips the GPU checks
-    (:data:`course_lib.drill.rehearsal.BYPASSED_CHECKS`)."""
-    from course_lib.drill.rehearsal import bypassed
-
-    why = bypassed("gpu_memory")
-    if why:
-        log().warning("prerequisites: %s", why)
-    return why is not None
+def _gpu_check_off(cfg: DrillConfig) -> bool:
+    """True (and logged) when the profile's ``drill.gpu_memory_check`` is off: the full-profile rehearsal
+    on CPU (``tests/``) turns it off, the one check it skips."""
+    if cfg.profile.drill.gpu_memory_check:
+        return False
+    log().warning("prerequisites: the GPU and free-GPU-memory check is off in this profile "
+                  "(drill.gpu_memory_check: the full-profile rehearsal on CPU)")
+    return True
 
 
 # --- the checks ----------------------------------------------------------------------------------
@@ -116,7 +115,7 @@ def gpu_memory_problems(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
     SFT on a machine whose only GPU still serves the teacher is a problem (stop the teacher first).
     Introduced in lesson 07."""
     gpu_steps = [s for s in steps if s in _GPU_STEPS]
-    if not gpu_steps or _gpu_check_bypassed():
+    if not gpu_steps or _gpu_check_off(cfg):
         return []
     gpus = gpu_memory_mib()
     if not gpus:
@@ -139,9 +138,7 @@ def gpu_memory_problems(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
 
 
 def _sandbox_backend(cfg: DrillConfig) -> str:
-    from course_lib.profiles import get_profile
-
-    return str(cfg.sandbox_backend or os.environ.get("SANDBOX_BACKEND") or get_profile(cfg.profile).sandbox.backend)
+    return str(cfg.sandbox_backend or cfg.profile.sandbox.backend)
 
 
 def check_full_prerequisites(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
@@ -176,7 +173,7 @@ def check_full_prerequisites(cfg: DrillConfig, steps: Sequence[str]) -> list[str
             problems.append(f"the Docker image {IMAGE!r} is missing: build it with "
                             "`python -m course_lib.evaluation.sandbox image`")
     if teacher_runs:   # the teacher holds the GPU during step 2: only check that a GPU exists now
-        if any(s in steps for s in _GPU_STEPS) and not _gpu_check_bypassed() and not gpu_memory_mib():
+        if any(s in steps for s in _GPU_STEPS) and not _gpu_check_off(cfg) and not gpu_memory_mib():
             problems.append("no NVIDIA GPU is visible (nvidia-smi / torch.cuda): the full profile's SFT and "
                             "inference need one (run --profile ci on a CPU machine)")
     else:

@@ -70,7 +70,7 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
                 problems.append(f"{need.what} ({need.path}) is missing or incomplete: run step "
                                 f"{STEPS.index(need.made_by) + 1} `--only-step {need.made_by}` first")
         problems += step.check(cfg, steps)
-    if cfg.profile == "full":   # before any GPU work: models, teacher, Docker, GPU memory
+    if cfg.profile.drill.preflight:   # before any GPU work: models, teacher, Docker, GPU memory
         problems += preflight.check_full_prerequisites(cfg, steps)
     return problems
 
@@ -82,13 +82,13 @@ def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str,
     problems = check_prerequisites(cfg, steps)
     if problems:
         raise PrerequisiteError("cannot start the drill:\n  - " + "\n  - ".join(problems))
-    log().info("drill (%s profile): steps %s; variants %s; folders %s", cfg.profile, ", ".join(steps),
+    log().info("drill (%s profile): steps %s; variants %s; folders %s", cfg.profile.name, ", ".join(steps),
                ", ".join(cfg.variants()), cfg.paths.data_dir.parent)
     done: dict[str, Any] = {}
     gpu_checked = False
     for i, name in enumerate(steps):
         step, number = _step(name), STEPS.index(name) + 1
-        if cfg.profile == "full" and step.uses_gpu and not gpu_checked:
+        if cfg.profile.drill.preflight and step.uses_gpu and not gpu_checked:
             gpu_checked = True   # the teacher of step 2 may have held the GPU until now
             problems = preflight.gpu_memory_problems(cfg, steps[i:])
             if problems:

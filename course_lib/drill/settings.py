@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from course_lib.drill.outputs import DrillPaths
 from course_lib.drill.vllm_engine import VLLMKnobs, knobs_from_profile
+from course_lib.profiles import Profile, ProfileLike, resolve_profile
 
 
 class PrerequisiteError(RuntimeError):
@@ -63,9 +64,9 @@ class DrillConfig:
     Introduced in lesson 07.
     """
 
-    # settings of the profile's ``drill`` and ``sandbox`` sections (no defaults here: the profile is the
-    # one source of their values; config_from_profile fills them)
-    profile: str
+    # the profile, resolved once (config_from_profile), and settings of its ``drill`` and ``sandbox``
+    # sections (no defaults here: the profile is the one source of their values)
+    profile: Profile
     train_size: int
     eval_size: int
     humaneval_subset: int
@@ -110,25 +111,26 @@ class DrillConfig:
         return [n for n in self.variants() if trained_by(n) is not None and (step is None or trained_by(n) == step)]
 
 
-def default_root(profile: str) -> Path:
+def default_root(profile: ProfileLike) -> Path:
     """The drill's folder in the course cache (shared by the CLI, the notebook and the tests)."""
     from course_lib.paths import cache_dir
 
-    return cache_dir("drill", profile)
+    return cache_dir("drill", resolve_profile(profile).name)
 
 
-def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
-    """A :class:`DrillConfig` from ``get_profile(profile).drill`` plus ``overrides``.
+def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = None,
+                        **overrides: Any) -> DrillConfig:
+    """A :class:`DrillConfig` from the profile's ``drill`` section plus ``overrides`` (settings of
+    :class:`DrillConfig`; None values are ignored). ``sft_steps``: SFT optimizer steps per variant (the
+    ``max_steps`` of the SFT settings; the CLI's ``--sft-steps``, the notebook's ``SFT_STEPS``).
 
     Introduced in lesson 07.
     """
-    from course_lib.profiles import get_profile
-
-    P = get_profile(profile)
+    P = resolve_profile(profile)
     d = P.drill
-    knobs = knobs_from_profile(profile)
+    knobs = knobs_from_profile(P)
     cfg = DrillConfig(
-        profile=profile, train_size=d.train_size, eval_size=d.eval_size,
+        profile=P, train_size=d.train_size, eval_size=d.eval_size,
         humaneval_subset=d.humaneval_subset, seed=P.seed, source=d.source, dataset=d.dataset,
         compare_raw=d.compare_raw, vllm=knobs, inference_backend=d.inference_backend,
         inference_fallback=d.inference_fallback, inference_timeout_s=float(d.inference_timeout_s),
@@ -144,26 +146,25 @@ def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
             raise TypeError(f"DrillConfig has no setting {k!r}")
         setattr(cfg, k, v)
     if cfg.paths is None:
-        cfg.paths = DrillPaths.under(default_root(profile))
+        cfg.paths = DrillPaths.under(default_root(P))
     if cfg.source == "assets" and cfg.data_files is None:
         from course_lib.paths import assets_dir
 
         cfg.data_files = [str(assets_dir("tiny_codes", "tiny_codes_sample.jsonl"))]
         cfg.hidden_tests = cfg.hidden_tests or str(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    if sft_steps:
+        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
     return cfg
 
 
 def base_model_path(cfg: DrillConfig) -> str:
-    """The model SFT starts from: ``--sft-model`` or the profile's (the course's tiny model in ci)."""
+    """The model SFT starts from: ``--sft-model`` as given, else the profile's ``sft.base_model`` through
+    lesson 05's resolver (the course's tiny model in ci; a hub id in full, not downloaded here)."""
     if cfg.sft_model:
         return str(cfg.sft_model)
-    if cfg.profile == "ci":
-        from course_lib.training.tinymodel import get_tiny_model
+    from course_lib.training.sft import resolve_base_model
 
-        return str(get_tiny_model("base", profile="ci"))
-    from course_lib.profiles import get_profile
-
-    return str(get_profile(cfg.profile).sft.base_model)
+    return str(resolve_base_model(None, cfg.profile, download=False))
 
 
 def use_lazyllm_path(cfg: DrillConfig) -> None:

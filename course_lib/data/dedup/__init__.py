@@ -52,6 +52,7 @@ from course_lib.data.dedup.removal import (
     clusters_from_pairs,
     content_hash,
     corpus_fingerprint,
+    corpus_stars,
     dedup_artefact,
     deduplicate,
     exact_duplicate_groups,
@@ -67,7 +68,7 @@ from course_lib.data.dedup.removal import (
 
 __all__ = [
     "DedupResult", "MERSENNE_61", "MinHasher", "UnionFind", "WORD_RE", "banding_errors", "char_shingles",
-    "choose_bands", "choose_keeper", "clusters_from_pairs", "content_hash", "corpus_fingerprint", "dedup_artefact",
+    "choose_bands", "choose_keeper", "clusters_from_pairs", "content_hash", "corpus_fingerprint", "corpus_stars", "dedup_artefact",
     "deduplicate", "estimated_jaccard", "exact_duplicate_groups", "exact_jaccard_pairs",
     "find_near_duplicates", "jaccard", "keeper_key", "load_dedup_report", "load_deduped_corpus",
     "lsh_candidate_pairs", "minhash_params", "near_dedup_quality", "normalize_whitespace",

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from course_lib.data.dedup.lsh import check_docs, exact_jaccard_pairs, find_near_duplicates, precision_recall
 from course_lib.data.dedup.minhash import jaccard, shingles
+from course_lib.profiles import ProfileLike, resolve_profile
 
 # --- exact dedup ----------------------------------------------------------------------------------
 
@@ -198,21 +199,22 @@ def partially_removed_repos(removed: Sequence[Mapping[str, Any]], repos: Sequenc
 
 # --- the lesson's artefact ------------------------------------------------------------------------
 
-def _corpus(profile: str, rebuild: bool = False):
+def _corpus(profile: ProfileLike, rebuild: bool = False):
     from course_lib.data.corpus import load_corpus
 
     return load_corpus(profile=profile, rebuild=rebuild)
 
 
-def repo_stars(profile: str = "ci") -> dict[str, int] | None:
+def repo_stars(profile: ProfileLike = "ci") -> dict[str, int] | None:
     """Stars per repository, from lesson 01 (``course_lib.data.corpus.corpus_repo_metadata``: the kept
     repositories; in ci the stars are the illustrative values of ``assets/repo_metadata.csv``), or None
     when lesson 01 offers none (the keep rule then falls back to the shortest path).
     Introduced in lesson 02."""
+    P = resolve_profile(profile)
     try:
         from course_lib.data.corpus import corpus_repo_metadata
 
-        meta = corpus_repo_metadata(profile)
+        meta = corpus_repo_metadata(P)
     except (ImportError, AttributeError, OSError, ValueError, KeyError):
         try:
             from course_lib.data.repos import load_repo_metadata
@@ -224,11 +226,13 @@ def repo_stars(profile: str = "ci") -> dict[str, int] | None:
     return {name: int((m or {}).get("stars") or 0) for name, m in meta.items()}
 
 
-def _stars_for(corpus, profile: str = "ci") -> Mapping[str, int] | Sequence[int] | None:
-    """Stars per row when the corpus carries a ``stars`` column, else :func:`repo_stars`."""
+def corpus_stars(corpus, profile: ProfileLike = "ci") -> Mapping[str, int] | Sequence[int] | None:
+    """Stars per row when the corpus carries a ``stars`` column, else :func:`repo_stars` (what the keep
+    rule of :func:`deduplicate` takes). Introduced in lesson 02."""
+    P = resolve_profile(profile)
     if "stars" in corpus.column_names:
         return list(corpus["stars"])
-    return repo_stars(profile)
+    return repo_stars(P)
 
 
 def corpus_fingerprint(corpus) -> str:
@@ -242,34 +246,34 @@ def corpus_fingerprint(corpus) -> str:
     return h.hexdigest()[:16]
 
 
-def dedup_artefact(profile: str, rebuild: bool = False):
+def dedup_artefact(profile: ProfileLike, rebuild: bool = False):
     """The deduplicated corpus as an artefact of :mod:`course_lib.store`: keyed by the profile's
     ``dedup`` settings, the content of lesson 01's corpus (upstream) and the code of the dedup package."""
     from course_lib import store
-    from course_lib.profiles import get_profile
 
-    corpus = _corpus(profile)
-    cfg = dict(get_profile(profile).dedup)
+    P = resolve_profile(profile)
+    corpus = _corpus(P)
+    cfg = dict(P.dedup)
 
     def build(folder):
-        stars = _stars_for(corpus, profile)
+        stars = corpus_stars(corpus, P)
         result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=stars,
                              threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
                              verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
         kept = corpus.select(result.keep)
         quality = near_dedup_quality(corpus["content"], result, cfg)
-        report = {"profile": profile, "config": cfg, "input_files": len(corpus), **result.summary(),
+        report = {"profile": P.name, "config": cfg, "input_files": len(corpus), **result.summary(),
                   "stars_known": stars is not None, "quality": quality,
                   "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
                   "removed_files": result.removed,
                   "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}
         kept.save_to_disk(str(folder / "dataset"))
         (folder / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"dedup ({profile}): {len(corpus)} files -> kept {len(kept)}; removed "
+        print(f"dedup ({P.name}): {len(corpus)} files -> kept {len(kept)}; removed "
               f"{report.get('exact_duplicate', 0)} exact and {report.get('near_duplicate', 0)} near duplicates")
         return {"rows": len(kept)}
 
-    return store.get_or_build("dedup", profile, cfg, build, upstream=[corpus_fingerprint(corpus)],
+    return store.get_or_build("dedup", P.name, cfg, build, upstream=[corpus_fingerprint(corpus)],
                               code=sorted(Path(__file__).parent.glob("*.py")), rebuild=rebuild, log=print)
 
 
@@ -286,7 +290,7 @@ def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[st
     return {**precision_recall(result.near_pairs, truth), "truth_cpu_seconds": round(time.process_time() - t0, 1)}
 
 
-def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
+def load_deduped_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
     """Lesson 01's corpus after exact and near dedup (a ``datasets.Dataset``, same columns), cached in
     ``cache_dir("dedup")`` through :mod:`course_lib.store` under a key of the profile's ``dedup``
     settings, lesson 01's corpus artefact and this module's code; built from
@@ -295,10 +299,12 @@ def load_deduped_corpus(profile: str = "ci", rebuild: bool = False):
     """
     import datasets
 
-    return datasets.load_from_disk(str(dedup_artefact(profile, rebuild).path / "dataset"))
+    P = resolve_profile(profile)
+    return datasets.load_from_disk(str(dedup_artefact(P, rebuild).path / "dataset"))
 
 
-def load_dedup_report(profile: str = "ci") -> dict[str, Any]:
+def load_dedup_report(profile: ProfileLike = "ci") -> dict[str, Any]:
     """The report of :func:`load_deduped_corpus` (counts, config, one record per removed file, the
     first clusters), building the deduped corpus first when needed. Introduced in lesson 02."""
-    return json.loads((dedup_artefact(profile).path / "report.json").read_text(encoding="utf-8"))
+    P = resolve_profile(profile)
+    return json.loads((dedup_artefact(P).path / "report.json").read_text(encoding="utf-8"))

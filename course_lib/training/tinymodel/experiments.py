@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
-from course_lib.profiles import get_profile
+from course_lib.profiles import ProfileLike, resolve_profile
 from course_lib.training.tinymodel import pretraining_data
 from course_lib.training.tinymodel.model import get_tiny_model, pack_windows, pretrain, seeded
 from course_lib.training.tinymodel.pretraining_data import RepoFiles, head_of
@@ -128,7 +128,7 @@ def order_experiment(model, tok, train_repos: Sequence[RepoFiles], eval_repos: S
     return result
 
 
-def dependency_order_experiment(profile: str = "ci", *, seed: int | None = None,
+def dependency_order_experiment(profile: ProfileLike = "ci", *, seed: int | None = None,
                                 progress: bool = False) -> dict[str, Any]:
     """Lesson 03's claim, P(repo) = prod_i P(f_i | f_<i), on the course's tiny model: continue
     pretraining the ``base`` model (:func:`get_tiny_model`) on the training repositories in dependency
@@ -140,11 +140,11 @@ def dependency_order_experiment(profile: str = "ci", *, seed: int | None = None,
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
-    P = get_profile(profile)
+    P = resolve_profile(profile)
     S = P.dependency_order
     seed = P.seed if seed is None else seed
-    corpus = pretraining_data.pretraining_corpus(profile)
-    path = get_tiny_model("base", profile)
+    corpus = pretraining_data.pretraining_corpus(P)
+    path = get_tiny_model("base", P)
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     eval_repos = [r for r in corpus.held_out if len(r.paths) >= 2][: S.eval_repos]
     with seeded(seed):

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 
 from course_lib import store
 from course_lib.paths import display_path
-from course_lib.profiles import get_profile
+from course_lib.profiles import ProfileLike, resolve_profile
 from course_lib.training.tinymodel import pretraining_data
 from course_lib.training.tinymodel.pretraining_data import PretrainingCorpus
 from course_lib.training.tinymodel.tokenizer import EOT, IM_END, SPECIAL_TOKENS, to_transformers_tokenizer, train_tokenizer
@@ -56,9 +56,9 @@ def tiny_config(**overrides: Any):
     return Qwen2Config(**values)
 
 
-def _model_settings(profile: str) -> dict[str, Any]:
-    P = get_profile(profile).tiny_model
-    return {k: P[k] for k in P}
+def _model_settings(profile: ProfileLike) -> dict[str, Any]:
+    S = resolve_profile(profile).tiny_model
+    return {k: S[k] for k in S}
 
 
 def _model_config(name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +249,7 @@ def encode_documents(tok, docs: Sequence[str]) -> list[list[int]]:
     return [e.ids for chunk in _batched(list(docs), 256) for e in tok.encode_batch(chunk)]
 
 
-def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci", *,
+def build_tiny_model(out_dir: str | Path, name: str = "base", profile: ProfileLike = "ci", *,
                      train_steps: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Build the tiny model ``name`` into ``out_dir`` (a Hugging Face folder) and return its metadata.
 
@@ -260,13 +260,14 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
     import torch
     from transformers import GenerationConfig, Qwen2ForCausalLM
 
+    P = resolve_profile(profile)
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    settings = _model_settings(profile)
+    settings = _model_settings(P)
     steps = settings["train_steps"] if train_steps is None else int(train_steps)
-    seed = get_profile(profile).seed
+    seed = P.seed
     t0 = time.time()
-    corpus = pretraining_data.pretraining_corpus(profile)
+    corpus = pretraining_data.pretraining_corpus(P)
     tok = _build_tokenizer(settings, corpus)
     hf_tok = to_transformers_tokenizer(tok, settings["max_position_embeddings"])
     seq_len, eot_id = settings["seq_len"], tok.token_to_id(EOT)
@@ -292,11 +293,11 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
         max_position_embeddings=settings["max_position_embeddings"],
         bos_token_id=eot_id, eos_token_id=tok.token_to_id(IM_END), pad_token_id=eot_id)
     # the full profile trains on its GPU when there is one; ci always on CPU
-    device = "cuda" if get_profile(profile).device == "cuda" and torch.cuda.is_available() else "cpu"
+    device = "cuda" if P.device == "cuda" and torch.cuda.is_available() else "cpu"
     with seeded(seed):
         model = Qwen2ForCausalLM(config).to(device)
         log = pretrain(model, tok, windows, fim_rate=MODEL_NAMES[name], spm_rate=settings["spm_rate"],
-                       sentinels=get_profile(profile).fim.sentinels, steps=steps, batch_size=settings["batch_size"],
+                       sentinels=P.fim.sentinels, steps=steps, batch_size=settings["batch_size"],
                        learning_rate=settings["learning_rate"], warmup_steps=settings["warmup_steps"],
                        seed=seed, eval_every=settings["eval_every"], eval_sets=(l2r_eval, fim_eval),
                        progress=progress)
@@ -307,12 +308,12 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: str = "ci
     hf_tok.save_pretrained(out)
     GenerationConfig(bos_token_id=eot_id, eos_token_id=[tok.token_to_id(IM_END), eot_id],
                      pad_token_id=eot_id, do_sample=False, max_new_tokens=128).save_pretrained(out)
-    meta = {"name": name, "profile": profile, "fim_rate": MODEL_NAMES[name], "train_steps": steps,
+    meta = {"name": name, "profile": P.name, "fim_rate": MODEL_NAMES[name], "train_steps": steps,
             "seed": seed, "settings": settings, "parameters": int(sum(p.numel() for p in model.parameters())),
             "corpus": corpus_info, "train_windows": len(windows), "tokens_seen": log["tokens"],
             "epochs": round(log["tokens"] / max(1, len(windows) * seq_len), 2),
             "train_seconds": log["seconds"], "build_seconds": round(time.time() - t0, 1),
-            "fim_sentinels": get_profile(profile).fim.sentinels, "torch_threads": torch.get_num_threads(), "device": device}
+            "fim_sentinels": P.fim.sentinels, "torch_threads": torch.get_num_threads(), "device": device}
     (out / "training_log.json").write_text(json.dumps(log))
     (out / "course_model.json").write_text(json.dumps(meta, indent=1))
     return meta
@@ -330,48 +331,52 @@ def _file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _model_artefact_args(name: str, profile: str) -> tuple[str, dict[str, Any], list[str]]:
+def _model_artefact_args(name: str, profile: ProfileLike) -> tuple[str, dict[str, Any], list[str]]:
+    P = resolve_profile(profile)
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    _, fingerprint = pretraining_data.corpus_repositories(profile)
-    return f"course-tiny-{name}-{profile}", _model_config(name, _model_settings(profile)), [fingerprint]
+    _, fingerprint = pretraining_data.corpus_repositories(P)
+    return f"course-tiny-{name}-{P.name}", _model_config(name, _model_settings(P)), [fingerprint]
 
 
-def tiny_model_dir(name: str = "base", profile: str = "ci") -> Path:
+def tiny_model_dir(name: str = "base", profile: ProfileLike = "ci") -> Path:
     """Where ``get_tiny_model(name, profile)`` keeps (or will keep) the model; built or not. The
     folder's key (:mod:`course_lib.store`) covers the profile's settings and the fingerprint of the
     corpus it is trained on (a changed corpus means another folder, so the model is rebuilt).
     Introduced in lesson 04."""
-    stem, config, upstream = _model_artefact_args(name, profile)
+    P = resolve_profile(profile)
+    stem, config, upstream = _model_artefact_args(name, P)
     return store.artefact_path("models", stem, config, upstream=upstream)
 
 
-def get_tiny_model(name: str = "base", profile: str = "ci", *, rebuild: bool = False) -> Path:
+def get_tiny_model(name: str = "base", profile: ProfileLike = "ci", *, rebuild: bool = False) -> Path:
     """The folder of the course's tiny model ``name`` ("base": pretrained with FIM at rate 0.5;
     "nofim": the same budget without FIM), built on first call and cached after through
     :mod:`course_lib.store` (atomic, locked against concurrent builds). Load it with
     ``AutoModelForCausalLM.from_pretrained(path)`` and ``AutoTokenizer.from_pretrained(path)``.
     Introduced in lesson 04."""
-    stem, config, upstream = _model_artefact_args(name, profile)
+    P = resolve_profile(profile)
+    stem, config, upstream = _model_artefact_args(name, P)
     final = store.artefact_path("models", stem, config, upstream=upstream)
     if store.is_complete(final) and not rebuild:
         return final
     with _file_lock(final.with_name(final.name + ".lock")):
         def build(folder: Path) -> dict[str, Any]:
-            print(f"building the tiny model {name!r} ({profile}) into {display_path(final)} ...",
+            print(f"building the tiny model {name!r} ({P.name}) into {display_path(final)} ...",
                   file=sys.stderr)
-            return build_tiny_model(folder, name, profile)
+            return build_tiny_model(folder, name, P)
 
         art = store.get_or_build("models", stem, config, build, upstream=upstream,
                                  rebuild=rebuild)
     return art.path
 
 
-def course_tokenizer(profile: str = "ci"):
+def course_tokenizer(profile: ProfileLike = "ci"):
     """The course's tokenizer as a transformers fast tokenizer (trained on first call, cached; the
     same one every tiny model of this profile uses). Introduced in lesson 04."""
-    settings = _model_settings(profile)
-    return to_transformers_tokenizer(_build_tokenizer(settings, pretraining_data.pretraining_corpus(profile)),
+    P = resolve_profile(profile)
+    settings = _model_settings(P)
+    return to_transformers_tokenizer(_build_tokenizer(settings, pretraining_data.pretraining_corpus(P)),
                                      settings["max_position_embeddings"])
 
 

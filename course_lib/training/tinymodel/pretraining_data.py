@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from course_lib.profiles import get_profile
+from course_lib.profiles import ProfileLike, resolve_profile
 from course_lib.training.tinymodel.tokenizer import QWEN_FIM
 
 
@@ -48,7 +48,7 @@ def head_of(text: str, max_chars: int | None) -> str:
     return text[:cut] if cut > 0 else text[:max_chars]
 
 
-def corpus_repositories(profile: str = "ci") -> tuple[list[RepoFiles], str]:
+def corpus_repositories(profile: ProfileLike = "ci") -> tuple[list[RepoFiles], str]:
     """The course corpus as lessons 01-03 leave it — licensed, filtered, redacted, deduplicated, one
     entry per repository with its files in dependency order (``deps.load_ordered_corpus``, which
     builds lessons 01-03's artefacts when they are not cached; the file contents come from
@@ -57,19 +57,21 @@ def corpus_repositories(profile: str = "ci") -> tuple[list[RepoFiles], str]:
     from course_lib.data.dedup import load_deduped_corpus
     from course_lib.data.deps import load_ordered_corpus
 
-    ordered = load_ordered_corpus(profile)
-    deduped = load_deduped_corpus(profile)
-    key = (profile, *(f["filename"] for f in ordered.cache_files + deduped.cache_files))
+    P = resolve_profile(profile)
+    ordered = load_ordered_corpus(P)
+    deduped = load_deduped_corpus(P)
+    key = (P.name, *(f["filename"] for f in ordered.cache_files + deduped.cache_files))
     if key not in _REPOSITORIES:
         _REPOSITORIES.clear()
-        _REPOSITORIES[key] = _read_repositories(profile, ordered, deduped)
+        _REPOSITORIES[key] = _read_repositories(P, ordered, deduped)
     return _REPOSITORIES[key]
 
 
 _REPOSITORIES: dict[tuple, tuple[list[RepoFiles], str]] = {}  # the last corpus read in this process
 
 
-def _read_repositories(profile: str, ordered, deduped) -> tuple[list[RepoFiles], str]:
+def _read_repositories(profile: ProfileLike, ordered, deduped) -> tuple[list[RepoFiles], str]:
+    P = resolve_profile(profile)
     content = {(r, p): t for r, p, t in zip(deduped["repo"], deduped["path"], deduped["content"])}
     digest = hashlib.sha256()
     repos = []
@@ -79,7 +81,7 @@ def _read_repositories(profile: str, ordered, deduped) -> tuple[list[RepoFiles],
         if missing:
             raise RuntimeError(f"ordered corpus repository {name!r}: {len(missing)} files are not in the "
                                f"deduplicated corpus (e.g. {missing[0]!r}); the two caches disagree — "
-                               f"rebuild with deps.load_ordered_corpus({profile!r}, rebuild=True)")
+                               f"rebuild with deps.load_ordered_corpus({P.name!r}, rebuild=True)")
         repos.append(RepoFiles(name, list(paths), [content[(name, p)] for p in paths]))
     return repos, digest.hexdigest()[:16]
 
@@ -117,26 +119,28 @@ class PretrainingCorpus:
         return self.train if split == "train" else self.held_out
 
 
-def pretraining_corpus(profile: str = "ci") -> PretrainingCorpus:
+def pretraining_corpus(profile: ProfileLike = "ci") -> PretrainingCorpus:
     """What the tiny model of ``profile`` is trained and evaluated on: :func:`corpus_repositories`,
     repositories held out by :func:`is_held_out`, and of each repository the Python files in dependency
     order, docstrings and comments removed (:func:`strip_docstrings_and_comments`), up to the profile's
     ``repo_chars`` characters. ``info`` counts repositories, files and characters and holds the
     corpus fingerprint. Introduced in lesson 04."""
-    S = get_profile(profile).tiny_model
-    repos, fingerprint = corpus_repositories(profile)
-    key = (profile, fingerprint, json.dumps(dict(S), sort_keys=True))
+    P = resolve_profile(profile)
+    S = P.tiny_model
+    repos, fingerprint = corpus_repositories(P)
+    key = (P.name, fingerprint, json.dumps(dict(S), sort_keys=True))
     if key not in _PRETRAINING:
         _PRETRAINING.clear()
-        _PRETRAINING[key] = _select_pretraining_text(repos, fingerprint, S, profile)
+        _PRETRAINING[key] = _select_pretraining_text(repos, fingerprint, S, P)
     return _PRETRAINING[key]
 
 
 _PRETRAINING: dict[tuple, PretrainingCorpus] = {}
 
 
-def _select_pretraining_text(repos: list[RepoFiles], fingerprint: str, S, profile: str
+def _select_pretraining_text(repos: list[RepoFiles], fingerprint: str, S, profile: ProfileLike
                              ) -> PretrainingCorpus:
+    P = resolve_profile(profile)
     info: dict[str, Any] = {"source": "deps.load_ordered_corpus", "fingerprint": fingerprint,
                             "repositories": len(repos), "repo_chars": S.repo_chars,
                             "snippet_chars": S.snippet_chars, "held_out_every": S.held_out_every,
@@ -163,7 +167,7 @@ def _select_pretraining_text(repos: list[RepoFiles], fingerprint: str, S, profil
         (held_out if is_held_out(repo.name, S.held_out_every) else train).append(kept)
         info["files_used"] += len(paths)
     if not train or not held_out:
-        raise RuntimeError(f"the corpus of profile {profile!r} gives {len(train)} training and "
+        raise RuntimeError(f"the corpus of profile {P.name!r} gives {len(train)} training and "
                            f"{len(held_out)} held-out repositories; the tiny model needs both "
                            f"(more repositories: profile setting deps.max_repos)")
     info.update(train_repos=len(train), held_out_repos=len(held_out),
