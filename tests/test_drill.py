@@ -334,7 +334,7 @@ def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path
     fake = standins.make_fake_finetune()
 
     def fake_finetune(base, rows, out_dir, *, profile="ci", **overrides):
-        seen.update(base=base, rows=len(rows), profile=profile, overrides=overrides)
+        seen.update(base=base, rows=len(rows), profile=profile.name, overrides=overrides)
         return fake(tiny_model, rows, out_dir, profile=profile)
     standins.install(monkeypatch, finetune=fake_finetune)
     cfg = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,

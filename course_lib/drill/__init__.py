@@ -6,7 +6,8 @@
 - ``settings``    a run's settings (:class:`DrillConfig`), its models (``VARIANTS``), the shape of a step;
 - ``download``, ``pipeline``, ``finetune`` (step ``sft``), ``inference``, ``evaluate`` (step
   ``evaluation``): one module per step, each ending with its ``STEP``;
-- ``run``         the steps in order, the prerequisite check, :func:`run_drill`;
+- ``steps``       the steps in run order (``DRILL_STEPS``): the one place a step is registered;
+- ``run``         the plan, the prerequisite check, :func:`run_drill`, reading results back;
 - ``command``     the command line; ``manifest`` the run manifest; ``preflight`` the full profile's
   machine checks (GPU, Docker, model folders);
 - ``outputs``     the drill's files: folders, atomic writes, completion markers, the log;

