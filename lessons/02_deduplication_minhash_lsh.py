@@ -29,6 +29,7 @@ import pandas as pd
 
 from course_lib import exercises, get_profile, record
 from course_lib.data import dedup, dedup_scaleout
+from course_lib.tooling import environments
 from course_lib.data.corpus import load_corpus
 
 P = get_profile(PROFILE)
@@ -43,7 +44,7 @@ print("dedup settings:", dict(CFG))
 # 再取 SHA-256。只在缩进、空行上不同的两个文件哈希相同。
 
 # %% slideshow={"slide_type": "-"}
-corpus = load_corpus(PROFILE)
+corpus = load_corpus(P)
 docs = list(corpus["content"])
 repos, paths = list(corpus["repo"]), list(corpus["path"])
 print(f"{len(docs)} files from {len(set(repos))} repositories, {sum(corpus['size']) / 1e6:.1f} MB")
@@ -264,7 +265,7 @@ print(f"signatures for {len(sub_docs)} files in {t_sig:.1f} CPU-s; {b}x{r} bandi
 
 near_pairs = [(survivors[i], survivors[j]) for i, j in verified]
 clusters = dedup.clusters_from_pairs(len(docs), near_pairs)
-stars = dedup.repo_stars(PROFILE) or {}
+stars = dedup.repo_stars(P) or {}
 print(f"{len(clusters)} clusters, {sum(len(c) - 1 for c in clusters)} files to remove")
 for c in clusters[:6]:
     keeper = dedup.choose_keeper(c, repos, paths, stars)
@@ -286,8 +287,8 @@ for c in clusters[:6]:
 # 相似度密集地分布在阈值附近，是更难的考题。
 
 # %% slideshow={"slide_type": "-"}
-deduped = dedup.load_deduped_corpus(PROFILE)
-report = dedup.load_dedup_report(PROFILE)
+deduped = dedup.load_deduped_corpus(P)
+report = dedup.load_dedup_report(P)
 q = report["quality"]
 print(f"real corpus: {report['input_files']} files -> kept {report['kept']}, removed "
       f"{report.get('exact_duplicate', 0)} exact + {report.get('near_duplicate', 0)} near duplicates")
@@ -406,10 +407,10 @@ assert fork_pairs and fork_pairs[0][2] >= CFG.threshold
 # 没有它会卡住），再读回它删了哪些文件。分词器传了自己的 `[A-Za-z_0-9]+`，不需要 spacy。
 
 # %% slideshow={"slide_type": "-"}
-status = dedup_scaleout.datatrove_status()
+status = environments.status("datatrove")
 if DATATROVE == "build" and not status["ready"]:
-    dedup_scaleout.ensure_datatrove_venv()
-    status = dedup_scaleout.datatrove_status()
+    environments.ensure("datatrove")
+    status = environments.status("datatrove")
 if DATATROVE == "skip" or not status["ready"]:
     print("datatrove section skipped:", status["reason"] if not status["ready"] else "DATATROVE = 'skip'")
     record("datatrove_ran", False)

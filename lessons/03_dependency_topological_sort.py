@@ -339,7 +339,7 @@ print(f"... {len(sample):,} characters, {sample.count('<|file_sep|>')} files")
 # 缺失时自动重建。第04课从这里取训练文本。
 
 # %% slideshow={"slide_type": "-"}
-ordered = deps.load_ordered_corpus(PROFILE)
+ordered = deps.load_ordered_corpus(P)
 print(ordered)
 df = ordered.to_pandas()
 tolerant = int(df["tolerant_files"].map(len).sum())

@@ -62,7 +62,7 @@ print("fim:", dict(P.fim))
 # 讲义的预训练语料是整个 GitHub 规模；本课只取每个仓库依赖顺序的开头约 12,000 个字符，因为 CPU 上的训练预算只有几十万个 token。
 
 # %% slideshow={"slide_type": "subslide"}
-corpus = tinymodel.pretraining_corpus(PROFILE)
+corpus = tinymodel.pretraining_corpus(P)
 info = corpus.info
 print(f"{info['repositories']} repositories in lesson 03's ordered corpus (fingerprint {info['fingerprint']}): "
       f"{info['train_repos']} for training, {info['held_out_repos']} held out; {info['files_used']} Python files used, "
@@ -89,7 +89,7 @@ assert prefix + middle + suffix == doc
 # （这里先拿到课程的 tokenizer：byte-level BPE，4,096 个 token，在训练仓库的文本上训练；第一次调用时训练并缓存。）
 
 # %% slideshow={"slide_type": "-"}
-tokenizer = tinymodel.course_tokenizer(PROFILE)
+tokenizer = tinymodel.course_tokenizer(P)
 rng = random.Random(SEED)
 inside, total = 0, 0
 for d in held_out_docs[:300]:
@@ -384,8 +384,8 @@ assert (P.tiny_model.batch_size, P.tiny_model.seq_len) == (4, 256) or PROFILE !=
 t0 = time.time()
 model_dirs = {}
 for name in ["nofim", "base"]:
-    cached = (tinymodel.tiny_model_dir(name, PROFILE) / "model.safetensors").exists()
-    model_dirs[name] = tinymodel.get_tiny_model(name, PROFILE)
+    cached = (tinymodel.tiny_model_dir(name, P) / "model.safetensors").exists()
+    model_dirs[name] = tinymodel.get_tiny_model(name, P)
     meta = json.loads((model_dirs[name] / "course_model.json").read_text())
     print(f"{name:6s} fim_rate={meta['fim_rate']}: {'loaded from the cache' if cached else 'built now (it was not cached)'}; "
           f"{meta['train_steps']} steps, {meta['tokens_seen']:,} tokens, training took {meta['train_seconds']} s "
@@ -488,7 +488,7 @@ for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofi
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
-order_result = tinymodel.dependency_order_experiment(PROFILE)
+order_result = tinymodel.dependency_order_experiment(P)
 print(f"{order_result['train_repos']} training repositories, {order_result['eval_repos']} held-out repositories; "
       f"{order_result['steps']} steps x {order_result['batch_size']} x {order_result['seq_len']} tokens per arm, "
       f"files cut to {order_result['file_chars']} characters")

@@ -86,9 +86,9 @@ else:
 # （`instructions.to_javascript`）给翻译任务造出 JavaScript 版本。
 
 # %% slideshow={"slide_type": "-"}
-sources = instructions.corpus_sources(PROFILE)       # every Python file of lessons 01-03's corpus
+sources = instructions.corpus_sources(P)       # every Python file of lessons 01-03's corpus
 print(f"{len(sources):,} Python files from {len({name.split(':')[0] for name, _ in sources})} repositories of the corpus")
-ins = instructions.load_instruction_set(PROFILE, run_many=run_many)   # built once, then cached in the course cache
+ins = instructions.load_instruction_set(P, run_many=run_many)   # built once, then cached in the course cache
 print(f"{len({s['source_path'].split(':')[0] for s in ins.samples})} repositories contribute samples")
 counts = ins.counts()
 print("samples per kind:", counts)
@@ -139,7 +139,7 @@ else:
 # %% slideshow={"slide_type": "-"}
 from transformers import AutoTokenizer
 
-base_model = sft.resolve_base_model(BASE_MODEL or P.sft.base_model, PROFILE)   # ci: the tiny model of lesson 04 (cached)
+base_model = sft.resolve_base_model(BASE_MODEL, P)   # ci: the tiny model of lesson 04 (cached)
 tok = AutoTokenizer.from_pretrained(base_model)
 sample = instructions.FIBONACCI_EXAMPLE
 enc = instructions.tokenize_chat(sample, tok)
@@ -265,7 +265,7 @@ PLANTED = [
 max_rows = PIPELINE_ROWS or P.pipeline.max_rows
 code_rows = [s for s in ins.samples if s["kind"] != "explain"][:max_rows]
 rows = code_rows + PLANTED
-kept, report = codegen.run_codegen_pipeline(rows, profile=PROFILE, run_code=run_code)   # the auditor runs code with it
+kept, report = codegen.run_codegen_pipeline(rows, profile=P, run_code=run_code)   # the auditor runs code with it
 record("pipeline_in", report.n_input)
 record("pipeline_kept", len(kept))
 _ = record("pipeline_funnel", report.stages)
@@ -358,7 +358,7 @@ MAX_NEW = 48
 before = sft.generate(base_model, probe, max_new_tokens=MAX_NEW, details=True)
 steps = SFT_STEPS or P.sft.max_steps
 out_dir = cache_dir("sft", f"run-{PROFILE}")
-result = sft.finetune(base_model, kept, out_dir, profile=PROFILE, max_steps=steps)
+result = sft.finetune(base_model, kept, out_dir, profile=P, max_steps=steps)
 print(f"trained in {result.train_runtime:.1f}s of trainer time ({result.seconds:.0f}s with LLaMA-Factory start-up)")
 print("merged model:", display_path(result.merged_model))
 for note in result.notes:

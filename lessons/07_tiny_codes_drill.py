@@ -36,16 +36,15 @@ from IPython.display import display
 
 from course_lib import exercises, get_profile, record
 from course_lib.paths import repo_root
-from course_lib.drill import run, metrics, evaluate
-from course_lib.drill.store import setup_logging
+from course_lib import drill
+from course_lib.drill import evaluate, scoreboard
+from course_lib.drill.outputs import setup_logging
 from course_lib.training import tinymodel
 from course_lib.training.sft import cpu_has_bf16, llamafactory_config
 
 P = get_profile(PROFILE)
-cfg = run.config_from_profile(PROFILE, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
-                              humaneval_subset=HUMANEVAL_SUBSET, compare_raw=COMPARE_RAW)
-if SFT_STEPS:
-    cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(SFT_STEPS)}
+cfg = drill.config_from_profile(P, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
+                                humaneval_subset=HUMANEVAL_SUBSET, compare_raw=COMPARE_RAW, sft_steps=SFT_STEPS)
 cfg.paths.make()
 log_path = setup_logging(cfg.paths.log_dir, quiet=True)
 pd.set_option("display.max_colwidth", 80)
@@ -84,7 +83,7 @@ t_start = time.time()
 # ci 的训练行按 `taskgen.DEFECT_RATES` 给出的比例带上这五种缺陷（下一格打印），评测行没有缺陷。第 2 步的流水线要把它们清掉。
 
 # %% slideshow={"slide_type": "-"}
-info = run.step_download(cfg)
+info = drill.step_download(cfg)
 train = json.loads(cfg.paths.train_json.read_text())
 evals = json.loads(cfg.paths.eval_json.read_text())
 print(info)
@@ -92,12 +91,12 @@ print(f"train {len(train)} rows, eval {len(evals)} rows, eval rows with hidden t
 pd.DataFrame(train[:3])[["prompt", "main_topic", "subtopic", "programming_language", "idx"]]
 
 # %% slideshow={"slide_type": "-"}
-from course_lib.drill import data
+from course_lib.drill import download
 
 row = evals[0]
 print("PROMPT:\n" + row["prompt"])
 print("\nRESPONSE:\n" + row["response"])
-print("\n" + data.hidden_tests_text(row))
+print("\n" + download.hidden_tests_text(row))
 
 # %% slideshow={"slide_type": "-"}
 from course_lib.drill import taskgen
@@ -107,7 +106,7 @@ train_tasks = {r["subtopic"] + " | " + r["main_topic"] for r in train}
 for part in taskgen.EVAL_PARTS:
     combos = {r["subtopic"] + " | " + r["main_topic"] for r in evals if r.get("eval_part") == part}
     print(f"{part}: {len(combos)} task combinations, {len(combos & train_tasks)} of them seen in training")
-defects = pd.Series(data.defect_labels(train, cfg.hidden_tests)).value_counts()
+defects = pd.Series(download.defect_labels(train, cfg.hidden_tests)).value_counts()
 pd.DataFrame({"train rows": defects, "share": (defects / len(train)).round(3),
               "stated rate": pd.Series(taskgen.DEFECT_RATES)})
 
@@ -162,7 +161,7 @@ my_extract_code = exercises.check("07-1", my_extract_code)
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
-info = run.step_pipeline(cfg) if cfg.use_pipeline else {"skipped": "no pipeline"}
+info = drill.step_pipeline(cfg) if cfg.use_pipeline else {"skipped": "no pipeline"}
 funnel = json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())
 print(info, f"({time.time() - t0:.0f} s)")
 print(f"pipeline kept {funnel['kept']} of {funnel['input']} training rows")
@@ -187,7 +186,7 @@ pd.DataFrame(dropped[:8])
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
-info = run.step_sft(cfg)
+info = drill.step_sft(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
 for v, note in cfg.run_notes.get("sft", {}).items():
     print(f"{v}: " + (f"{note['processes']} SFT process(es) at once, {note['threads']} CPU thread(s) each"
@@ -226,9 +225,9 @@ plt.show()
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
-info = run.step_inference(cfg)
+info = drill.step_inference(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
-print("vLLM knobs:", run.inference_knobs(cfg))
+print("vLLM knobs:", drill.inference_knobs(cfg))
 for v, note in cfg.run_notes["inference"].items():   # which engine answered (a cached variant: the earlier run's, see run_manifest)
     print(f"{v}: {note.get('engine', note['status'])} {note.get('version') or ''} | fallback: {note.get('fallback_reason')}")
 answers = {v: json.loads((cfg.paths.output_for(v) / "inference_results.json").read_text()) for v in cfg.variants()}
@@ -248,10 +247,10 @@ for i in (0, 1):
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
-by_variant = run.step_evaluation(cfg)
+by_variant = drill.step_evaluation(cfg)
 print(f"evaluation: {time.time() - t0:.0f} s")
 last = cfg.variants()[-1]
-report = run.load_report(cfg, last)
+report = drill.load_report(cfg, last)
 print(f"{last}: {len(report)} report rows for {len(evals)} eval samples")
 report[["id", "task", "category", "duration_s", "correct", "correct_free", "error"]].head(8)
 
@@ -268,7 +267,7 @@ report[["id", "task", "category", "duration_s", "correct", "correct_free", "erro
 # 讲义只看代码能否运行；本课另用隐藏测试判对错、并给出签名，因为 ci 的小模型不会从 prompt 里抄函数名（见"先看函数名"一节）。
 
 # %% slideshow={"slide_type": "-"}
-counts = pd.DataFrame({v: run.load_report(cfg, v)["category"].value_counts() for v in cfg.variants()}).fillna(0).astype(int)
+counts = pd.DataFrame({v: drill.load_report(cfg, v)["category"].value_counts() for v in cfg.variants()}).fillna(0).astype(int)
 counts.reindex(list(evaluate.CATEGORIES)).fillna(0).astype(int)
 
 
@@ -304,10 +303,10 @@ my_rates = exercises.check("07-2", my_rates)
 # 用讲义表 1 的三列计数验证公式：算出来的百分比就是讲义表 2 印出来的数（讲义没有印 RSR，这里一并算出）。
 
 # %% slideshow={"slide_type": "-"}
-lecture_rates = pd.DataFrame({col: my_rates(metrics.summary_from_counts(c)) for col, c in metrics.LECTURE_COUNTS.items()})
-display(pd.DataFrame(metrics.LECTURE_COUNTS).style.set_caption("讲义表 1（计数）"))
+lecture_rates = pd.DataFrame({col: my_rates(scoreboard.summary_from_counts(c)) for col, c in scoreboard.LECTURE_COUNTS.items()})
+display(pd.DataFrame(scoreboard.LECTURE_COUNTS).style.set_caption("讲义表 1（计数）"))
 display((lecture_rates * 100).round(1).style.format("{:.1f}%").set_caption("由计数算出的比率"))
-for col, printed in metrics.LECTURE_RATES.items():
+for col, printed in scoreboard.LECTURE_RATES.items():
     for k in ("Pass@1", "FCR", "SER", "Fail rate"):
         assert round(lecture_rates.loc[k, col], 3) == printed[k], (col, k)
 print("lecture Table 2 reproduced from its Table 1 counts; RSR:",
@@ -337,19 +336,19 @@ my_category = exercises.check("07-3", my_category)
 # 与讲义同样的行：表 1 是计数（含 Timeout 和总数），表 2 是比率（含逻辑错误率 Fail 和 PPL）。列是本次运行的三个模型。
 
 # %% slideshow={"slide_type": "-"}
-by_variant = run.load_metrics(cfg)
+by_variant = drill.load_metrics(cfg)
 print("表 1 — 各类别计数")
-display(metrics.table1(by_variant))
+display(scoreboard.table1(by_variant))
 print("表 2 — 指标")
-display(metrics.table2(by_variant).style.format("{:.3f}", na_rep="-"))
+display(scoreboard.table2(by_variant).style.format("{:.3f}", na_rep="-"))
 extra = ["closed-fence rate", "SER among code", "test pass@1", "test pass@1 (new instances)",
          "test pass@1 (held-out combinations)", "test pass@1 (free answer)", "names the function",
          "HumanEval pass@1", "runs but wrong"]
 print("课程额外的、更严格的列")
-display(pd.DataFrame({metrics.VARIANT_LABELS[v]: {k: m.get(k) for k in extra if k in m} for v, m in by_variant.items()}))
+display(pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in extra if k in m} for v, m in by_variant.items()}))
 
 # %% slideshow={"slide_type": "-"}
-fig = metrics.plot_metrics(by_variant)
+fig = scoreboard.plot_metrics(by_variant)
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -363,7 +362,7 @@ plt.show()
 
 # %% slideshow={"slide_type": "-"}
 cols = ["test pass@1 (new instances)", "test pass@1 (held-out combinations)", "Pass@1", "PPL"]
-thesis = pd.DataFrame({metrics.VARIANT_LABELS[v]: {k: m.get(k) for k in cols} for v, m in by_variant.items()}).T
+thesis = pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in cols} for v, m in by_variant.items()}).T
 display(thesis.style.format("{:.3f}", na_rep="-"))
 if {"raw_sft", "pipeline_sft"} <= set(by_variant):
     for k in [c for c in cols[:2] if c in by_variant["raw_sft"]]:   # hub rows have no hidden tests
@@ -380,11 +379,12 @@ if saved_path.exists():
     saved = json.loads(saved_path.read_text(encoding="utf-8"))
     print(f"saved benchmark ({saved['date']}, {saved['sft_overrides']['max_steps']} SFT steps, bf16 {saved['cpu_has_bf16']}, "
           f"seeds {[r['seed'] for r in saved['results']]}), pipeline SFT − raw SFT:")
-    if (saved["sft_overrides"] != {k: v for k, v in cfg.sft_overrides.items() if k != "seed"}
+    if (llamafactory_config(P, **{k: v for k, v in saved["sft_overrides"].items() if k != "seed"})
+            != llamafactory_config(P, **{k: v for k, v in cfg.sft_overrides.items() if k != "seed"})
             or saved["cpu_has_bf16"] != cpu_has_bf16() or saved.get("train_size") != cfg.train_size):
         print("  (measured with other settings or on another CPU than this run: rerun the benchmark to compare)")
     for key in saved["comparisons"]:
-        c = metrics.seed_comparison(saved["results"], key)
+        c = scoreboard.seed_comparison(saved["results"], key)
         print(f"  {key}: per seed {', '.join(f'{d:+.2f}' for d in c['diffs'])}, mean {c['lead']:+.3f}, "
               f"spread {c['spread']:.2f} → {c['verdict']}")
         ### BEGIN HIDDEN TESTS
@@ -404,7 +404,7 @@ else:
 # 只有三个模型、三个点，相关性只能看方向（排序是否一致），不能算显著性。
 
 # %% slideshow={"slide_type": "-"}
-ppl_check = pd.DataFrame({metrics.VARIANT_LABELS[v]: {"PPL": m["PPL"], "Pass@1": m["Pass@1"], "test pass@1": m["test pass@1"]}
+ppl_check = pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {"PPL": m["PPL"], "Pass@1": m["Pass@1"], "test pass@1": m["test pass@1"]}
                           for v, m in by_variant.items()}).T
 display(ppl_check)
 order_ppl = list(ppl_check.sort_values("PPL").index)
@@ -422,22 +422,22 @@ print("higher test pass@1 ranks them: ", order_test, "→", "same order" if orde
 
 # %% slideshow={"slide_type": "-"}
 for v in cfg.variants():
-    rows = run.load_report(cfg, v).to_dict("records")
+    rows = drill.load_report(cfg, v).to_dict("records")
     for r in rows:
         for k in ("correct", "correct_free"):
             r[k] = None if pd.isna(r[k]) else bool(r[k])
     print(f"--- {v}: runs but wrong = {by_variant[v]['runs but wrong']}, "
           f"HumanEval {by_variant[v].get('HumanEval passed', '-')}")
-    display(metrics.runs_vs_correct(rows))
+    display(scoreboard.runs_vs_correct(rows))
 
 # %% slideshow={"slide_type": "-"}
 best = cfg.variants()[-1]
-rep = run.load_report(cfg, best)
+rep = drill.load_report(cfg, best)
 wrong = rep[(rep["category"] == "Pass") & (rep["correct_free"] == False)]  # noqa: E712
 if len(wrong):
     rid = int(wrong.iloc[0]["id"])
     rec = next(a for a in answers[best] if a["idx"] == rid)
-    print("PROMPT:", rec["prompt"]); print(rec["response"]); print(data.hidden_tests_text(rec))
+    print("PROMPT:", rec["prompt"]); print(rec["response"]); print(download.hidden_tests_text(rec))
 else:
     print("no answer that runs but is wrong in", best)
 
@@ -457,7 +457,7 @@ print(f"training rows with a hidden test: {len(train_names)}, distinct function 
 print("names the function:", {v: round(m.get("names the function", float("nan")), 3) for v, m in by_variant.items()})
 print("test pass@1 (free answer):", {v: round(m.get("test pass@1 (free answer)", float("nan")), 3) for v, m in by_variant.items()})
 print("test pass@1 (signature given):", {v: round(m.get("test pass@1", float("nan")), 3) for v, m in by_variant.items()})
-copy_loss = {v: tinymodel.repeat_copy_loss(run.model_path_for(cfg, v)) for v in cfg.variants()}
+copy_loss = {v: tinymodel.repeat_copy_loss(drill.model_path_for(cfg, v)) for v in cfg.variants()}
 display(pd.DataFrame(copy_loss).T)
 for v, c in copy_loss.items():
     drop = c["first copy"] - c["second copy"]

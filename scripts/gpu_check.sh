@@ -104,11 +104,11 @@ echo
 echo "=== output/drill_metrics.json ==="
 "$PY" - "$ROOT/output/drill_metrics.json" <<'EOF'
 import json, sys
-from course_lib.drill import metrics
+from course_lib.drill import scoreboard
 by_variant = json.load(open(sys.argv[1]))
-print(metrics.table1(by_variant).to_string())
+print(scoreboard.table1(by_variant).to_string())
 print()
-print(metrics.table2(by_variant).to_string(float_format=lambda x: f"{x:.3f}"))
+print(scoreboard.table2(by_variant).to_string(float_format=lambda x: f"{x:.3f}"))
 EOF
 echo
 echo "=== output/run_manifest.json ==="

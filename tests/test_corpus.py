@@ -98,9 +98,9 @@ def test_load_corpus_builds_once_through_the_store(tmp_path, monkeypatch):
     calls = []
 
     def fake_build(profile, *, progress=True, selected=None):
-        calls.append(profile)
+        calls.append(profile.name)               # load_corpus passes the resolved profile down
         ds = datasets.Dataset.from_dict({c: ["x"] if c != "size" else [1] for c in COLUMNS})
-        return ds, CorpusReport(profile=profile)
+        return ds, CorpusReport(profile=profile.name)
 
     monkeypatch.setattr(corpus, "build_corpus", fake_build)
     first = corpus.load_corpus("ci")

@@ -23,6 +23,7 @@ from course_lib.data.dedup import (
     jaccard,
     lsh_candidate_pairs,
     precision_recall,
+    removal,
     s_curve,
     word_shingles,
     word_tokens,
@@ -227,7 +228,7 @@ def test_load_deduped_corpus_builds_caches_and_reports(tmp_path, monkeypatch):
         calls.append(profile)
         return datasets.Dataset.from_dict(rows)
 
-    monkeypatch.setattr(dedup, "_corpus", fake_corpus)
+    monkeypatch.setattr(removal, "_corpus", fake_corpus)
     ds = dedup.load_deduped_corpus("ci")
     assert ds["path"] == ["x.py", "z.py"] and ds.column_names == list(rows)
     report = dedup.load_dedup_report("ci")
@@ -246,8 +247,9 @@ def test_lesson_02_records(notebook_records):
     assert rec["dedup_removed"] > 0 and rec["dedup_kept"] > rec["dedup_removed"]
     assert rec["minhash_max_abs_error"]["course_lib"] < 0.2
     assert rec["repo_level_pairs_real"] >= 0 and rec["repos_left_incomplete"] >= 0
-    from course_lib.data import dedup_scaleout
-    if dedup_scaleout.datatrove_status()["ready"]:   # ./course setup creates .venv-datatrove
+    from course_lib.tooling import environments
+
+    if environments.status("datatrove")["ready"]:   # ./course setup creates .venv-datatrove
         assert rec["datatrove_ran"] is True
         assert rec["datatrove_only_jaccard_median"] < 0.8 if "datatrove_only_jaccard_median" in rec else True
 

@@ -6,19 +6,20 @@ import random
 import pytest
 
 from course_lib.data import dedup, dedup_scaleout
+from course_lib.tooling import environments
 
 
 def test_missing_environment_is_reported_not_crashed(tmp_path):
     venv = tmp_path / "no-venv"
-    status = dedup_scaleout.datatrove_status(venv)
-    assert status["ready"] is False and "dedup_scaleout setup" in status["reason"]
+    status = environments.status("datatrove", venv)
+    assert status["ready"] is False and "environments setup datatrove" in status["reason"]
     with pytest.raises(RuntimeError, match="no datatrove environment"):
         dedup_scaleout.run_datatrove_minhash(["x"], tmp_path / "work", venv=venv)
 
 
 def test_venv_path_can_be_moved(monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_DATATROVE_VENV", str(tmp_path / "dt"))
-    assert dedup_scaleout.datatrove_venv_path() == tmp_path / "dt"
+    assert environments.venv_path("datatrove") == tmp_path / "dt"
 
 
 def test_compare_removals():
@@ -30,7 +31,7 @@ def test_compare_removals():
 
 @pytest.mark.slow
 def test_datatrove_finds_planted_copies_when_its_environment_exists(tmp_path):
-    status = dedup_scaleout.datatrove_status()
+    status = environments.status("datatrove")
     if not status["ready"]:
         pytest.skip(status["reason"])
     rng = random.Random(0)

@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import evaluate, metrics, run  # noqa: E402
-from course_lib.drill.store import DrillPaths, StepOutputError, output_state, read_json_output  # noqa: E402
+from course_lib.drill import download, evaluate, finetune, inference, pipeline, run, scoreboard, settings  # noqa: E402
+from course_lib.drill.outputs import DrillPaths, StepOutputError, output_state, read_json_output  # noqa: E402
 
 
 @pytest.fixture
@@ -40,13 +40,13 @@ def tiny_cfg(tmp_path, model, **kw):
                 sandbox_backend=None, timeout_s=5.0,
                 inference_backend="transformers")   # vLLM's CPU attention refuses head size 16 (test_vllm_engine.py)
     args.update(kw)
-    return run.config_from_profile("ci", **args)
+    return settings.config_from_profile("ci", **args)
 
 
 def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
-    cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=50, eval_size=20)
+    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=50, eval_size=20)
     cfg.paths.make()
-    info = run.step_download(cfg)
+    info = download.step_download(cfg)
     train, evals = read_json_output(cfg.paths.train_json, "download"), read_json_output(cfg.paths.eval_json, "download")
     assert (len(train), len(evals)) == (50, 20)
     assert info["other_language"] > 0                     # the Python filter had work
@@ -61,7 +61,7 @@ def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
     assert all(tuple(r["task"].split("/")) not in HOLDOUT  # new instances of trained combinations
                for r in evals if r["eval_part"] == "new instances")
     assert {r["eval_part"] for r in evals} == {"new instances", "held-out combinations"}
-    assert run.step_download(cfg) == {"skipped": True}    # second run: cached
+    assert download.step_download(cfg) == {"skipped": True}    # second run: cached
 
 
 def test_prerequisites_name_the_step_to_run(tmp_path, fakes, tiny_model):
@@ -70,7 +70,7 @@ def test_prerequisites_name_the_step_to_run(tmp_path, fakes, tiny_model):
     text = "\n".join(problems)
     assert "run step 1 `--only-step download`" in text
     assert "run step 3 `--only-step sft`" in text
-    with pytest.raises(run.PrerequisiteError, match="only-step sft"):
+    with pytest.raises(settings.PrerequisiteError, match="only-step sft"):
         run.run_drill(cfg, only_step="inference")
 
 
@@ -84,7 +84,7 @@ def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model
         rep = run.load_report(cfg, v)
         assert len(rep) == 6                              # every eval sample is in the report
         assert set(rep["category"]) <= set(evaluate.CATEGORIES)
-        assert list(rep.columns) == run.REPORT_COLUMNS      # incl. correct_free, which lesson 07 shows
+        assert list(rep.columns) == evaluate.REPORT_COLUMNS      # incl. correct_free, which lesson 07 shows
         assert {"signature", "signature_response"} <= set(read_json_output(out / "inference_results.json",
                                                                            "inference")[0])
         assert (out / "summary.json").exists() and (out / "ppl.json").exists()
@@ -111,8 +111,8 @@ def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
 
     def killed(*a, **k):
         raise KeyboardInterrupt("killed")
-    original = run.infer
-    monkeypatch.setattr(run, "infer", killed)
+    original = inference.infer
+    monkeypatch.setattr(inference, "infer", killed)
     with pytest.raises(KeyboardInterrupt):
         run.run_drill(cfg)
     answers = cfg.paths.output_for("pipeline_sft") / "inference_results.json"
@@ -121,7 +121,7 @@ def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
     answers.parent.mkdir(parents=True, exist_ok=True)
     answers.write_text('[{"idx": 1, "resp')
     assert "no completion marker" in output_state(answers)[1]
-    monkeypatch.setattr(run, "infer", original)
+    monkeypatch.setattr(inference, "infer", original)
     done = run.run_drill(cfg)
     assert done["download"] == {"skipped": True} and done["sft"]["pipeline_sft"] == {"skipped": True}
     assert len(read_json_output(answers, "inference")) == 6
@@ -130,7 +130,7 @@ def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
 def test_corrupted_output_is_detected_and_redone(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
     cfg.paths.make()
-    run.step_download(cfg)
+    download.step_download(cfg)
     train = cfg.paths.train_json
     train.write_text(train.read_text()[:-200])            # truncated
     ok, why = output_state(train)
@@ -138,11 +138,11 @@ def test_corrupted_output_is_detected_and_redone(tmp_path, fakes, tiny_model):
     with pytest.raises(StepOutputError, match="'download'"):
         read_json_output(train, "download")
     assert any("run step 1" in p for p in run.check_prerequisites(cfg, ["pipeline"]))
-    info = run.step_download(cfg)                         # redone, not skipped
+    info = download.step_download(cfg)                         # redone, not skipped
     assert info.get("train") == 30 and output_state(train)[0]
     # a marker from another configuration does not count either
     cfg.train_size = 31
-    assert run.step_download(cfg)["train"] == 31
+    assert download.step_download(cfg)["train"] == 31
 
 
 def _real_sandbox_or_skip():
@@ -213,7 +213,7 @@ def test_test_pass_judges_the_answer_that_was_given_the_signature(which, monkeyp
     assert [r["defines_entry_point"] for r in rows] == [False, True, True]
     s = evaluate.summarize(rows)
     assert s["correct"] == 2 and s["correct_free"] == 2 and s["runs_but_wrong"] == 1
-    m = metrics.drill_metrics(s)
+    m = scoreboard.drill_metrics(s)
     assert m["test pass@1"] == m["test pass@1 (free answer)"] == 2 / 3
 
 
@@ -236,8 +236,8 @@ def test_pipeline_step_passes_the_profiles_timeout(tmp_path, fakes, tiny_model):
 
     cfg = tiny_cfg(tmp_path, tiny_model)
     cfg.paths.make()
-    run.step_download(cfg)
-    run.step_pipeline(cfg)
+    download.step_download(cfg)
+    pipeline.step_pipeline(cfg)
     kwargs = codegen.run_codegen_pipeline.call_args.kwargs
     assert kwargs["timeout_s"] == get_profile("ci").pipeline.timeout_s
 
@@ -245,13 +245,13 @@ def test_pipeline_step_passes_the_profiles_timeout(tmp_path, fakes, tiny_model):
 def test_malformed_markers_mean_redo(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
     cfg.paths.make()
-    run.step_download(cfg)
+    download.step_download(cfg)
     marker = cfg.paths.train_json.with_name(cfg.paths.train_json.name + ".done.json")
     for bad in ("[]", "null", "{}", "not json"):
         marker.write_text(bad)
         ok, why = output_state(cfg.paths.train_json)
         assert not ok and "redone" in why, (bad, why)
-        assert run.step_download(cfg).get("train") == 30      # redone, no crash
+        assert download.step_download(cfg).get("train") == 30      # redone, no crash
         assert output_state(cfg.paths.train_json)[0]
 
 
@@ -260,14 +260,14 @@ def test_upstream_change_rebuilds_and_says_why(tmp_path, fakes, tiny_model, capl
 
     cfg = tiny_cfg(tmp_path, tiny_model)
     cfg.paths.make()
-    run.step_download(cfg)
-    run.step_pipeline(cfg)
-    assert run.step_pipeline(cfg) == {"skipped": True}
+    download.step_download(cfg)
+    pipeline.step_pipeline(cfg)
+    assert pipeline.step_pipeline(cfg) == {"skipped": True}
     cfg.train_size = 29                                     # a different training set upstream
-    run.step_download(cfg)
+    download.step_download(cfg)
     logging.getLogger("course_lib.drill").propagate = True
     with caplog.at_level(logging.WARNING, logger="course_lib.drill"):
-        info = run.step_pipeline(cfg)
+        info = pipeline.step_pipeline(cfg)
     assert info["input"] == 29
     assert "changed: train" in caplog.text
 
@@ -275,17 +275,17 @@ def test_upstream_change_rebuilds_and_says_why(tmp_path, fakes, tiny_model, capl
 def test_truncated_weights_name_the_file_and_what_to_do(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False)
     run.run_drill(cfg, only_step="1,2,3")
-    assert run.model_path_for(cfg, "pipeline_sft").endswith("lazyllm_merge")
-    weights = next(Path(run.model_path_for(cfg, "pipeline_sft")).glob("*.safetensors"))
+    assert inference.model_path_for(cfg, "pipeline_sft").endswith("lazyllm_merge")
+    weights = next(Path(inference.model_path_for(cfg, "pipeline_sft")).glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:-1000])
     with pytest.raises(StepOutputError, match=rf"{weights.name}.*truncated.*--only-step sft --force"):
-        run.model_path_for(cfg, "pipeline_sft")
+        inference.model_path_for(cfg, "pipeline_sft")
 
 
 def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
-    from course_lib.drill.inference import VLLMKnobs, vllm_server_command
+    from course_lib.drill.generation import VLLMKnobs, vllm_server_command
 
-    cfg = run.config_from_profile("full", paths=DrillPaths.under(tmp_path))
+    cfg = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path))
     assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536, kv_cache_gib=4, enforce_eager=False, dtype="auto")
     assert (cfg.train_size, cfg.eval_size, cfg.source, cfg.inference_backend) == (5000, 1000, "hub", "vllm")
     assert cfg.sandbox_backend == "docker"
@@ -303,7 +303,7 @@ def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
 
 
 def test_cli_help_and_options(capsys, tmp_path):
-    from course_lib.drill.cli import build_parser, config_from_args, main
+    from course_lib.drill.command import build_parser, config_from_args, main
 
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
@@ -333,20 +333,20 @@ def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path
     seen = {}
     fake = standins.make_fake_finetune()
 
-    def finetune(base, rows, out_dir, *, profile="ci", **overrides):
-        seen.update(base=base, rows=len(rows), profile=profile, overrides=overrides)
+    def fake_finetune(base, rows, out_dir, *, profile="ci", **overrides):
+        seen.update(base=base, rows=len(rows), profile=profile.name, overrides=overrides)
         return fake(tiny_model, rows, out_dir, profile=profile)
-    standins.install(monkeypatch, finetune=finetune)
-    cfg = run.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,
+    standins.install(monkeypatch, finetune=fake_finetune)
+    cfg = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,
                                   source="local", data_files=[str(Path(__file__).parents[1] / "assets" / "tiny_codes"
                                                                   / "tiny_codes_sample.jsonl")],
                                   train_size=12, eval_size=3)
-    assert cfg.sft_overrides == {} and run.base_model_path(cfg) == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert cfg.sft_overrides == {} and settings.base_model_path(cfg) == "Qwen/Qwen2.5-0.5B-Instruct"
     cfg.paths.make()
-    run.step_download(cfg)
-    run.step_sft(cfg)
+    download.step_download(cfg)
+    finetune.step_sft(cfg)
     assert seen == {"base": "Qwen/Qwen2.5-0.5B-Instruct", "rows": 12, "profile": "full", "overrides": {}}
-    assert run.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
+    assert inference.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
 
 
 def test_side_by_side_sft_records_the_variant_that_trained_when_the_other_fails(tmp_path, monkeypatch, tiny_model):
@@ -354,28 +354,28 @@ def test_side_by_side_sft_records_the_variant_that_trained_when_the_other_fails(
     other's model recorded, so a rerun trains only the failed one, and the error is raised."""
     fake = standins.make_fake_finetune()
 
-    def finetune(base, rows, out_dir, *, profile="ci", **overrides):
+    def fake_finetune(base, rows, out_dir, *, profile="ci", **overrides):
         if "pipeline_sft" in str(out_dir):
             raise RuntimeError("LLaMA-Factory stopped: out of memory")
         return fake(tiny_model, rows, out_dir, profile=profile)
-    standins.install(monkeypatch, finetune=finetune)
+    standins.install(monkeypatch, finetune=fake_finetune)
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=True)
-    assert cfg.sft_parallel and run.sft_side_by_side(cfg, 2) == 2
+    assert cfg.sft_parallel and finetune.sft_side_by_side(cfg, 2) == 2
     cfg.paths.make()
-    run.step_download(cfg)
-    run.step_pipeline(cfg)
+    download.step_download(cfg)
+    pipeline.step_pipeline(cfg)
     with pytest.raises(RuntimeError, match="out of memory"):
-        run.step_sft(cfg)
-    assert run.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
+        finetune.step_sft(cfg)
+    assert inference.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
     assert cfg.run_notes["sft"]["raw_sft"]["processes"] == 2
     with pytest.raises(StepOutputError, match="run the 'sft' step"):
-        run.model_path_for(cfg, "pipeline_sft")
-    assert run.sft_side_by_side(run.config_from_profile("full"), 2) == 1      # one GPU: one after the other
+        inference.model_path_for(cfg, "pipeline_sft")
+    assert finetune.sft_side_by_side(settings.config_from_profile("full"), 2) == 1      # one GPU: one after the other
 
 
 def test_sft_executor_gives_each_process_its_threads():
     """The real pool: spawned processes (LazyLLM's settings are per process) with OMP_NUM_THREADS set."""
-    with run.sft_executor(2, 1) as pool:
+    with finetune.sft_executor(2, 1) as pool:
         threads = pool.submit(os.getenv, "OMP_NUM_THREADS").result(timeout=120)
         pid = pool.submit(os.getpid).result(timeout=120)
     assert threads == "1" and pid != os.getpid()
@@ -387,8 +387,8 @@ def test_side_by_side_sft_works_from_a_script_without_a_main_guard(tmp_path):
     import subprocess
 
     script = tmp_path / "quick_drill.py"
-    script.write_text("import os\nfrom course_lib.drill import run\nprint('script ran', flush=True)\n"
-                      "pool = run.sft_executor(2, 1)\nwith run._main_module_hidden():\n"
+    script.write_text("import os\nfrom course_lib.drill import finetune\nprint('script ran', flush=True)\n"
+                      "pool = finetune.sft_executor(2, 1)\nwith finetune._main_module_hidden():\n"
                       "    fut = pool.submit(os.getpid)\nprint('worker', fut.result(timeout=120) != os.getpid())\n"
                       "pool.shutdown()\n")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
@@ -404,13 +404,13 @@ def test_an_interrupt_stops_the_sft_processes_instead_of_waiting_for_them():
     import time
     from concurrent.futures.process import BrokenProcessPool
 
-    pool = run.sft_executor(2, 1)
+    pool = finetune.sft_executor(2, 1)
     try:
         assert pool.submit(os.getpid).result(timeout=120)             # the workers are up
         fut = pool.submit(time.sleep, 600)
         time.sleep(0.5)
         t0 = time.monotonic()
-        run._interrupt_workers(pool)
+        finetune._interrupt_workers(pool)
         with pytest.raises((KeyboardInterrupt, BrokenProcessPool)):
             fut.result(timeout=60)
         assert time.monotonic() - t0 < 60

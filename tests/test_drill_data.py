@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.drill import data, taskgen
+from course_lib.drill import download, taskgen
 from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
 from course_lib.paths import assets_dir
 
@@ -100,10 +100,10 @@ def test_training_names_are_many_and_never_use_an_eval_word():
 
 
 def test_eval_split_takes_equal_parts(tmp_path):
-    stream = data.stream_tiny_codes(data_files=[assets_dir("tiny_codes", "tiny_codes_sample.jsonl")])
-    is_eval = data.holdout_predicate(assets_dir("tiny_codes", "hidden_tests.jsonl"))
-    train, evals = data.split_python_rows(stream, 1000, 200, is_eval=is_eval)
-    data.attach_hidden_tests(evals, assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    stream = download.stream_tiny_codes(data_files=[assets_dir("tiny_codes", "tiny_codes_sample.jsonl")])
+    is_eval = download.holdout_predicate(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    train, evals = download.split_python_rows(stream, 1000, 200, is_eval=is_eval)
+    download.attach_hidden_tests(evals, assets_dir("tiny_codes", "hidden_tests.jsonl"))
     parts = [r["eval_part"] for r in evals]
     assert parts.count("new instances") == parts.count("held-out combinations") == 100
 
@@ -128,20 +128,20 @@ def test_hub_loader_streams_local_files(tmp_path, fmt):
     else:
         df.to_json(path, orient="records", lines=True)
     stats: dict = {}
-    train, evals = data.split_python_rows(data.stream_tiny_codes(data_files=[path]), 5, 2, stats=stats)
+    train, evals = download.split_python_rows(download.stream_tiny_codes(data_files=[path]), 5, 2, stats=stats)
     assert (len(train), len(evals)) == (5, 2) and stats["other_language"] >= 1
     assert not {r["idx"] for r in train} & {r["idx"] for r in evals}
     # the same rows in another order give the same split (hash of idx, not arrival order)
-    rows = list(data.stream_tiny_codes(data_files=[path]))
-    python = [r for r in rows if data.is_python(r)][:7]
-    t2, e2 = data.split_python_rows(list(reversed(python)), 5, 2)
+    rows = list(download.stream_tiny_codes(data_files=[path]))
+    python = [r for r in rows if download.is_python(r)][:7]
+    t2, e2 = download.split_python_rows(list(reversed(python)), 5, 2)
     assert {r["idx"] for r in e2} == {r["idx"] for r in evals}
 
 
 def test_missing_column_is_named(tmp_path):
     bad = [{k: v for k, v in r.items() if k != "response"} for r in _hub_like_rows(3)]
     with pytest.raises(ValueError, match="response"):
-        data.split_python_rows(bad, 1, 1)
+        download.split_python_rows(bad, 1, 1)
 
 
 def test_gated_dataset_refusal_says_a_token_is_needed(monkeypatch):
@@ -151,8 +151,8 @@ def test_gated_dataset_refusal_says_a_token_is_needed(monkeypatch):
         raise ConnectionError("401 Client Error: Unauthorized. Access to dataset nampdn-ai/tiny-codes is "
                               "restricted. You must have access to it and be authenticated to access it.")
     monkeypatch.setattr(datasets, "load_dataset", refuse)
-    with pytest.raises(data.GatedDatasetError, match="HF_TOKEN"):
-        next(data.stream_tiny_codes("nampdn-ai/tiny-codes"))
+    with pytest.raises(download.GatedDatasetError, match="HF_TOKEN"):
+        next(download.stream_tiny_codes("nampdn-ai/tiny-codes"))
 
 
 @pytest.mark.parametrize("answer, code", [

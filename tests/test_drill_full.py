@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import data, evaluate, manifest, metrics, preflight, run  # noqa: E402
-from course_lib.drill.store import DrillPaths, StepOutputError, output_state, write_json_output  # noqa: E402
+from course_lib.drill import download, evaluate, inference, pipeline, preflight, run, scoreboard, settings  # noqa: E402
+from course_lib.drill.outputs import DrillPaths, StepOutputError, output_state, write_json_output  # noqa: E402
 from course_lib.drill.taskgen import HUB_COLUMNS  # noqa: E402
 
 
@@ -38,20 +39,20 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
     standins.install(monkeypatch)
     src = tmp_path / "hub.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in hub_rows()))
-    cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "drill"), source="local",
+    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "drill"), source="local",
                                   data_files=[str(src)], hidden_tests=None, train_size=6, eval_size=6,
                                   humaneval_subset=0, sft_model="Org/not-a-folder")
     cfg.variants = lambda: ["base"]
     cfg.paths.make()
-    info = run.step_download(cfg)
+    info = download.step_download(cfg)
     assert info["with_tests"] == 0 and info["other_language"] == 2
     train = json.loads(cfg.paths.train_json.read_text())
     evals = json.loads(cfg.paths.eval_json.read_text())
     assert all(set(r) == set(HUB_COLUMNS) for r in train + evals)       # nothing attached
     # the notebook's displays of a hub row
-    assert data.hidden_tests_text(evals[0]) == data.NO_HIDDEN_TESTS
-    assert set(data.defect_labels(train, cfg.hidden_tests)) == {"(no record: hub row)"}
-    assert data.hidden_tests_text({"tests": "assert f(1) == 2", "task": "a/b/c"}).startswith("HIDDEN TESTS (a/b/c):")
+    assert download.hidden_tests_text(evals[0]) == download.NO_HIDDEN_TESTS
+    assert set(download.defect_labels(train, cfg.hidden_tests)) == {"(no record: hub row)"}
+    assert download.hidden_tests_text({"tests": "assert f(1) == 2", "task": "a/b/c"}).startswith("HIDDEN TESTS (a/b/c):")
 
     def infer(cfg, model, prompts, pairs, follow_up=None):
         answers = [{"response": r["response"], "new_tokens": 5, "finished": True}
@@ -60,16 +61,16 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
         return {"answers": answers, "ppl": {"ppl": 2.0, "nll": 0.69, "tokens": 10, "samples": 6},
                 "engine": {"engine": "stand-in", "version": None, "fallback_reason": None, "seconds": {}},
                 "follow_up": None}
-    monkeypatch.setattr(run, "infer", infer)
-    run.step_inference(cfg)
+    monkeypatch.setattr(inference, "infer", infer)
+    inference.step_inference(cfg)
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     assert [r["task"] for r in records] == [""] * 6 and not any("tests" in r for r in records)
-    m = run.step_evaluation(cfg)["base"]
+    m = evaluate.step_evaluation(cfg)["base"]
     rep = run.load_report(cfg, "base")
     assert len(rep) == 6 and not rep["has_tests"].any() and rep["correct"].isna().all()
     assert m["with tests"] == 0 and m["test pass@1"] == 0.0 and m["samples"] == 6
     assert m["SyntaxError"] == sum("(x)\n" in r["response"] for r in evals)
-    assert metrics.runs_vs_correct(rep.to_dict("records")) is not None
+    assert scoreboard.runs_vs_correct(rep.to_dict("records")) is not None
 
 
 # --- the full profile's prerequisites (probes replaced) ------------------------------------------
@@ -87,14 +88,14 @@ def probes(monkeypatch):
     state = {"gpus": [(80_000, 81_559)], "docker": (True, True), "teacher": (False, "ConnectionRefusedError")}
     monkeypatch.setattr(preflight, "gpu_memory_mib", lambda: state["gpus"])
     monkeypatch.setattr(preflight, "docker_state", lambda: state["docker"])
-    monkeypatch.setattr(preflight, "teacher_answers", lambda url: state["teacher"])
+    monkeypatch.setattr(pipeline, "teacher_answers", lambda url: state["teacher"])
     monkeypatch.delenv("COURSE_TEACHER_URL", raising=False)
     monkeypatch.delenv("COURSE_TEACHER_MODEL", raising=False)
     return state
 
 
 def full_cfg(tmp_path, **kw):
-    return run.config_from_profile("full", paths=DrillPaths.under(tmp_path / "drill"), **kw)
+    return settings.config_from_profile("full", paths=DrillPaths.under(tmp_path / "drill"), **kw)
 
 
 def test_full_prerequisites_all_good_and_hub_ids_said(tmp_path, probes, monkeypatch, caplog):
@@ -130,8 +131,9 @@ def test_full_prerequisites_name_each_missing_piece(tmp_path, probes, monkeypatc
                for p in preflight.check_full_prerequisites(cfg, ["evaluation"]))
     # run_drill stops before any step runs
     ran = []
-    monkeypatch.setattr(run, "STEP_FUNCS", {s: (lambda c, s=s: ran.append(s)) for s in run.STEPS})
-    with pytest.raises(run.PrerequisiteError, match="cannot start the drill"):
+    monkeypatch.setattr(run, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s))
+                                                  for s in run.DRILL_STEPS))
+    with pytest.raises(settings.PrerequisiteError, match="cannot start the drill"):
         run.run_drill(cfg)
     assert ran == []
 
@@ -150,16 +152,17 @@ def test_gpu_memory_and_a_teacher_left_running(tmp_path, probes):
     probes["gpus"] = [(1_000, 81_559)]
     assert preflight.check_full_prerequisites(cfg, ["pipeline", "sft"]) == []
     probes["teacher"] = (True, "some/other-model")
-    assert "pass --pipeline-model some/other-model" in preflight.teacher_problem(cfg)
+    assert "pass --pipeline-model some/other-model" in pipeline.teacher_problem(cfg)
 
 
 def test_full_run_checks_gpu_memory_again_after_step_2(tmp_path, probes, monkeypatch):
     probes["teacher"] = (True, "Qwen/Qwen3-30B-A3B-Instruct-2507")
     cfg = full_cfg(tmp_path, sft_model=str(fake_model(tmp_path / "m")))
     ran = []
-    monkeypatch.setattr(run, "STEP_FUNCS", {s: (lambda c, s=s: ran.append(s) or {}) for s in run.STEPS})
+    monkeypatch.setattr(run, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s) or {})
+                                                  for s in run.DRILL_STEPS))
     monkeypatch.setattr(run, "check_prerequisites", lambda cfg, steps: [])
-    with pytest.raises(run.PrerequisiteError, match=r"(?s)step 3 \(sft\).*stop it before SFT"):
+    with pytest.raises(settings.PrerequisiteError, match=r"(?s)step 3 \(sft\).*stop it before SFT"):
         run.run_drill(cfg)
     assert ran == ["download", "pipeline"]
 
@@ -168,15 +171,15 @@ def test_step_2_needs_the_teacher_and_never_caches_an_empty_run(tmp_path, probes
     standins.install(monkeypatch)
     cfg = full_cfg(tmp_path)
     cfg.paths.make()
-    with pytest.raises(run.PrerequisiteError, match="Start it .*\n.*vllm.entrypoints.openai.api_server"):
-        run.step_pipeline(cfg)
+    with pytest.raises(settings.PrerequisiteError, match="Start it .*\n.*vllm.entrypoints.openai.api_server"):
+        pipeline.step_pipeline(cfg)
     # ci: the offline teacher; a run that keeps nothing (or whose teacher was down) is an error
     src = tmp_path / "hub.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in hub_rows()))
-    cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "ci"), source="local",
+    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "ci"), source="local",
                                   data_files=[str(src)], hidden_tests=None, train_size=6, eval_size=2)
     cfg.paths.make()
-    run.step_download(cfg)
+    download.step_download(cfg)
     write_json_output(cfg.paths.codegen_json, [{"instruction": "old", "output": "x"}], {"old": True})
     from course_lib.training import codegen
 
@@ -187,29 +190,29 @@ def test_step_2_needs_the_teacher_and_never_caches_an_empty_run(tmp_path, probes
     for kept, report in (([], standins.FakeReport(6, 0)), ([{"instruction": "a", "output": "b"}], DownReport(6, 1))):
         monkeypatch.setattr(codegen, "run_codegen_pipeline", lambda rows, kept=kept, report=report, **kw: (kept, report))
         with pytest.raises(StepOutputError, match=r"pipeline: kept \d of 6 training rows .*Nothing was cached"):
-            run.step_pipeline(cfg)
+            pipeline.step_pipeline(cfg)
         assert not output_state(cfg.paths.codegen_json)[0]      # the old file no longer counts as done
     assert json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())["input"] == 6
 
 
 def test_pipeline_and_full_defaults_follow_the_lecture(capsys):
-    from course_lib.drill.cli import main
+    from course_lib.drill.command import main
     from course_lib.profiles import get_profile
 
-    cfg = run.config_from_profile("full")
+    cfg = settings.config_from_profile("full")
     assert cfg.inference_workers == 8 and cfg.eval_workers == 8                 # the lecture's run.py defaults
-    assert run._pipeline_timeout(cfg) == get_profile("full").pipeline.timeout_s
+    assert run.step_settings(cfg, "pipeline")["timeout_s"] == get_profile("full").pipeline.timeout_s
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "vLLM does not use it: its engine batches by itself, up to --vllm-max-num-seqs" in help_text
-    inf = manifest.step_settings(cfg, "inference")
+    inf = run.step_settings(cfg, "inference")
     assert inf["engine"] == "vllm" and inf["max_new_tokens"] == 1536 and inf["ppl_threads"] == 8
     assert inf["fallback"] is None and inf["dtype"] == "auto"
     assert inf["vllm"] == {"max_model_len": 4096, "gpu_memory_utilization": 0.8, "max_num_seqs": 16,
                            "max_num_batched_tokens": 16384, "response_max_tokens": 1536, "kv_cache_gib": 4,
                            "enforce_eager": False, "dtype": "auto"}
-    ev = manifest.step_settings(cfg, "evaluation")
+    ev = run.step_settings(cfg, "evaluation")
     assert (ev["sandbox_backend"], ev["timeout_s"], ev["memory_mb"]) == ("docker", 10.0, 128)
 
 
@@ -226,7 +229,7 @@ def tiny_model(tmp_path_factory):
 
 def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tiny_model):
     standins.install(monkeypatch)
-    cfg = run.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=20, eval_size=4,
+    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=20, eval_size=4,
                                   humaneval_subset=1, max_new_tokens=8, batch_size=4, sft_model=str(tiny_model),
                                   inference_workers=1, eval_workers=2, compare_raw=False, timeout_s=5.0,
                                   inference_backend="transformers")    # head size 16: not for vLLM's CPU attention
@@ -263,7 +266,7 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
 
     def broken(*a, **k):
         raise RuntimeError("engine crashed")
-    monkeypatch.setattr(run, "infer", broken)
+    monkeypatch.setattr(inference, "infer", broken)
     with pytest.raises(RuntimeError, match="engine crashed"):
         run.run_drill(cfg, only_step="inference")
     failed = json.loads(path.read_text())["steps"]["inference"]
@@ -287,7 +290,7 @@ def test_gpu_check_script_parses_says_what_it_needs_and_uses_real_options(repo, 
     import shlex
     import subprocess
 
-    from course_lib.drill.cli import build_parser
+    from course_lib.drill.command import build_parser
 
     script = repo / "scripts" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.drill import metrics
+from course_lib.drill import scoreboard
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -22,7 +22,7 @@ def _summary(**counts):
 
 def test_metric_definitions_are_the_lectures():
     s = _summary(Pass=6, Fail=1, SyntaxError=2, NoCode=1)          # 10 samples, 9 with code, 7 parse
-    m = metrics.drill_metrics(s, {"ppl": 3.5}, {"pass@1": 0.25, "passed": 1, "problems": 4})
+    m = scoreboard.drill_metrics(s, {"ppl": 3.5}, {"pass@1": 0.25, "passed": 1, "problems": 4})
     assert m["Pass@1"] == pytest.approx(0.6)
     assert m["FCR"] == pytest.approx(0.9)                           # (N - NoCode) / N
     assert m["SER"] == pytest.approx(0.2)                           # SyntaxError / N
@@ -34,42 +34,42 @@ def test_metric_definitions_are_the_lectures():
     assert m["HumanEval passed"] == "1/4" and m["runs but wrong"] == 3
 
 
-@pytest.mark.parametrize("column", list(metrics.LECTURE_COUNTS))
+@pytest.mark.parametrize("column", list(scoreboard.LECTURE_COUNTS))
 def test_lecture_counts_give_the_lectures_printed_percentages(column):
-    m = metrics.drill_metrics(metrics.summary_from_counts(metrics.LECTURE_COUNTS[column]))
+    m = scoreboard.drill_metrics(scoreboard.summary_from_counts(scoreboard.LECTURE_COUNTS[column]))
     assert m["samples"] == 1000
     for key in ("Pass@1", "FCR", "SER", "Fail rate"):
-        assert round(m[key], 3) == metrics.LECTURE_RATES[column][key], key
-    c = metrics.LECTURE_COUNTS[column]
+        assert round(m[key], 3) == scoreboard.LECTURE_RATES[column][key], key
+    c = scoreboard.LECTURE_COUNTS[column]
     assert m["RSR"] == pytest.approx(c["Pass"] / (1000 - c["NoCode"] - c["SyntaxError"]))
 
 
 def test_lecture_rsr_values():
-    rsr = {k: metrics.drill_metrics(metrics.summary_from_counts(c))["RSR"]
-           for k, c in metrics.LECTURE_COUNTS.items()}
+    rsr = {k: scoreboard.drill_metrics(scoreboard.summary_from_counts(c))["RSR"]
+           for k, c in scoreboard.LECTURE_COUNTS.items()}
     assert [round(v * 100, 1) for v in rsr.values()] == [82.1, 92.4, 99.8]
 
 
 def test_empty_model_output_gives_zero_rates_not_errors():
     s = _summary(NoCode=5)
     s["fenced"] = 0
-    m = metrics.drill_metrics(s)
+    m = scoreboard.drill_metrics(s)
     assert (m["Pass@1"], m["FCR"], m["SER"], m["RSR"], m["Fail rate"]) == (0.0, 0.0, 0.0, 0.0, 0.0)
     assert math.isnan(m["PPL"])
 
 
 def test_tables_have_the_lectures_rows(tmp_path):
-    base = metrics.drill_metrics(_summary(Pass=1, NoCode=9), {"ppl": 40.0})
-    raw = metrics.drill_metrics(_summary(Pass=6, Fail=2, NoCode=2), {"ppl": 3.0})
-    pipe = metrics.drill_metrics(_summary(Pass=8, Fail=1, NoCode=1), {"ppl": 2.5})
+    base = scoreboard.drill_metrics(_summary(Pass=1, NoCode=9), {"ppl": 40.0})
+    raw = scoreboard.drill_metrics(_summary(Pass=6, Fail=2, NoCode=2), {"ppl": 3.0})
+    pipe = scoreboard.drill_metrics(_summary(Pass=8, Fail=1, NoCode=1), {"ppl": 2.5})
     by = {"base": base, "raw_sft": raw, "pipeline_sft": pipe}
-    t1, t2 = metrics.table1(by), metrics.table2(by)
+    t1, t2 = scoreboard.table1(by), scoreboard.table2(by)
     assert list(t1.columns) == list(t2.columns) == ["base model", "raw SFT", "pipeline SFT"]
-    assert list(t1.index) == list(metrics.TABLE1_ROWS)
+    assert list(t1.index) == list(scoreboard.TABLE1_ROWS)
     assert t1.loc["超时 (Timeout)", "base model"] == 0 and t1.loc["总计处理样本数", "raw SFT"] == 10
     assert {"PPL", "通过率 Pass@1", "格式遵循率 FCR", "语法错误率 SER", "逻辑错误率 Fail"} <= set(t2.index)
     assert t2.loc["逻辑错误率 Fail", "raw SFT"] == pytest.approx(0.2)
-    fig = metrics.plot_metrics(by, tmp_path / "m.png")
+    fig = scoreboard.plot_metrics(by, tmp_path / "m.png")
     assert (tmp_path / "m.png").stat().st_size > 1000
     import matplotlib.pyplot as plt
 
@@ -80,10 +80,10 @@ def test_library_does_not_switch_the_matplotlib_backend(tmp_path):
     import matplotlib
 
     before = matplotlib.get_backend()
-    by = {"base": metrics.drill_metrics(_summary(Pass=1, NoCode=1))}
-    metrics.plot_metrics(by, tmp_path / "m.png")
+    by = {"base": scoreboard.drill_metrics(_summary(Pass=1, NoCode=1))}
+    scoreboard.plot_metrics(by, tmp_path / "m.png")
     assert matplotlib.get_backend() == before
-    src = "".join((Path(metrics.__file__).parent / f).read_text() for f in ("metrics.py", "run.py"))
+    src = "".join((Path(scoreboard.__file__).parent / f).read_text() for f in ("scoreboard.py", "run.py"))
     assert "matplotlib.use(" not in src
 
 
@@ -92,7 +92,7 @@ def test_runs_vs_correct_crosstab():
             {"has_tests": True, "category": "Pass", "correct": False},
             {"has_tests": True, "category": "Fail", "correct": False},
             {"has_tests": False, "category": "Pass", "correct": None}]
-    ct = metrics.runs_vs_correct(rows)
+    ct = scoreboard.runs_vs_correct(rows)
     assert ct.loc["Pass", "tests fail"] == 1 and ct.loc["Pass", "tests pass"] == 1
     assert ct.values.sum() == 3
 
@@ -100,7 +100,7 @@ def test_runs_vs_correct_crosstab():
 def test_teacher_forced_ppl_counts_only_answer_tokens(tmp_path):
     import _drill_standins as standins
 
-    from course_lib.drill.inference import teacher_forced_ppl
+    from course_lib.drill.generation import teacher_forced_ppl
 
     model = standins.make_tiny_model(tmp_path / "m", ["def f(x):\n    return x\n"] * 20)
     one = teacher_forced_ppl(model, [("write f", "```python\ndef f(x):\n    return x\n```")])
@@ -117,7 +117,7 @@ def test_names_the_function_tells_a_wrong_name_from_wrong_code():
     assert defines_function(None, "f") is False and defines_function(code, None) is None
     rows = [{"category": "Pass", "has_fence": True, "has_code": True, "has_tests": True, "correct": False,
              "defines_entry_point": ok, "eval_part": ""} for ok in (True, False, False, False)]
-    out = metrics.drill_metrics(summarize(rows))
+    out = scoreboard.drill_metrics(summarize(rows))
     assert out["names the function"] == 0.25 and out["test pass@1"] == 0.0
 
 
@@ -137,7 +137,7 @@ def test_answer_lead_in_stops_before_the_first_def_line_of_a_python_fence(answer
 
 
 def test_signature_prefix_keeps_the_models_lead_in_and_gives_the_def_line():
-    from course_lib.drill.run import DEFAULT_LEAD_IN, signature_prefix
+    from course_lib.drill.inference import DEFAULT_LEAD_IN, signature_prefix
 
     row = {"signature": "def tally_sum_all(scores):", "tests": "assert tally_sum_all([1]) == 1\n"}
     raw_style = "It returns the sum:\n\n```python\ndef calc(items):\n    return 0\n```\nDone."
@@ -149,7 +149,7 @@ def test_signature_prefix_keeps_the_models_lead_in_and_gives_the_def_line():
 
 
 def test_seed_comparison_names_the_verdict_and_the_missing_run():
-    from course_lib.drill.metrics import seed_comparison
+    from course_lib.drill.scoreboard import seed_comparison
 
     def run(seed, raw, pipe):
         return {"seed": seed, "metrics": {"raw_sft": {"k": raw}, "pipeline_sft": {"k": pipe}}}

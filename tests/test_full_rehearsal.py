@@ -9,19 +9,22 @@
   toy steps/rows); step 4 as the full profile runs it; step 5 in the Docker sandbox (``python-sandbox``);
 * notebook 07 executed with ``PROFILE = "full"`` under the same stand-ins.
 
-Every rehearsal setting is in ``course_lib.drill.rehearsal``. A missing piece (Docker, the image, vLLM,
+Every rehearsal setting is in ``tests/_rehearsal.py``. A missing piece (Docker, the image, vLLM,
 LLaMA-Factory, ...) fails the test when ``CI`` is set and skips it, saying why, elsewhere.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from course_lib.drill import rehearsal
+sys.path.insert(0, str(Path(__file__).parent))
+
+import _rehearsal as rehearsal  # noqa: E402
 
 pytestmark = [pytest.mark.full_rehearsal, pytest.mark.slow]
 
@@ -61,7 +64,7 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
 
     P = get_profile("full")
     overrides = rehearsal.rehearsal_overrides()
-    written = json.loads((rehearsal_env["folder"] / rehearsal.SETTINGS_FILE).read_text())["profile_overrides"]
+    written = json.loads((rehearsal_env["folder"] / rehearsal.SETTINGS_FILE).read_text())["sections"]
     assert written == overrides
     stray = [(sec, k) for sec, values in overrides.items() for k in values if k not in _FULL.get(sec, {})]
     assert not stray, f"rehearsal overrides of settings the full profile does not have: {stray}"
@@ -73,21 +76,21 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
     assert P.drill.source == "hub"
     assert not {"inference_backend", "inference_fallback"} & set(overrides["drill"])   # step 4 as full runs it
     assert P.sandbox.backend == "docker" and P.drill.sandbox_backend == "docker"
-    assert P.sft.finetune_type == "lora" and P.sft.optim == "adamw_torch_fused" and P.sft.bf16 is False
+    assert P.sft.finetuning_type == "lora" and P.sft.optim == "adamw_torch_fused" and P.sft.bf16 is False
     shards = sorted((rehearsal_env["folder"] / rehearsal.HUB_FOLDER / "data").glob("*.parquet"))
     assert len(shards) == rehearsal.SHARDS
 
 
 def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
-    from course_lib.drill import evaluate, preflight, run
+    from course_lib.drill import evaluate, outputs, pipeline, run, settings
     from course_lib.drill.taskgen import HUB_COLUMNS
     from course_lib.evaluation import sandbox
     from course_lib.training.sft import llamafactory_config
 
-    cfg = run.config_from_profile("full")
+    cfg = settings.config_from_profile("full")
     steps = run.plan_steps(cfg)
     assert steps == list(run.STEPS)
-    assert preflight.teacher_problem(cfg) is None            # the full profile's own teacher check
+    assert pipeline.teacher_problem(cfg) is None            # the full profile's own teacher check
     problems = run.check_prerequisites(cfg, steps)
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
@@ -117,8 +120,8 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     full_yaml = llamafactory_config("full", **cfg.sft_overrides)
     assert full_yaml["finetuning_type"] == "lora" and full_yaml["bf16"] is False
     for v in cfg.trained_variants():
-        res = json.loads(run._sft_result_path(cfg, v).read_text())
-        assert run.has_weights(res["model_path"])
+        res = json.loads(cfg.paths.model_record(v).read_text())
+        assert outputs.has_weights(res["model_path"])
     # steps 4-5: answers for every eval row, each judged in the Docker sandbox
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
     assert {s for s in manifest["steps"]} >= set(run.STEPS)
@@ -146,10 +149,10 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
 
 def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
     """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
-    from course_lib.drill import run
+    from course_lib.drill import run, settings
     from course_lib.tooling.runner import execute_notebook
 
-    problems = run.check_prerequisites(run.config_from_profile("full"), list(run.STEPS))
+    problems = run.check_prerequisites(settings.config_from_profile("full"), list(run.STEPS))
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
     source = repo / "solutions" / "07_tiny_codes_drill.ipynb"
@@ -158,18 +161,3 @@ def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
                           timeout_s=NOTEBOOK_BUDGET_S, progress=False)
     print(f"notebook 07 (full, rehearsal): {nb.status} in {time.monotonic() - t0:.0f} s")
     assert nb.ok, f"{nb.status}: {nb.first_error()} (executed copy: {nb.output})"
-
-
-def test_the_rehearsal_folder_is_the_only_switch(monkeypatch, tmp_path):
-    """Without the variable the full profile is untouched; with it but unprepared, a clear error."""
-    from course_lib.profiles import PROFILES, get_profile
-
-    monkeypatch.delenv(rehearsal.REHEARSAL_ENV, raising=False)
-    assert get_profile("full").drill.train_size == PROFILES["full"].drill.train_size
-    assert rehearsal.bypassed("gpu_memory") is None
-    monkeypatch.setenv(rehearsal.REHEARSAL_ENV, str(tmp_path))
-    assert rehearsal.bypassed("gpu_memory")
-    assert get_profile("ci").drill.train_size == PROFILES["ci"].drill.train_size
-    with pytest.raises(FileNotFoundError, match="prepare"):
-        get_profile("full")
-    assert not Path(tmp_path / rehearsal.SETTINGS_FILE).exists()

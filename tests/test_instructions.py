@@ -190,8 +190,10 @@ def test_verify_samples_uses_the_given_run_many_and_the_profile_timeout(code_fil
     samples = [I.codegen_sample(r) for r in recs]
     fake = create_autospec(sandbox.run_many, side_effect=lambda items, **kw: [
         FakeResult("passed" if i == 0 else "failed") for i, _ in enumerate(items)])
-    ok, reasons, verified_by = I.verify_samples(samples, {r.name + "@" + r.path: r for r in recs}, run_many=fake)
+    limit = get_profile().sandbox.timeout_s
+    ok, reasons, verified_by = I.verify_samples(samples, {r.name + "@" + r.path: r for r in recs}, run_many=fake,
+                                                timeout_s=limit)
     assert ok == [True, False] and reasons == ["", "failed"]
-    assert fake.call_args.kwargs["timeout_s"] == get_profile().sandbox.timeout_s
+    assert fake.call_args.kwargs["timeout_s"] == limit           # the caller's limit reaches the sandbox
     assert verified_by == "sandbox (stand-in)"
 

@@ -30,21 +30,13 @@ KNOWN_LATER_IMPORTS: dict[tuple[str, str], str] = {}
 
 
 def lesson_of(dotted: str) -> int | None:
-    """The lesson of ``course_lib.<dotted>`` (longest matching prefix), after resolving old names."""
-    head, _, tail = dotted.partition(".")
-    if head in course_lib.MOVED_MODULES:
-        dotted = course_lib.MOVED_MODULES[head] + (f".{tail}" if tail else "")
+    """The lesson of ``course_lib.<dotted>`` (longest matching prefix)."""
     parts = dotted.split(".")
     for n in range(len(parts), 0, -1):
         key = ".".join(parts[:n])
         if key in LESSON_OF:
             return LESSON_OF[key]
     return None
-
-
-def _canonical(dotted: str) -> str:
-    head, _, tail = dotted.partition(".")
-    return course_lib.MOVED_MODULES[head] + (f".{tail}" if tail else "") if head in course_lib.MOVED_MODULES else dotted
 
 
 def _modules():
@@ -88,14 +80,7 @@ def test_no_import_from_a_later_lesson(dotted, path):
     own = lesson_of(dotted)
     later = [(line, target, lesson_of(target)) for line, target in _imports(path, dotted)
              if target and lesson_of(target) is not None and lesson_of(target) > own
-             and (dotted, _canonical(target)) not in KNOWN_LATER_IMPORTS]
+             and (dotted, target) not in KNOWN_LATER_IMPORTS]
     assert not later, "\n".join(
         f"{path.relative_to(PKG.parent)}:{line} (lesson {own:02d}) imports course_lib.{t} (lesson {n:02d})"
         for line, t, n in later)
-
-
-def test_old_flat_names_are_the_same_modules():
-    import importlib
-
-    for old, new in course_lib.MOVED_MODULES.items():
-        assert importlib.import_module(f"course_lib.{old}") is importlib.import_module(f"course_lib.{new}")

@@ -125,8 +125,9 @@ def test_course_command_lists_its_commands(repo):
     out = subprocess.run([sys.executable, "-m", "course_lib", "--help"], cwd=repo, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0
-    for cmd in ("run", "test", "slides", "env", "student"):
-        assert cmd in out.stdout
+    listed = [line.split()[0] for line in out.stdout.split("commands:")[1].splitlines() if line.strip()]
+    assert {"run", "test", "slides", "env", "notebooks", "drill"} <= set(listed)
+    assert "student" not in listed          # the old alias of `notebooks` is gone
 
 
 def test_licence_file_matches_pyproject(repo, project):
@@ -211,3 +212,13 @@ def test_every_imported_package_is_declared_and_every_declared_one_is_needed(rep
                     - {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"].get("full", [])}
                     - {"pytest", "torch"})
     assert not unused, f"declared in pyproject.toml but never imported (or say why in NEEDED_WITHOUT_IMPORT): {unused}"
+
+
+def test_ci_lints_first_then_runs_the_readme_test_command(repo):
+    """``.ci/run``: ruff first (fails fast, before the long tests), then exactly the README's command."""
+    lines = [ln.strip() for ln in (repo / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+             if ln.strip() and not ln.strip().startswith("#")]
+    ruff = next(i for i, ln in enumerate(lines) if "ruff" in ln and "check" in ln)
+    test = lines.index("./course test")
+    assert ruff < test
+    assert "./course test    # the whole test suite" in (repo / "README.md").read_text(encoding="utf-8")

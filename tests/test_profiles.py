@@ -94,3 +94,45 @@ def test_profiles_module_reads_no_environment_at_import():
     top_level_env = [n.lineno for stmt in tree.body if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
                      for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and n.attr == "environ"]
     assert not top_level_env, f"profiles.py reads os.environ at import (lines {top_level_env})"
+
+
+def test_an_overrides_file_changes_the_profile_it_names_and_nothing_else(monkeypatch, tmp_path):
+    """``$COURSE_PROFILE_OVERRIDES`` (the full-profile rehearsal's switch) names a JSON file of values."""
+    import json
+
+    from course_lib.profiles import OVERRIDES_ENV
+
+    monkeypatch.delenv(OVERRIDES_ENV, raising=False)
+    assert get_profile("full").drill.train_size == PROFILES["full"].drill.train_size
+    path = tmp_path / "overrides.json"
+    monkeypatch.setenv(OVERRIDES_ENV, str(path))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        get_profile("full")
+    path.write_text(json.dumps({"profile": "full", "sections": {"drill": {"train_size": 3, "gpu_memory_check": False}}}))
+    full = get_profile("full")
+    assert full.drill.train_size == 3 and full.drill.gpu_memory_check is False
+    assert full.drill.eval_size == PROFILES["full"].drill.eval_size             # the rest as defined
+    assert get_profile("ci").drill.train_size == PROFILES["ci"].drill.train_size   # another profile: untouched
+    path.write_text(json.dumps({"profile": "full", "sections": {"drill": {"nope": 1}}}))
+    with pytest.raises(ValueError, match="nope"):
+        get_profile("full")
+
+
+def test_a_resolved_profile_is_passed_down_as_it_is(monkeypatch):
+    """``resolve_profile`` reads nothing again for a resolved profile; a name is resolved."""
+    from course_lib.profiles import Profile, resolve_profile
+
+    P = get_profile("ci")
+    monkeypatch.setenv("SANDBOX_BACKEND", "docker")          # read only when a name is resolved
+    assert resolve_profile(P) is P and P.sandbox.backend == "bwrap"
+    assert resolve_profile("ci").sandbox.backend == "docker"
+    assert isinstance(resolve_profile(None), Profile)
+
+
+def test_a_profile_travels_to_a_spawned_process():
+    """Step 3 sends the resolved profile to its spawned SFT workers: it pickles whole."""
+    import pickle
+
+    P = get_profile("full")
+    Q = pickle.loads(pickle.dumps(P))
+    assert Q == P and Q.sft.learning_rate == P.sft.learning_rate and Q.offline is False

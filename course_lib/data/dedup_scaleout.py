@@ -7,10 +7,11 @@ them) or a ``RayPipelineExecutor`` (a Ray cluster). Only the executor changes; t
 
 datatrove cannot share the course's virtual environment: datatrove 0.10 needs numpy >= 2 and a newer
 huggingface-hub, while the LLaMA-Factory stack of lessons 05/07 needs numpy < 2 and hub < 1. So it gets
-its own small environment, ``.venv-datatrove`` beside the course (``$COURSE_DATATROVE_VENV`` overrides),
-created on demand by :func:`ensure_datatrove_venv`; :func:`run_datatrove_minhash` writes the corpus as
-JSONL, runs ``course_lib/scripts/datatrove_minhash.py`` there as a subprocess and reads back what
-datatrove removed. Command line: ``python -m course_lib.data.dedup_scaleout setup|run|status``.
+its own small environment, ``.venv-datatrove`` beside the course, one of the course's side environments
+(:mod:`course_lib.tooling.environments`, which ``./course setup`` builds); :func:`run_datatrove_minhash`
+writes the corpus as JSONL, runs ``course_lib/data/scripts/datatrove_minhash.py`` there as a subprocess
+and reads back what datatrove removed. Command line: ``python -m course_lib.data.dedup_scaleout run``
+(``setup`` and ``status`` are those of ``python -m course_lib.tooling.environments ... datatrove``).
 
 Introduced in lesson 02.
 """
@@ -25,64 +26,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from course_lib.paths import side_venv, venv_python
+from course_lib.paths import venv_python
+from course_lib.profiles import ProfileLike, resolve_profile
+from course_lib.tooling import environments
 
-DATATROVE_REQUIREMENTS = ["datatrove==0.10.1", "regex", "xxhash<4", "tokenizers", "orjson"]
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "datatrove_minhash.py"
-
-
-def datatrove_venv_path() -> Path:
-    """Where the datatrove environment lives: ``$COURSE_DATATROVE_VENV``, else ``<repo>/.venv-datatrove``
-    (else ``<course cache>/venv-datatrove`` when course_lib is installed without the repository).
-    Introduced in lesson 02."""
-    return side_venv("datatrove", "COURSE_DATATROVE_VENV")
-
-
-def datatrove_status(venv: Path | None = None) -> dict[str, Any]:
-    """``{"venv": path, "ready": bool, "version": str | None, "reason": str}`` without installing
-    anything. Introduced in lesson 02."""
-    venv = venv or datatrove_venv_path()
-    py = venv_python(venv)
-    if not py.exists():
-        return {"venv": str(venv), "ready": False, "version": None,
-                "reason": f"no datatrove environment at {venv}; create it with "
-                          f"`python -m course_lib.data.dedup_scaleout setup` (pip install "
-                          f"{' '.join(DATATROVE_REQUIREMENTS)} into a new venv, ~1-2 min, ~150 MB)"}
-    probe = subprocess.run([str(py), "-c", "import datatrove, importlib.metadata as m; "
-                            "print(m.version('datatrove'))"], capture_output=True, text=True, timeout=120)
-    if probe.returncode != 0:
-        return {"venv": str(venv), "ready": False, "version": None,
-                "reason": f"{venv} exists but `import datatrove` fails: {probe.stderr.strip()[-300:]}; "
-                          f"rebuild it with `python -m course_lib.data.dedup_scaleout setup --force`"}
-    return {"venv": str(venv), "ready": True, "version": probe.stdout.strip(), "reason": "ready"}
-
-
-def ensure_datatrove_venv(venv: Path | None = None, force: bool = False, quiet: bool = True) -> Path:
-    """Create the datatrove environment when missing (``python -m venv`` + ``pip install`` of
-    :data:`DATATROVE_REQUIREMENTS` from the package index); return its path. Raises ``RuntimeError``
-    with pip's message when the install fails (e.g. no access to the package index).
-    Introduced in lesson 02."""
-    venv = venv or datatrove_venv_path()
-    if not force and datatrove_status(venv)["ready"]:
-        return venv
-    if force and venv.exists():
-        shutil.rmtree(venv)
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    print(f"creating the datatrove environment at {venv} (separate from the course venv: datatrove "
-          f"needs numpy>=2) ...", flush=True)
-    subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    cmd = [str(venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check",
-           *(["-q"] if quiet else []), *DATATROVE_REQUIREMENTS]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"pip could not install datatrove into {venv}:\n{done.stderr[-2000:]}\n"
-                           f"Check access to the package index, then run "
-                           f"`python -m course_lib.data.dedup_scaleout setup --force`.")
-    status = datatrove_status(venv)
-    if not status["ready"]:
-        raise RuntimeError(status["reason"])
-    print(f"datatrove {status['version']} ready in {venv}")
-    return venv
 
 
 def run_datatrove_minhash(docs: Sequence[str], work_dir: str | Path | None = None, *,
@@ -93,9 +41,9 @@ def run_datatrove_minhash(docs: Sequence[str], work_dir: str | Path | None = Non
     (in the datatrove environment, as a subprocess) and return ``removed`` (indices into ``docs``),
     ``clusters`` (lists of indices), ``stage_seconds``, ``seconds`` and ``config``. The word tokenizer is
     bigcode's ``[A-Za-z_0-9]+`` (no spacy). Raises ``RuntimeError`` when the environment is missing
-    (see :func:`datatrove_status`) or a stage fails (with the end of its log). Introduced in lesson 02."""
-    venv = venv or datatrove_venv_path()
-    status = datatrove_status(venv)
+    (``environments.status("datatrove")``) or a stage fails (with the end of its log). Introduced in lesson 02."""
+    venv = venv or environments.venv_path("datatrove")
+    status = environments.status("datatrove", venv)
     if not status["ready"]:
         raise RuntimeError(status["reason"])
     from course_lib.paths import cache_dir
@@ -113,7 +61,7 @@ def run_datatrove_minhash(docs: Sequence[str], work_dir: str | Path | None = Non
     cmd = [str(venv_python(venv)), str(SCRIPT), str(work / "input"), str(work / "out"),
            "--tasks", str(tasks), "--workers", str(workers), "--buckets", str(buckets),
            "--hashes-per-bucket", str(hashes_per_bucket), "--ngrams", str(ngrams)]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = environments.clean_environ()
     env.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.time()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -142,39 +90,46 @@ def compare_removals(ours_clusters: Sequence[Sequence[int]], theirs_clusters: Se
             "ours_removed": len(a_rm), "theirs_removed": len(b_rm)}
 
 
+def compare_with_course(profile: ProfileLike = "ci") -> dict[str, Any]:
+    """datatrove's four stages and lesson 02's pipeline on the profile's corpus, compared
+    (:func:`compare_removals`). Introduced in lesson 02."""
+    from course_lib.data import dedup
+    from course_lib.data.corpus import load_corpus
+
+    P = resolve_profile(profile)
+    corpus = load_corpus(P)
+    docs = list(corpus["content"])
+    result = run_datatrove_minhash(docs)
+    cfg = P.dedup
+    ours = dedup.deduplicate(docs, corpus["repo"], corpus["path"], stars=dedup.corpus_stars(corpus, P),
+                             threshold=cfg.threshold, num_perm=cfg.num_perm, shingle=cfg.shingle)
+    cmp = compare_removals(ours.clusters + ours.exact_groups, result["clusters"],
+                           [r["index"] for r in ours.removed], result["removed"])
+    return {"datatrove": {k: v for k, v in result.items() if k not in ("removed", "clusters")},
+            "comparison": {k: (v if isinstance(v, int) else len(v)) for k, v in cmp.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``python -m course_lib.data.dedup_scaleout run [--profile ci|full] | setup [--force] | status``
+    (``setup``/``status``: the datatrove side environment, :mod:`course_lib.tooling.environments`)."""
     import argparse
+
+    from course_lib.profiles import get_profile
 
     p = argparse.ArgumentParser(prog="python -m course_lib.data.dedup_scaleout",
                                 description="datatrove's MinHash dedup in its own environment")
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("setup", help="create .venv-datatrove and install datatrove")
+    s = sub.add_parser("setup", help="create .venv-datatrove (= python -m course_lib.tooling.environments setup datatrove)")
     s.add_argument("--force", action="store_true")
     sub.add_parser("status", help="say whether the datatrove environment is ready")
     r = sub.add_parser("run", help="run datatrove's four stages on the ci corpus and compare")
     r.add_argument("--profile", default="ci")
     args = p.parse_args(argv)
     if args.cmd == "setup":
-        ensure_datatrove_venv(force=args.force, quiet=False)
-        return 0
+        return environments.main(["setup", "datatrove"] + (["--force"] if args.force else []))
     if args.cmd == "status":
-        print(json.dumps(datatrove_status(), indent=1))
-        return 0
-    from course_lib.data import dedup
-    from course_lib.profiles import get_profile
-
-    corpus = dedup._corpus(args.profile)
-    docs = list(corpus["content"])
-    result = run_datatrove_minhash(docs)
-    cfg = get_profile(args.profile).dedup
-    ours = dedup.deduplicate(docs, corpus["repo"], corpus["path"], stars=dedup._stars_for(corpus, args.profile),
-                             threshold=cfg.threshold, num_perm=cfg.num_perm, shingle=cfg.shingle)
-    ours_clusters = ours.clusters + ours.exact_groups
-    cmp = compare_removals(ours_clusters, result["clusters"], [r["index"] for r in ours.removed],
-                           result["removed"])
-    print(json.dumps({"datatrove": {k: v for k, v in result.items() if k not in ("removed", "clusters")},
-                      "comparison": {k: (v if isinstance(v, int) else len(v)) for k, v in cmp.items()}},
-                     indent=1))
+        return environments.main(["status", "datatrove"])
+    print(json.dumps(compare_with_course(get_profile(args.profile)), indent=1))
     return 0
 
 

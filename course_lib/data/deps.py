@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import networkx as nx
 
+from course_lib.profiles import ProfileLike, resolve_profile
+
 # --- 1. the lesson's regex parser -------------------------------------------------------------------
 
 REGEX_IMPORT = re.compile(r"^\s*(?:from\s+(\S+)\s+import|import\s+(\S+))", re.MULTILINE)
@@ -564,7 +566,7 @@ def repo_to_sample(files: Mapping[str, str], repo_name: str | None = None, marke
     return head + "\n".join(f"{comment_prefix}{p}\n{files[p].rstrip(chr(10))}\n" for p in paths)
 
 
-def load_ordered_corpus(profile: str = "ci", rebuild: bool = False):
+def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
     """One row per repository of the deduped corpus (lesson 02): ``repo``, ``license``, ``n_files``,
     ``paths`` (dependency order), ``text`` (:func:`repo_to_sample` with Qwen markers), ``edges``,
     ``edges_respected`` and ``tolerant_files``. Cached in ``cache_dir("deps")`` keyed by the profile's
@@ -572,14 +574,14 @@ def load_ordered_corpus(profile: str = "ci", rebuild: bool = False):
     import datasets
 
     from course_lib import store
-    from course_lib.data.dedup import _dedup_artefact, load_deduped_corpus
-    from course_lib.profiles import get_profile
+    from course_lib.data.dedup import dedup_artefact, load_deduped_corpus
 
-    cfg = dict(get_profile(profile).deps)
-    upstream = _dedup_artefact(profile)
+    P = resolve_profile(profile)
+    cfg = dict(P.deps)
+    upstream = dedup_artefact(P)
 
     def build(folder):
-        corpus = load_deduped_corpus(profile)
+        corpus = load_deduped_corpus(P)
         by_repo: dict[str, dict[str, str]] = {}
         licenses: dict[str, str] = {}
         for repo, path, text, lic in zip(corpus["repo"], corpus["path"], corpus["content"], corpus["license"]):
@@ -605,10 +607,10 @@ def load_ordered_corpus(profile: str = "ci", rebuild: bool = False):
             rows["tolerant_files"].append(stats.tolerant_files)
         ds = datasets.Dataset.from_dict(rows)
         ds.save_to_disk(str(folder / "dataset"))
-        print(f"ordered corpus ({profile}): {len(names)} repositories, {sum(rows['n_files'])} files, "
+        print(f"ordered corpus ({P.name}): {len(names)} repositories, {sum(rows['n_files'])} files, "
               f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")
         return {"repos": len(names)}
 
-    art = store.get_or_build("deps", profile, cfg, build, upstream=[upstream.key], code=[__file__],
+    art = store.get_or_build("deps", P.name, cfg, build, upstream=[upstream.key], code=[__file__],
                              rebuild=rebuild, log=print)
     return datasets.load_from_disk(str(art.path / "dataset"))

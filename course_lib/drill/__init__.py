@@ -1,32 +1,40 @@
 """Lesson 07: the tiny-codes drill — one command from data to a sandbox-evaluated code model.
 
 ``python -m course_lib.drill`` (or ``./course drill``) runs the lesson's five steps: download → pipeline
-→ SFT → inference → evaluation. Submodules: ``taskgen`` (the tiny-codes-shaped ci sample), ``data``
-(step 1), ``run`` (the steps), ``inference`` (step 4), ``extract`` and ``evaluate`` (step 5), ``metrics``
-(Pass@1, PPL, FCR, SER, RSR and the lesson's tables), ``store`` (atomic outputs and completion markers).
+→ SFT → inference → evaluation. Modules, in the order to read them:
+
+- ``settings``    a run's settings (:class:`DrillConfig`), its models (``VARIANTS``), the shape of a step;
+- ``download``, ``pipeline``, ``finetune`` (step ``sft``), ``inference``, ``evaluate`` (step
+  ``evaluation``): one module per step, each ending with its ``STEP``;
+- ``steps``       the steps in run order (``DRILL_STEPS``): the one place a step is registered;
+- ``run``         the plan, the prerequisite check, :func:`run_drill`, reading results back;
+- ``command``     the command line; ``manifest`` the run manifest; ``preflight`` the full profile's
+  machine checks (GPU, Docker, model folders);
+- ``outputs``     the drill's files: folders, atomic writes, completion markers, the log;
+- ``scoreboard``  Pass@1, PPL, FCR, SER, RSR per model and the lecture's tables;
+- ``generation``  how a model answers (vLLM in ``vllm_engine``, or transformers) and its PPL;
+- ``extract``     code out of an answer; ``taskgen`` the tiny-codes-shaped ci sample.
 
 Introduced in lesson 07.
 """
+from course_lib.drill.download import step_download
+from course_lib.drill.evaluate import step_evaluation
 from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
-from course_lib.drill.run import (
-    STEPS,
-    DrillConfig,
-    PrerequisiteError,
-    check_prerequisites,
-    config_from_profile,
-    load_metrics,
-    load_report,
-    run_drill,
-)
+from course_lib.drill.finetune import step_sft
+from course_lib.drill.inference import inference_knobs, model_path_for, step_inference
+from course_lib.drill.pipeline import step_pipeline
+from course_lib.drill.run import STEPS, check_prerequisites, load_metrics, load_report, run_drill
+from course_lib.drill.settings import DrillConfig, PrerequisiteError, config_from_profile
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``./course drill`` entry point (see :mod:`course_lib.drill.cli`). Introduced in lesson 07."""
-    from course_lib.drill.cli import main as _main
+    """``./course drill`` entry point (see :mod:`course_lib.drill.command`). Introduced in lesson 07."""
+    from course_lib.drill.command import main as _main
 
     return _main(argv)
 
 
 __all__ = ["STEPS", "DrillConfig", "PrerequisiteError", "check_prerequisites", "config_from_profile",
-           "extract_code", "find_code_blocks", "has_fenced_code", "load_metrics", "load_report", "main",
-           "run_drill"]
+           "extract_code", "find_code_blocks", "has_fenced_code", "inference_knobs", "load_metrics",
+           "load_report", "main", "model_path_for", "run_drill", "step_download", "step_evaluation",
+           "step_inference", "step_pipeline", "step_sft"]

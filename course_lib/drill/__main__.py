@@ -1,3 +1,3 @@
-from course_lib.drill.cli import main
+from course_lib.drill.command import main
 
 raise SystemExit(main())

@@ -1,5 +1,9 @@
 """Step 5 of the drill — evaluation: extract the code of each answer and run it in the sandbox.
 
+:func:`step_evaluation` writes ``<output-dir>/<variant>/evaluation_report.csv`` (one row per eval sample)
+and ``summary.json`` for each variant, and the metrics of all variants to ``drill_metrics.json`` and
+``metrics.png``; the functions before it judge the answers.
+
 Every eval sample gets exactly one of the lesson's categories:
 
 =============  ==========================================================================
@@ -19,10 +23,23 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.drill.extract import extract_code, has_fenced_code
+from course_lib.drill.outputs import (
+    StepOutputError,
+    atomic_write_text,
+    log,
+    mark_done,
+    read_json_output,
+    sha_or_none,
+    up_to_date,
+    write_json_output,
+)
+from course_lib.drill.settings import DrillConfig, Need, Step
 
 CATEGORIES = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
 _STATUS_TO_CATEGORY = {
@@ -64,7 +81,7 @@ def _check_backend(results: Sequence[Any], n: int) -> None:
             f"--sandbox-backend. First error: {detail}")
 
 
-def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
+def _run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
                  backend: str | None) -> list[Any]:
     """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``
     (``timeout_s`` / ``memory_mb`` None: the active profile's ``sandbox`` section)."""
@@ -136,11 +153,11 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
                     test_at.append((i, key))
         rows.append(row)
     kw = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "backend": backend}
-    for i, res in zip(run_at, run_programs(run_items, **kw)):
+    for i, res in zip(run_at, _run_programs(run_items, **kw)):
         rows[i].update(category=category_of(res.status), sandbox_status=res.status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
                        error="" if res.status == "passed" else _error_text(res))
-    for (i, key), res in zip(test_at, run_programs(test_items, **kw)):
+    for (i, key), res in zip(test_at, _run_programs(test_items, **kw)):
         if key == "free":
             rows[i].update(correct_free=res.status == "passed", test_status_free=res.status)
         else:
@@ -200,7 +217,7 @@ def humaneval_problems(limit: int | None = None) -> list[dict]:
     return probs[:limit] if limit else probs
 
 
-def humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
+def _humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
     """(program, tests) for one HumanEval answer: the extracted code (with the prompt prepended when the
     answer does not define the entry point itself) and the problem's ``check`` call."""
     code = extract_code(answer)
@@ -224,14 +241,118 @@ def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers
 
     items, at, per = [], [], []
     for i, (p, a) in enumerate(zip(problems, answers)):
-        prog, tests = humaneval_program(p, a)
+        prog, tests = _humaneval_program(p, a)
         per.append({"task_id": p["task_id"], "status": "no_code", "passed": False})
         if prog is not None:
             items.append({"code": prog, "tests": tests})
             at.append(i)
-    for i, res in zip(at, run_programs(items, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
+    for i, res in zip(at, _run_programs(items, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
                                        backend=backend)):
         per[i].update(status=res.status, passed=res.status == "passed")
     n_pass = sum(r["passed"] for r in per)
     pass1 = sum(pass_at_k(1, int(r["passed"]), 1) for r in per) / max(len(per), 1)
     return {"problems": len(per), "passed": n_pass, "pass@1": pass1, "per_problem": per}
+
+
+# --- the step -------------------------------------------------------------------------------------
+
+def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
+    out = cfg.paths.output_for(variant)
+    return {"variant": variant, "answers": sha_or_none(out / "inference_results.json"),
+            "humaneval": sha_or_none(out / "humaneval_generations.json"),
+            "ppl": sha_or_none(out / "ppl.json"), "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
+            "backend": cfg.sandbox_backend, "columns": REPORT_COLUMNS}
+
+
+REPORT_COLUMNS = ["id", "task", "eval_part", "category", "sandbox_status", "duration_s", "error", "has_fence",
+                  "has_code", "has_tests", "correct", "test_status", "correct_free", "test_status_free",
+                  "defines_entry_point", "answer_chars"]
+
+
+def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
+    """``evaluation_report.csv``: one row per eval sample (atomically, with a completion marker)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=REPORT_COLUMNS)
+    atomic_write_text(path, df.to_csv(index=False))
+    mark_done(path, config, len(df))
+
+
+def step_evaluation(cfg: DrillConfig) -> dict:
+    """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv`` + ``summary.json``.
+
+    Also scores the HumanEval subset and writes the metrics of all variants to
+    ``<output-dir>/drill_metrics.json`` and ``metrics.png``. Introduced in lesson 07.
+    """
+    from course_lib.drill import scoreboard
+
+    info: dict[str, Any] = {}
+    kw = {"workers": cfg.eval_workers, "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
+          "backend": cfg.sandbox_backend}
+    notes = cfg.run_notes.setdefault("evaluation", {})
+    for variant in cfg.variants():
+        out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
+        report, summary_path = out / "evaluation_report.csv", out / "summary.json"
+        if up_to_date([report, summary_path], conf, cfg.force, f"evaluation[{variant}]"):
+            info[variant] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
+            notes[variant] = {"status": "cached"}
+            continue
+        records = read_json_output(out / "inference_results.json", "inference")
+        rows = evaluate_answers(records, **kw)
+        if len(rows) != len(records):  # never silently drop a sample
+            raise StepOutputError(f"evaluation[{variant}]: {len(records)} answers but {len(rows)} report rows")
+        summary = summarize(rows)
+        problems = {p["task_id"]: p for p in humaneval_problems(None)} if cfg.humaneval_subset else {}
+        gens = read_json_output(out / "humaneval_generations.json", "inference")
+        he = score_humaneval([problems[g["task_id"]] for g in gens], [g["response"] for g in gens],
+                             **kw) if gens else None
+        ppl = read_json_output(out / "ppl.json", "inference")
+        m = scoreboard.drill_metrics(summary, ppl, he)
+        _write_report_csv(rows, report, conf)
+        write_json_output(summary_path, {"variant": variant, "summary": summary, "metrics": m,
+                                         "humaneval": he, "ppl": ppl}, conf)
+        c = summary["counts"]
+        log().info("evaluation[%s]: %s | Pass@1 %.3f FCR %.3f SER %.3f RSR %.3f test pass@1 %.3f", variant,
+                   " ".join(f"{k}={v}" for k, v in c.items()), m["Pass@1"], m["FCR"], m["SER"], m["RSR"],
+                   m["test pass@1"])
+        info[variant] = m
+        notes[variant] = {"status": "ran", "samples": len(rows)}
+    if info:
+        atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(info, indent=1, default=str))
+        fig = scoreboard.plot_metrics(info, cfg.paths.output_dir / "metrics.png")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    return info
+
+
+def _needs(cfg: DrillConfig) -> list[Need]:
+    return [Need(cfg.paths.output_for(v) / "inference_results.json", "inference", f"the answers of {v}")
+            for v in cfg.variants()]
+
+
+def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
+    from course_lib.evaluation import sandbox
+
+    try:
+        sandbox.resolve_backend(cfg.sandbox_backend)
+    except (RuntimeError, ValueError, OSError) as exc:
+        return [f"step 5 cannot run code: {exc}"]
+    return []
+
+
+def _sandbox_name(cfg: DrillConfig) -> str | None:
+    from course_lib.evaluation import sandbox
+
+    try:
+        return sandbox.resolve_backend(cfg.sandbox_backend)
+    except (RuntimeError, ValueError, OSError):
+        return cfg.sandbox_backend
+
+
+def _engine(cfg: DrillConfig) -> dict:
+    return {"name": "course sandbox (lesson 06)", "sandbox_backend": _sandbox_name(cfg),
+            "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
+
+
+STEP = Step("evaluation", run=step_evaluation, needs=_needs, check=_check, engine=_engine)

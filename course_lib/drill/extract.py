@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
+_PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def extract_code(answer: str | None) -> str | None:
     """
     if not answer:
         return None
-    kept = [b.code for b in find_code_blocks(answer) if b.tag in PYTHON_TAGS or b.tag == ""]
+    kept = [b.code for b in find_code_blocks(answer) if b.tag in _PYTHON_TAGS or b.tag == ""]
     kept = [c for c in kept if c.strip()]
     return "\n\n".join(c.rstrip("\n") for c in kept) + "\n" if kept else None
 
@@ -78,7 +78,7 @@ def has_fenced_code(answer: str | None) -> bool:
     """
     if not answer:
         return False
-    return any(b.closed and b.code.strip() and (b.tag in PYTHON_TAGS or b.tag == "")
+    return any(b.closed and b.code.strip() and (b.tag in _PYTHON_TAGS or b.tag == "")
                for b in find_code_blocks(answer))
 
 
@@ -88,7 +88,7 @@ def answer_lead_in(answer: str | None) -> str | None:
     None when the answer defines no function in such a fence.
 
     Test pass@1 keeps a model's own lead-in (prose, the fence) and gives it the ``def`` line the task
-    asks for (:func:`course_lib.drill.run.signature_prefix`). Introduced in lesson 07.
+    asks for (:func:`course_lib.drill.inference.signature_prefix`). Introduced in lesson 07.
     """
     if not answer:
         return None
@@ -98,7 +98,7 @@ def answer_lead_in(answer: str | None) -> str | None:
         if stripped.startswith("```"):
             if not inside:
                 inside = True
-                python = _fence_tag(stripped) in PYTHON_TAGS | {""}
+                python = _fence_tag(stripped) in _PYTHON_TAGS | {""}
             elif stripped.strip("`") == "":
                 inside = False
         elif inside and python and line.startswith("def "):

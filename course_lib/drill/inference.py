@@ -1,400 +1,241 @@
-"""Step 4 of the drill — inference: answers of a model to the eval and HumanEval prompts, plus PPL.
+"""Step 4 of the drill — inference: each model answers the eval prompts and a HumanEval subset; PPL.
 
-Both profiles answer with vLLM's offline engine and the lesson's knobs (full: ``max_model_len`` 4096,
-``gpu_memory_utilization`` 0.8, ``max_num_seqs`` 16, ``max_num_batched_tokens`` 16384, answers up to
-1536 tokens; ci: the same knobs scaled to the tiny model, ``float32``), one engine per model in a child
-process that exits before the next model starts (:mod:`course_lib.drill.vllm_engine`).
-:func:`run_model` is the one entry point: it computes the teacher-forced PPL first (transformers; that
-model is freed before the engine starts, so two copies never sit in memory together), then sends every
-prompt to the engine in one go. Greedy decoding, stop on ``<|im_end|>``/``<|endoftext|>``. When vLLM
-cannot run, transformers ``generate`` (batched, left padding, same prompt ids and stop tokens) is the
-fallback, and the reason is printed and recorded.
+:func:`step_inference` asks one engine per model (:func:`infer`, through
+:func:`course_lib.drill.generation.run_model`: vLLM, or transformers ``generate`` as a fallback that says
+why) and writes ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and
+``ppl.json``. Eval rows with hidden tests are answered a second time from the task's ``def`` line
+(:func:`signature_prefix`): those answers are what test pass@1 runs in step 5.
 
 Introduced in lesson 07.
 """
 from __future__ import annotations
 
-import gc
-import logging
-import math
-import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from course_lib.drill.vllm_engine import (  # noqa: F401  (VLLMKnobs is re-exported for the drill)
-    VLLMKnobs,
-    VLLMUnavailable,
-    generate_offline,
-    knobs_from_profile,
-    vllm_python,
+from course_lib.drill.generation import run_model
+from course_lib.drill.outputs import (
+    StepOutputError,
+    check_weights,
+    has_weights,
+    log,
+    read_json_output,
+    sha_or_none,
+    up_to_date,
+    write_json_output,
 )
-
-STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
-ENGINES = ("vllm", "transformers")
-_PROFILE = object()   # "take this setting from the profile"
-
-
-def vllm_server_command(model: str | Path, knobs: VLLMKnobs, *, port: int = 8000,
-                        python: str = sys.executable) -> list[str]:
-    """The argv that serves ``model`` with vLLM's OpenAI-compatible server and the lesson's knobs
-    (the course's one builder, :func:`course_lib.training.teacher.vllm_server_command`); on a CPU
-    machine pass ``python=vllm_engine.vllm_python()[0]`` (the ``.venv-vllm`` interpreter).
-
-    Introduced in lesson 07.
-    """
-    from course_lib.training.teacher import vllm_server_command as build
-
-    return build(model, port=port, python=python,
-                 max_model_len=knobs.max_model_len, gpu_memory_utilization=knobs.gpu_memory_utilization,
-                 max_num_seqs=knobs.max_num_seqs, max_num_batched_tokens=knobs.max_num_batched_tokens)
+from course_lib.drill.pipeline import reference_in_pipeline_format
+from course_lib.drill.settings import DrillConfig, Need, Step, base_model_path, trained_by
+from course_lib.drill.vllm_engine import VLLMKnobs
 
 
-def chat_prompt(tokenizer, user: str) -> str:
-    """The model's chat-formatted prompt for one user message (the tokenizer's chat template)."""
-    from course_lib.training.instructions import chat_prompt as _chat_prompt
-
-    return _chat_prompt(tokenizer, user)
-
-
-def stop_token_ids(tokenizer) -> list[int]:
-    """Ids of ``<|im_end|>``, ``<|endoftext|>`` (when the vocabulary has them) and the eos token."""
-    ids = []
-    for t in STOP_TOKENS:
-        i = tokenizer.convert_tokens_to_ids(t)
-        if isinstance(i, int) and i >= 0 and i != tokenizer.unk_token_id:
-            ids.append(i)
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    return ids
+def model_path_for(cfg: DrillConfig, variant: str) -> str:
+    """Where step 4 finds the model of ``variant`` (raises naming the step to run when it is missing)."""
+    if variant == "base":
+        base = base_model_path(cfg)
+        if Path(base).is_dir():
+            check_weights(base, "copy or download the base model again (ci: delete lesson 04's tiny-model "
+                                "folder in the course cache and rerun lesson 04)")
+        return base
+    res = read_json_output(cfg.paths.model_record(variant), "sft")
+    if not has_weights(res["model_path"]) and not str(res["model_path"]).startswith("hf://"):
+        raise StepOutputError(f"no fine-tuned model at {res['model_path']}; run step 3 "
+                              f"(`--only-step sft --force`)")
+    check_weights(res["model_path"], "run step 3 again: `python -m course_lib.drill --only-step sft --force`")
+    return res["model_path"]
 
 
-def load_tokenizer(model_path: str | Path):
-    """The model's tokenizer, set up for batched generation (left padding, a pad token)."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(model_path))
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+def _model_fingerprint(cfg: DrillConfig, variant: str) -> str | None:
+    if variant == "base":
+        return cfg.sft_model or f"profile:{cfg.profile.name}"
+    return sha_or_none(cfg.paths.model_record(variant))
 
 
-def load_model(model_path: str | Path, *, threads: int | None = None):
-    """(tokenizer, model) from a Hugging Face folder on CPU in float32, ready for batched generation."""
-    import torch
-    from transformers import AutoModelForCausalLM
+def inference_knobs(cfg: DrillConfig) -> VLLMKnobs:
+    """The vLLM knobs of step 4, with ``--max-new-tokens`` (when given) as the answer budget."""
+    if cfg.max_new_tokens:
+        from dataclasses import replace
 
-    if threads:
-        torch.set_num_threads(int(threads))
-    tok = load_tokenizer(model_path)
-    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
-    model.eval()
-    return tok, model
+        return replace(cfg.vllm, response_max_tokens=int(cfg.max_new_tokens))
+    return cfg.vllm
 
 
-def model_max_len(model_path: str | Path, knobs: VLLMKnobs) -> int:
-    """The context both engines use: ``knobs.max_model_len`` capped at the model's own."""
-    from course_lib.drill.vllm_engine import model_context
-
-    ctx = model_context(model_path)
-    return min(knobs.max_model_len, ctx) if ctx else knobs.max_model_len
-
-
-def encode_prompts(tokenizer, prompts: Sequence[str], room: int,
-                   answer_prefixes: Sequence[str | None] | None = None) -> tuple[list[list[int]], int]:
-    """Chat-formatted token ids of ``prompts``, each cut to its last ``room`` tokens (the answer's
-    budget must fit in the context). ``answer_prefixes[i]`` (optional): the start of the answer, given
-    to the model after the chat prompt (encoded on its own, as SFT encodes the answer apart from the
-    prompt). Returns (ids per prompt, how many prompts were cut)."""
-    if answer_prefixes is not None and len(answer_prefixes) != len(prompts):
-        raise ValueError(f"{len(prompts)} prompts but {len(answer_prefixes)} answer prefixes")
-    out, cut = [], 0
-    for i, p in enumerate(prompts):
-        ids = list(tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"])
-        prefix = answer_prefixes[i] if answer_prefixes is not None else None
-        if prefix:
-            ids += list(tokenizer(prefix, add_special_tokens=False)["input_ids"])
-        if len(ids) > room:
-            ids, cut = ids[-room:], cut + 1
-        out.append(ids)
-    return out, cut
+def _inference_config(cfg: DrillConfig, variant: str) -> dict:
+    return {"variant": variant, "model": _model_fingerprint(cfg, variant),
+            "eval": sha_or_none(cfg.paths.eval_json), "engine": cfg.inference_backend,
+            "knobs": inference_knobs(cfg).as_dict(), "humaneval_subset": cfg.humaneval_subset,
+            "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2"}
 
 
-def decode_answer(tokenizer, ids: Sequence[int], stop: Sequence[int]) -> dict[str, Any]:
-    """``{"response", "new_tokens", "finished"}`` from generated ids: cut at the first stop token
-    (``finished``: the model stopped on its own rather than at the token budget)."""
-    ids = list(ids)
-    hits = [ids.index(s) for s in stop if s in ids]
-    cut = min(hits, default=len(ids))
-    return {"response": tokenizer.decode(ids[:cut], skip_special_tokens=True), "new_tokens": cut,
-            "finished": bool(hits)}
+# test pass@1's protocol: the model answers freely; its first `def` line is replaced by the one the task
+# asks for, and the model writes the rest again from there (HumanEval gives the signature the same way)
+DEFAULT_LEAD_IN = "```python\n"
 
 
-def generate_ids_transformers(model_path: str | Path, prompt_ids: Sequence[Sequence[int]], *,
-                              max_new_tokens: int, batch_size: int, threads: int | None = None,
-                              progress: bool = True) -> list[list[int]]:
-    """Greedy generated ids for already-encoded prompts with transformers (batched, left padding)."""
-    import torch
-    from tqdm.auto import tqdm
-    from transformers import GenerationConfig
+def signature_prefix(row: dict, free_answer: str | None = None) -> str | None:
+    """The start of the answer that test pass@1 gives the model for an eval row with hidden tests: the
+    model's own free answer up to its first function definition (prose, the ```` ```python ```` fence;
+    :func:`course_lib.drill.extract.answer_lead_in`), or ```` ```python ```` when it defined none,
+    followed by the task's ``def`` line (``signature`` of the hidden-test record). So every model
+    keeps its own answer format and only the name and argument of the function are given, as
+    HumanEval's prompt ends with the signature. None for rows without a signature (hub rows)."""
+    from course_lib.drill.extract import answer_lead_in
 
-    tok, model = load_model(model_path, threads=threads)
-    stop = stop_token_ids(tok)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else stop[0]
-    gen_cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
-                               pad_token_id=pad)   # only these: the model's own defaults do not apply
-    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
-    out: list[list[int] | None] = [None] * len(prompt_ids)
-    bar = tqdm(total=len(order), desc="generate", disable=not progress, leave=False)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        width = max(len(prompt_ids[i]) for i in chunk)
-        input_ids = torch.tensor([[pad] * (width - len(prompt_ids[i])) + list(prompt_ids[i]) for i in chunk])
-        attn = torch.tensor([[0] * (width - len(prompt_ids[i])) + [1] * len(prompt_ids[i]) for i in chunk])
-        with torch.no_grad():
-            gen = model.generate(input_ids=input_ids, attention_mask=attn, generation_config=gen_cfg)
-        for row, i in zip(gen[:, width:], chunk):
-            out[i] = row.tolist()
-        bar.update(len(chunk))
-    bar.close()
-    del model
-    gc.collect()
-    return out  # type: ignore[return-value]
-
-
-def generate_transformers(model_path: str | Path, prompts: Sequence[str], *, max_new_tokens: int,
-                          batch_size: int, threads: int | None = None, max_len: int | None = None,
-                          progress: bool = True) -> list[dict[str, Any]]:
-    """Greedy answers of the model at ``model_path`` to ``prompts`` with transformers ``generate``
-    (the fallback engine), batched with left padding in float32.
-
-    Prompts longer than ``max_len - max_new_tokens`` tokens (``max_len``: the model's context) keep
-    their last tokens. Returns one dict per prompt, in order: ``response``, ``new_tokens``,
-    ``finished`` (stopped on its own rather than at ``max_new_tokens``). Introduced in lesson 07.
-    """
-    from course_lib.drill.vllm_engine import model_context
-
-    tok = load_tokenizer(model_path)
-    max_len = max_len or model_context(model_path) or 2048
-    ids, _ = encode_prompts(tok, prompts, max(16, max_len - max_new_tokens))
-    gen = generate_ids_transformers(model_path, ids, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                                    threads=threads, progress=progress)
-    stop = stop_token_ids(tok)
-    return [decode_answer(tok, g, stop) for g in gen]
-
-
-def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 8,
-                       max_length: int = 1024, threads: int | None = None, device: str | None = None) -> dict:
-    """Perplexity of the model on reference answers, teacher-forced (the lesson's PPL).
-
-    For each (prompt, reference) the model reads the chat-formatted prompt and the reference answer
-    followed by ``<|im_end|>``; the loss counts only the answer's tokens. PPL = exp(total NLL / total
-    answer tokens). ``device`` None: CUDA when torch sees a GPU, else the CPU. Returns ``{"ppl", "nll",
-    "tokens", "samples"}``. Introduced in lesson 07.
-    """
-    import torch
-
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    tok, model = load_model(model_path, threads=threads)
-    model.to(device)
-    from course_lib.training.instructions import IGNORE_INDEX, encode_chat
-
-    total_nll, total_tokens = 0.0, 0
-    for start in range(0, len(pairs), batch_size):
-        ids_list, labels_list = [], []
-        for prompt, ref in pairs[start:start + batch_size]:
-            ex = encode_chat(tok, [{"role": "user", "content": prompt}, {"role": "assistant", "content": ref}],
-                             max_len=max_length)
-            ids_list.append(ex["input_ids"])
-            labels_list.append(ex["labels"])
-        width = max(len(x) for x in ids_list)
-        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-        input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids_list], device=device)
-        labels = torch.tensor([y + [IGNORE_INDEX] * (width - len(y)) for y in labels_list], device=device)
-        attn = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids_list], device=device)
-        with torch.no_grad():
-            logits = model(input_ids=input_ids, attention_mask=attn).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1)
-        tgt = labels[:, 1:]
-        mask = tgt != IGNORE_INDEX
-        picked = logp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        total_nll += float(-(picked * mask).sum())
-        total_tokens += int(mask.sum())
-    nll = total_nll / max(total_tokens, 1)
-    return {"ppl": math.exp(min(nll, 50.0)), "nll": nll, "tokens": total_tokens, "samples": len(pairs)}
-
-
-def _installed(name: str) -> str | None:
-    import importlib.metadata as md
-
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
+    sig = row.get("signature")
+    if not (sig and row.get("tests")):
         return None
+    lead = answer_lead_in(free_answer) if free_answer else None
+    return (lead if lead is not None else DEFAULT_LEAD_IN) + sig + "\n"
 
 
-def _say(message: str, log: logging.Logger | None) -> None:
-    """``message`` in the log and, unless the log already writes to the console, on stderr."""
-    logger = log or logging.getLogger("course_lib.drill")
-    logger.warning(message)
-    to_console = any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-                     and getattr(h, "stream", None) in (sys.stdout, sys.stderr) for h in logger.handlers)
-    if not to_console:
-        print(message, file=sys.stderr, flush=True)
+def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list[tuple[str, str]],
+          answer_prefixes: list[str | None] | None = None, follow_up=None) -> dict:
+    """One model's answers to ``prompts`` and its PPL on ``ppl_pairs`` with the configured engine
+    (:func:`run_model`, from :mod:`course_lib.drill.generation`: vLLM, or the transformers fallback saying
+    why);
+    ``follow_up`` builds a second round from the answers, for the same engine."""
+    return run_model(model_path, prompts, ppl_pairs, profile=cfg.profile, knobs=inference_knobs(cfg),
+                               engine=cfg.inference_backend, fallback=cfg.inference_fallback,
+                               batch_size=cfg.batch_size, threads=cfg.inference_workers,
+                               timeout_s=cfg.inference_timeout_s, log=log(), answer_prefixes=answer_prefixes,
+                               follow_up=follow_up)
 
 
-def _free_memory() -> None:
-    gc.collect()
-    try:
-        import torch
+def step_inference(cfg: DrillConfig) -> dict:
+    """Step 4: each model answers the eval prompts and a HumanEval subset; PPL on the references.
 
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:  # pragma: no cover - torch is a course dependency
-        pass
-
-
-def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequence[tuple[str, str]] = (), *,
-              profile: str = "ci", knobs: VLLMKnobs | None = None, engine: Any = _PROFILE,
-              fallback: Any = _PROFILE, batch_size: Any = _PROFILE, threads: Any = _PROFILE,
-              timeout_s: Any = _PROFILE, log: logging.Logger | None = None,
-              answer_prefixes: Sequence[str | None] | None = None,
-              follow_up: Callable[[list[dict]], tuple[Sequence[str], Sequence[str | None]] | None] | None = None,
-              ) -> dict[str, Any]:
-    """Answers of ONE model to ``prompts`` and its PPL on ``ppl_pairs``: the drill's one inference call.
-
-    ``answer_prefixes`` (optional, one per prompt, None for none): the start of the answer, given to the
-    model after the chat prompt, as HumanEval gives the function's signature; the returned
-    ``response`` then begins with that prefix, followed by what the model wrote.
-
-    ``follow_up`` (optional): called with the answers once they are in, it returns a second round
-    ``(prompts, answer_prefixes)`` (or None for none) that the same engine answers, without a second
-    start-up; those answers are returned as ``"follow_up"`` (None when there was no second round).
-
-    Settings not given come from ``get_profile(profile).drill``: ``knobs`` (``vllm_*``), ``engine``
-    (``inference_backend``: ``"vllm"``, or ``"transformers"`` to skip vLLM), ``fallback``
-    (``inference_fallback``: ``"transformers"`` or None), ``batch_size`` (of the fallback), ``threads``
-    (``inference_workers``: CPU threads of the PPL pass and of the fallback) and ``timeout_s``
-    (``inference_timeout_s``, for the engine's process).
-
-    Order: the teacher-forced PPL pass (:func:`teacher_forced_ppl`; its model is freed before the
-    engine starts), then one vLLM engine in a child process that answers every prompt and exits.
-    When vLLM cannot run (no vLLM environment, ``import vllm`` fails, the engine crashes or times out)
-    and ``fallback`` is ``"transformers"``, the reason is printed and transformers ``generate``
-    answers instead (same prompt ids, stop tokens and budget); with ``fallback=None`` it raises
-    :class:`VLLMUnavailable`. Returns ``{"answers": [{"response", "new_tokens", "finished"}],
-    "ppl": {...} | None, "engine": {"engine", "version", "settings", "fallback_reason", "ppl",
-    "truncated_prompts", "seconds", ...}}``. Introduced in lesson 07.
+    One engine per model (:func:`infer`): the eval and HumanEval prompts go to it in one go, and it is
+    shut down (its process exits) before the next model starts. Eval rows with hidden tests are then
+    answered once more (a second round for the same engine), each from its free answer's lead-in and the task's
+    ``def`` line (:func:`signature_prefix`): those answers are what test pass@1 runs. Writes
+    ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and ``ppl.json``;
+    which engine answered, with which settings (and why it fell back, if it did), goes to the run
+    manifest. Introduced in lesson 07.
     """
-    from course_lib.profiles import get_profile
+    from course_lib.drill import evaluate
 
-    d = get_profile(profile).drill
-    knobs = knobs or knobs_from_profile(profile)
-    engine = d.inference_backend if engine is _PROFILE else engine
-    fallback = d.inference_fallback if fallback is _PROFILE else fallback
-    batch_size = d.batch_size if batch_size is _PROFILE else batch_size
-    threads = d.inference_workers if threads is _PROFILE else threads
-    timeout_s = d.inference_timeout_s if timeout_s is _PROFILE else timeout_s
-    if engine not in ENGINES:
-        raise ValueError(f"unknown inference engine {engine!r}; use one of {ENGINES}")
-    if fallback not in (None, "transformers"):
-        raise ValueError(f"unknown inference fallback {fallback!r}; use 'transformers' or None")
-
-    tok = load_tokenizer(model_path)
-    stop = stop_token_ids(tok)
-    max_len = model_max_len(model_path, knobs)
-    room = max(16, max_len - knobs.response_max_tokens)
-    prompt_ids, truncated = encode_prompts(tok, prompts, room, answer_prefixes)
-    seconds: dict[str, float] = {}
-    second: dict[str, Any] = {}      # the follow-up round: its prompts' prefixes, ids, truncations, answers
-
-    def with_prefixes(answers: list[dict], prefixes) -> list[dict]:
-        if prefixes is not None:
-            for a, prefix in zip(answers, prefixes):
-                if prefix:
-                    a["response"] = prefix + a["response"]
-        return answers
-
-    def next_round(answers: list[dict]) -> list[list[int]] | None:
-        """The follow-up prompts' ids, built from the first round's answers (their prefixes applied)."""
-        spec = follow_up(answers) if follow_up is not None else None
-        if spec is None:
-            return None
-        prompts2, prefixes2 = spec
-        ids2, trunc2 = encode_prompts(tok, prompts2, room, prefixes2)
-        second.update(prefixes=prefixes2, ids=ids2, truncated=trunc2)
-        return ids2
-
-    ppl = None
-    t0 = time.monotonic()
-    if ppl_pairs:   # before the engine starts: one copy of the model in memory at a time
-        ppl = teacher_forced_ppl(model_path, ppl_pairs, threads=threads, max_length=max_len)
-        _free_memory()
-    seconds["ppl"] = round(time.monotonic() - t0, 2)
-
-    answers = None
-    fallback_reason = None
     info: dict[str, Any] = {}
-    if engine == "vllm":
-        try:
-            decoded: list[dict] = []
+    notes = cfg.run_notes.setdefault("inference", {})
+    evals = None
+    for variant in cfg.variants():
+        out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
+        files = {"answers": out / "inference_results.json", "humaneval": out / "humaneval_generations.json",
+                 "ppl": out / "ppl.json"}
+        if up_to_date(list(files.values()), conf, cfg.force, f"inference[{variant}]"):
+            info[variant] = {"skipped": True}
+            notes[variant] = {"status": "cached"}
+            continue
+        evals = evals if evals is not None else read_json_output(cfg.paths.eval_json, "download")
+        model_path = model_path_for(cfg, variant)
+        problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
+        prompts = [r["prompt"] for r in evals]
+        he_prompts = [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]) for p in problems]
+        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
+                 for r in evals[: cfg.ppl_samples or len(evals)]]
+        log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
+                   len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
+        # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
+        # task's signature (signature_prefix): a second round for the same engine, built from the first's answers
+        sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r)]
 
-            def engine_follow_up(raw: list[dict]) -> list[list[int]] | None:
-                decoded[:] = with_prefixes([decode_answer(tok, a["token_ids"], stop) for a in raw],
-                                           answer_prefixes)
-                return next_round(decoded)
+        def signature_round(first: list[dict], evals=evals, sig_rows=sig_rows):
+            if not sig_rows:
+                return None
+            return ([evals[i]["prompt"] for i in sig_rows],
+                    [signature_prefix(evals[i], first[i]["response"]) for i in sig_rows])
 
-            res = generate_offline(model_path, prompt_ids, knobs, stop_token_ids=stop, timeout_s=timeout_s,
-                                   follow_up=engine_follow_up if follow_up is not None else None)
-            if follow_up is None:      # (with a follow-up, engine_follow_up has decoded the answers)
-                decoded = with_prefixes([decode_answer(tok, a["token_ids"], stop) for a in res["answers"]],
-                                        answer_prefixes)
-            answers = decoded
-            if res.get("follow_up") is not None:
-                second["answers"] = [decode_answer(tok, a["token_ids"], stop) for a in res["follow_up"]]
-            e = res["engine"]
-            info = {"engine": "vllm", "version": e["version"], "device": e["device"], "python": e["python"],
-                    "settings": {"knobs": knobs.as_dict(), "dtype": knobs.dtype,
-                                 "kv_cache_gib": knobs.kv_cache_gib, "engine_args": e["engine_args"],
-                                 "env": e["env"], "greedy": True}}
-            seconds.update({f"engine_{k}": v for k, v in e["seconds"].items()})
-        except VLLMUnavailable as exc:
-            if fallback is None:
-                raise
-            answers = None
-            second.clear()
-            fallback_reason = str(exc)
-            _say(f"inference: vLLM is unavailable for {model_path}: {fallback_reason}\n"
-                 f"inference: falling back to transformers generate (greedy, float32; same answers, slower)", log)
+        t0 = time.monotonic()
+        res = infer(cfg, model_path, prompts + he_prompts, pairs, follow_up=signature_round)
+        secs = time.monotonic() - t0
+        if len(res["answers"]) != len(prompts) + len(he_prompts):   # never silently drop a prompt
+            raise StepOutputError(f"inference[{variant}]: {len(prompts) + len(he_prompts)} prompts but "
+                                  f"{len(res['answers'])} answers")
+        answers, he_answers = res["answers"][: len(prompts)], res["answers"][len(prompts):]
+        sig_answers: dict[int, dict] = {}
+        if sig_rows:
+            if len(res["follow_up"] or []) != len(sig_rows):
+                raise StepOutputError(f"inference[{variant}]: {len(sig_rows)} signature prompts but "
+                                      f"{len(res['follow_up'] or [])} answers")
+            sig_answers = dict(zip(sig_rows, res["follow_up"]))
+            log().info("inference[%s]: %d answers again with the task's signature given (same engine, %s s)",
+                       variant, len(sig_rows), res["engine"]["seconds"].get(
+                           "engine_follow_up_generate", res["engine"]["seconds"].get("follow_up_generate")))
+        records = []
+        for i, (r, a) in enumerate(zip(evals, answers)):
+            rec = {"idx": r["idx"], "task": r.get("task", ""), "prompt": r["prompt"],
+                   "response": a["response"], "reference": r["response"], "new_tokens": a["new_tokens"],
+                   "finished": a["finished"]}
+            if r.get("tests"):
+                rec["tests"], rec["entry_point"] = r["tests"], r.get("entry_point")
+            if i in sig_answers:
+                rec["signature"] = r["signature"]
+                rec["signature_response"] = sig_answers[i]["response"]
+            if r.get("eval_part"):
+                rec["eval_part"] = r["eval_part"]
+            records.append(rec)
+        write_json_output(files["answers"], records, conf)
+        write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
+                                               for p, a in zip(problems, he_answers)], conf)
+        ppl = res["ppl"] or {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
+        write_json_output(files["ppl"], ppl, conf)
+        engine = res["engine"]
+        tokens = sum(a["new_tokens"] for a in res["answers"])   # the free answers' run
+        gen_s = engine["seconds"].get("engine_generate", engine["seconds"].get("generate", secs))
+        log().info("inference[%s]: %s %s answered %d prompts, %d new tokens (%.0f tokens/s while generating); "
+                   "PPL %.2f over %d reference tokens; %.1f s in all", variant, engine["engine"],
+                   engine.get("version") or "", len(res["answers"]), tokens, tokens / max(gen_s, 1e-9),
+                   ppl["ppl"], ppl["tokens"], secs)
+        info[variant] = {"answers": len(records), "humaneval": len(he_answers), "seconds": round(secs, 1),
+                         "ppl": ppl["ppl"], "engine": engine["engine"]}
+        notes[variant] = {"status": "ran", "model": model_path, "answers": len(records), "new_tokens": tokens,
+                          "humaneval_problems": len(problems), **engine,
+                          "signature_answers": len(sig_answers),
+                          "signature_engine": res["engine"]["engine"] if sig_answers else None}
+    return info
+
+
+def _needs(cfg: DrillConfig) -> list[Need]:
+    return [Need(cfg.paths.eval_json, "download", "the eval set")] + [
+        Need(cfg.paths.model_record(v), trained_by(v), f"the fine-tuned model of {v}")
+        for v in cfg.trained_variants()]
+
+
+def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
+    from course_lib.drill.finetune import base_model_problems
+
+    problems = []
+    if "base" in cfg.variants() and "sft" not in steps:
+        problems += base_model_problems(cfg)
+    if cfg.inference_backend == "vllm" and not cfg.inference_fallback:
+        from course_lib.drill.vllm_engine import vllm_python
+
+        python, why = vllm_python()
+        if python is None:
+            problems.append(f"step 4 needs vLLM (this profile has no transformers fallback): {why}")
+    return problems
+
+
+def _engine(cfg: DrillConfig) -> dict:
+    from course_lib.drill.vllm_engine import installed_version, vllm_python
+
+    knobs = inference_knobs(cfg)
+    out = {"engine": cfg.inference_backend, "fallback": cfg.inference_fallback,
+           "humaneval_subset": cfg.humaneval_subset, "ppl_samples": cfg.ppl_samples,
+           "ppl": "transformers, teacher-forced, before the engine starts", "ppl_threads": cfg.inference_workers,
+           "max_new_tokens": knobs.response_max_tokens}
+    if cfg.inference_backend == "vllm":
+        python, found = vllm_python()
+        out.update(name="vLLM offline engine (greedy), one child process per model", vllm=knobs.as_dict(),
+                   dtype=knobs.dtype, kv_cache_gib=knobs.kv_cache_gib, enforce_eager=knobs.enforce_eager,
+                   timeout_s=cfg.inference_timeout_s, python=python or found,
+                   version=installed_version(python) if python else None)
+        if cfg.inference_fallback:
+            out["fallback_settings"] = {"batch_size": cfg.batch_size, "threads": cfg.inference_workers}
     else:
-        fallback_reason = "engine 'transformers' selected (inference_backend)"
-    if answers is None:
-        t1 = time.monotonic()
-        gen = generate_ids_transformers(model_path, prompt_ids, max_new_tokens=knobs.response_max_tokens,
-                                        batch_size=batch_size, threads=threads, progress=False)
-        answers = with_prefixes([decode_answer(tok, g, stop) for g in gen], answer_prefixes)
-        seconds["generate"] = round(time.monotonic() - t1, 2)
-        if next_round(answers) is not None:
-            t2 = time.monotonic()
-            gen = generate_ids_transformers(model_path, second["ids"], max_new_tokens=knobs.response_max_tokens,
-                                            batch_size=batch_size, threads=threads, progress=False)
-            second["answers"] = [decode_answer(tok, g, stop) for g in gen]
-            seconds["follow_up_generate"] = round(time.monotonic() - t2, 2)
-        _free_memory()
-        info = {"engine": "transformers", "version": _installed("transformers"), "device": "cpu",
-                "settings": {"max_new_tokens": knobs.response_max_tokens, "batch_size": batch_size,
-                             "threads": threads, "dtype": "float32", "greedy": True}}
-    follow = with_prefixes(second["answers"], second["prefixes"]) if "answers" in second else None
-    if follow is not None:
-        info["follow_up_truncated_prompts"] = second["truncated"]
-    info.update(fallback_reason=fallback_reason, truncated_prompts=truncated, max_model_len=max_len,
-                ppl=None if ppl is None else f"transformers {_installed('transformers')}, teacher-forced, "
-                                             "before the engine starts",
-                seconds={**seconds, "total": round(time.monotonic() - t0, 2)})
-    return {"answers": answers, "ppl": ppl, "engine": info, "follow_up": follow}
+        out.update(name="transformers generate (greedy, batched, float32)", batch_size=cfg.batch_size,
+                   threads=cfg.inference_workers)
+    return out
 
 
-def timed(fn, *args, **kwargs) -> tuple[Any, float]:
-    t0 = time.monotonic()
-    return fn(*args, **kwargs), time.monotonic() - t0
+STEP = Step("inference", run=step_inference, needs=_needs, check=_check, engine=_engine, uses_gpu=True)

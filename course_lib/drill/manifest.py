@@ -27,12 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from course_lib.drill.store import atomic_write_text, log
+from course_lib.drill.outputs import atomic_write_text, log
 
 if TYPE_CHECKING:  # pragma: no cover
-    from course_lib.drill.run import DrillConfig
+    from course_lib.drill.settings import DrillConfig
 
-MANIFEST_NAME = "run_manifest.json"
+_MANIFEST_NAME = "run_manifest.json"
 
 
 def now() -> str:
@@ -40,11 +40,11 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def manifest_path(cfg: "DrillConfig") -> Path:
-    return cfg.paths.output_dir / MANIFEST_NAME
+def _manifest_path(cfg: "DrillConfig") -> Path:
+    return cfg.paths.output_dir / _MANIFEST_NAME
 
 
-def load_manifest(path: str | Path) -> dict[str, Any]:
+def _load_manifest(path: str | Path) -> dict[str, Any]:
     """The manifest at ``path``; an empty one when it is missing, and (with a warning) when it is not a
     manifest (then it is rewritten from this run). Introduced in lesson 07."""
     path = Path(path)
@@ -62,75 +62,7 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _sandbox_name(cfg: "DrillConfig") -> str | None:
-    from course_lib.evaluation import sandbox
-
-    try:
-        return sandbox.resolve_backend(cfg.sandbox_backend)
-    except (RuntimeError, ValueError, OSError):
-        return cfg.sandbox_backend
-
-
-def step_settings(cfg: "DrillConfig", step: str) -> dict[str, Any]:
-    """The engine of ``step`` and the settings it runs with in ``cfg``. Introduced in lesson 07."""
-    from course_lib.profiles import get_profile
-
-    P = get_profile(cfg.profile)
-    if step == "download":
-        out: dict[str, Any] = {"name": "datasets (streaming)", "source": cfg.source, "train_size": cfg.train_size,
-                               "eval_size": cfg.eval_size, "seed": cfg.seed,
-                               "hidden_tests": Path(cfg.hidden_tests).name if cfg.hidden_tests else None}
-        if cfg.source == "hub":
-            out["dataset"] = cfg.dataset
-        else:
-            out["files"] = [Path(f).name for f in cfg.data_files or []]
-        return out
-    if step == "pipeline":
-        from course_lib.drill.run import _pipeline_timeout
-
-        out = {"name": "LazyLLM codegen pipeline (lesson 05)", "timeout_s": _pipeline_timeout(cfg),
-               "min_score": P.pipeline.min_score, "max_score": P.pipeline.max_score}
-        if cfg.profile == "ci":
-            out["teacher"] = "course offline teacher on 127.0.0.1 (rules, not an LLM)"
-        else:
-            from course_lib.drill.preflight import teacher_endpoint
-
-            t = teacher_endpoint(cfg)
-            out.update(teacher=t.model, teacher_url=t.url)
-        return out
-    if step == "sft":
-        from course_lib.drill.run import base_model_path
-
-        return {"name": "LazyLLM → LLaMA-Factory (course_lib.training.sft.finetune)",
-                "base_model": base_model_path(cfg), "sft_overrides": dict(cfg.sft_overrides)}
-    if step == "inference":
-        from course_lib.drill.run import inference_knobs
-        from course_lib.drill.vllm_engine import installed_version, vllm_python
-
-        knobs = inference_knobs(cfg)
-        out = {"engine": cfg.inference_backend, "fallback": cfg.inference_fallback,
-               "humaneval_subset": cfg.humaneval_subset, "ppl_samples": cfg.ppl_samples,
-               "ppl": "transformers, teacher-forced, before the engine starts", "ppl_threads": cfg.inference_workers,
-               "max_new_tokens": knobs.response_max_tokens}
-        if cfg.inference_backend == "vllm":
-            python, found = vllm_python()
-            out.update(name="vLLM offline engine (greedy), one child process per model", vllm=knobs.as_dict(),
-                       dtype=knobs.dtype, kv_cache_gib=knobs.kv_cache_gib, enforce_eager=knobs.enforce_eager,
-                       timeout_s=cfg.inference_timeout_s, python=python or found,
-                       version=installed_version(python) if python else None)
-            if cfg.inference_fallback:
-                out["fallback_settings"] = {"batch_size": cfg.batch_size, "threads": cfg.inference_workers}
-        else:
-            out.update(name="transformers generate (greedy, batched, float32)", batch_size=cfg.batch_size,
-                       threads=cfg.inference_workers)
-        return out
-    if step == "evaluation":
-        return {"name": "course sandbox (lesson 06)", "sandbox_backend": _sandbox_name(cfg),
-                "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
-    raise ValueError(f"unknown step {step!r}")
-
-
-def engines_used(variants: dict[str, Any]) -> dict[str, Any]:
+def _engines_used(variants: dict[str, Any]) -> dict[str, Any]:
     """What step 4 really ran, from its variants' notes: ``used`` (``vllm`` / ``transformers``, or both
     joined by ``+`` when variants differ), ``used_version`` and ``fallback_reason`` (None when vLLM
     answered for every variant; else the first variant's reason). Introduced in lesson 07."""
@@ -154,14 +86,16 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
                 error: str | None = None) -> dict[str, Any]:
     """Merge the entry of ``step`` (just run, cached or failed) into the manifest and write it atomically.
 
-    Returns the whole manifest. A failure to record a *failed* step is logged, never raised (the step's
-    own error is what the user must see). Introduced in lesson 07.
+    The entry's ``engine`` is the step's own description of its engine and settings
+    (:attr:`course_lib.drill.settings.Step.engine`). Returns the whole manifest. A failure to record a
+    *failed* step is logged, never raised (the step's own error is what the user must see).
+    Introduced in lesson 07.
     """
-    from course_lib.drill.run import STEPS
+    from course_lib.drill.steps import STEPS, get_step
 
-    path = manifest_path(cfg)
+    path = _manifest_path(cfg)
     try:
-        data = load_manifest(path)
+        data = _load_manifest(path)
         notes = cfg.run_notes.get(step, {})
         old = data["steps"].get(step)
         finished = now()
@@ -169,23 +103,23 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
             entry = {**old, "status": "cached", "cached": True, "checked": finished}
         else:
             status = "failed" if error is not None else ("cached" if _was_cached(step, info, notes) else "ran")
-            entry = {"step": step, "number": STEPS.index(step) + 1, "profile": cfg.profile, "status": status,
+            entry = {"step": step, "number": STEPS.index(step) + 1, "profile": cfg.profile.name, "status": status,
                      "cached": status == "cached", "started": started, "finished": finished,
-                     "seconds": round(seconds, 2), "engine": step_settings(cfg, step)}
+                     "seconds": round(seconds, 2), "engine": get_step(step).engine(cfg)}
             if notes:   # a variant cached in this run keeps what the run that made it recorded
                 before = old.get("variants", {}) if isinstance(old, dict) else {}
                 entry["variants"] = {v: ({**before[v], "status": "cached"}
                                          if n.get("status") == "cached" and isinstance(before.get(v), dict) else n)
                                      for v, n in notes.items()}
             if step == "inference" and entry.get("variants"):
-                entry["engine"].update(engines_used(entry["variants"]))
+                entry["engine"].update(_engines_used(entry["variants"]))
             if error is not None:
                 entry["error"] = error[:2000]
             elif isinstance(info, dict) and step in ("download", "pipeline"):
                 entry["result"] = info
         data["steps"][step] = entry
         data["steps"] = {s: data["steps"][s] for s in STEPS if s in data["steps"]}
-        data.update(profile=cfg.profile, updated=finished)
+        data.update(profile=cfg.profile.name, updated=finished)
         atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False, default=str))
     except Exception as exc:
         if error is None:

@@ -3,8 +3,8 @@
 :func:`check_full_prerequisites` runs at the start of a full-profile drill (``run.check_prerequisites``
 calls it; the ci profile has no GPU, no external teacher and no Docker requirement, so it is skipped
 there). Each problem is one sentence naming what is missing and how to provide it. The probes are small
-module-level functions (:func:`gpu_memory_mib`, :func:`docker_state`, :func:`teacher_answers`), so tests
-replace them with ``monkeypatch``.
+module-level functions (:func:`gpu_memory_mib`, :func:`docker_state`, and step 2's
+:func:`course_lib.drill.pipeline.teacher_answers`), so tests replace them with ``monkeypatch``.
 
 One GPU: the teacher of step 2 (a vLLM server, tens of GiB for Qwen3-30B-A3B) and the SFT / vLLM
 inference of steps 3–4 do not fit on it together. Run steps 1–2 with the teacher up, stop it, then run
@@ -17,46 +17,18 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from course_lib.drill.run import DrillConfig
+from course_lib.drill import pipeline
+from course_lib.drill.outputs import has_weights, log
+from course_lib.drill.settings import DrillConfig, base_model_path
 
-GPU_QUERY = ["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"]
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-GPU_STEPS = ("sft", "inference")
-
-
-@dataclass(frozen=True)
-class TeacherEndpoint:
-    """Where step 2's pipeline finds its teacher in the full profile, and how to start it."""
-
-    url: str
-    model: str
-    command: str          # the vLLM server command line (shell-quoted)
-
-    @property
-    def local(self) -> bool:
-        """True when the teacher is served on this machine (so it shares this machine's GPU)."""
-        return any(h in self.url for h in ("127.0.0.1", "localhost", "0.0.0.0", "[::1]"))
-
-
-def teacher_endpoint(cfg: "DrillConfig") -> TeacherEndpoint:
-    """The full profile's teacher: ``$COURSE_TEACHER_URL`` (default vLLM on 127.0.0.1:8000) serving
-    ``--pipeline-model`` (default ``$COURSE_TEACHER_MODEL`` or the lesson's Qwen3-30B-A3B-Instruct), the
-    same choice ``course_lib.training.codegen.run_codegen_pipeline`` makes. Introduced in lesson 07."""
-    from course_lib.training.teacher import VLLMTeacher
-
-    vt = VLLMTeacher()
-    model = cfg.pipeline_model or os.environ.get("COURSE_TEACHER_MODEL") or vt.model
-    vt = VLLMTeacher(model=model)
-    return TeacherEndpoint(url=os.environ.get("COURSE_TEACHER_URL", vt.base_url), model=model,
-                           command=shlex.join(["python"] + vt.command()[1:]))
+_GPU_QUERY = ["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"]
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_GPU_STEPS = ("sft", "inference")
 
 
 # --- probes (replaced in tests) ------------------------------------------------------------------
@@ -66,7 +38,7 @@ def gpu_memory_mib() -> list[tuple[int, int]] | None:
     None when no GPU is visible. Introduced in lesson 07."""
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(GPU_QUERY, capture_output=True, text=True, timeout=30)
+            out = subprocess.run(_GPU_QUERY, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             out = None
         if out is not None and out.returncode == 0:
@@ -99,23 +71,14 @@ def docker_state() -> tuple[bool, bool]:
     return up, (d.image_exists() if up else False)
 
 
-def teacher_answers(url: str) -> tuple[bool, str]:
-    """(reachable, served model ids or the error) of an OpenAI-compatible server. Introduced in lesson 07."""
-    from course_lib.training.teacher import teacher_is_up
-
-    return teacher_is_up(url)
-
-
-def _gpu_check_bypassed() -> bool:
-    """True (and logged) in the CPU rehearsal of the full profile, the one run that skips the GPU checks
-    (:data:`course_lib.drill.rehearsal.BYPASSED_CHECKS`)."""
-    from course_lib.drill.rehearsal import bypassed
-    from course_lib.drill.store import log
-
-    why = bypassed("gpu_memory")
-    if why:
-        log().warning("prerequisites: %s", why)
-    return why is not None
+def _gpu_check_off(cfg: DrillConfig) -> bool:
+    """True (and logged) when the profile's ``drill.gpu_memory_check`` is off: the full-profile rehearsal
+    on CPU (``tests/``) turns it off, the one check it skips."""
+    if cfg.profile.drill.gpu_memory_check:
+        return False
+    log().warning("prerequisites: the GPU and free-GPU-memory check is off in this profile "
+                  "(drill.gpu_memory_check: the full-profile rehearsal on CPU)")
+    return True
 
 
 # --- the checks ----------------------------------------------------------------------------------
@@ -126,14 +89,12 @@ def model_location(name: str) -> str:
     p = Path(name).expanduser()
     if p.exists():
         return "local"
-    if not p.is_absolute() and not name.startswith((".", "~")) and HUB_ID.match(name):
+    if not p.is_absolute() and not name.startswith((".", "~")) and _HUB_ID.match(name):
         return "hub"
     return "missing"
 
 
 def _model_problems(name: str, what: str, option: str, notes: list[str]) -> list[str]:
-    from course_lib.drill.run import has_weights
-
     where = model_location(name)
     if where == "missing":
         return [f"{what} {name} does not exist (give a local folder with {option} /path/to/model)"]
@@ -148,40 +109,13 @@ def _model_problems(name: str, what: str, option: str, notes: list[str]) -> list
     return []
 
 
-def _teacher_needed(cfg: "DrillConfig", steps: Sequence[str]) -> bool:
-    """Step 2 will really call the teacher (it is planned and its output is not already up to date)."""
-    if "pipeline" not in steps:
-        return False
-    if cfg.force:
-        return True
-    from course_lib.drill.run import _pipeline_config
-    from course_lib.drill.store import output_state
-
-    return not (cfg.paths.train_json.exists() and output_state(cfg.paths.codegen_json, _pipeline_config(cfg))[0])
-
-
-def teacher_problem(cfg: "DrillConfig") -> str | None:
-    """None when the full profile's teacher answers and serves the model step 2 asks for; else what to do
-    (the command that starts it). Introduced in lesson 07."""
-    t = teacher_endpoint(cfg)
-    up, detail = teacher_answers(t.url)
-    if not up:
-        return (f"step 2's teacher does not answer at {t.url} ({detail}). Start it (on a GPU machine) with\n"
-                f"      {t.command}\n    or point COURSE_TEACHER_URL at a running OpenAI-compatible server")
-    served = [s.strip() for s in detail.split(",") if s.strip()]
-    if served and t.model not in served:
-        return (f"the teacher at {t.url} serves {served}, not {t.model!r}: pass --pipeline-model "
-                f"{served[0]} (or serve {t.model})")
-    return None
-
-
-def gpu_memory_problems(cfg: "DrillConfig", steps: Sequence[str]) -> list[str]:
+def gpu_memory_problems(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
     """Problems with the GPU for the planned ``steps`` (empty: fine). No GPU is a problem; vLLM inference
     needs ``gpu_memory_utilization`` x total memory free on the first GPU (vLLM's own start-up check);
     SFT on a machine whose only GPU still serves the teacher is a problem (stop the teacher first).
     Introduced in lesson 07."""
-    gpu_steps = [s for s in steps if s in GPU_STEPS]
-    if not gpu_steps or _gpu_check_bypassed():
+    gpu_steps = [s for s in steps if s in _GPU_STEPS]
+    if not gpu_steps or _gpu_check_off(cfg):
         return []
     gpus = gpu_memory_mib()
     if not gpus:
@@ -190,8 +124,8 @@ def gpu_memory_problems(cfg: "DrillConfig", steps: Sequence[str]) -> list[str]:
     problems = []
     free, total = gpus[0]
     if "sft" in steps and len(gpus) == 1:
-        t = teacher_endpoint(cfg)
-        if t.local and teacher_answers(t.url)[0]:
+        t = pipeline.teacher_endpoint(cfg)
+        if t.local and pipeline.teacher_answers(t.url)[0]:
             problems.append(f"the teacher at {t.url} still runs on this machine's only GPU ({free} of {total} MiB "
                             "free): stop it before SFT, then rerun (steps 1-2 are kept and skipped as cached)")
     if "inference" in steps and cfg.inference_backend == "vllm":
@@ -203,13 +137,11 @@ def gpu_memory_problems(cfg: "DrillConfig", steps: Sequence[str]) -> list[str]:
     return problems
 
 
-def _sandbox_backend(cfg: "DrillConfig") -> str:
-    from course_lib.profiles import get_profile
-
-    return str(cfg.sandbox_backend or os.environ.get("SANDBOX_BACKEND") or get_profile(cfg.profile).sandbox.backend)
+def _sandbox_backend(cfg: DrillConfig) -> str:
+    return str(cfg.sandbox_backend or cfg.profile.sandbox.backend)
 
 
-def check_full_prerequisites(cfg: "DrillConfig", steps: Sequence[str]) -> list[str]:
+def check_full_prerequisites(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
     """Problems (empty list: ready) that would stop the full profile's planned ``steps``, before any GPU work.
 
     Covers: the base model (``--sft-model`` or the profile's; a local folder with weights, or a hub id
@@ -218,19 +150,16 @@ def check_full_prerequisites(cfg: "DrillConfig", steps: Sequence[str]) -> list[s
     a visible GPU and its free memory (steps 3–4; the memory check waits until after step 2 when the
     teacher has to run first). Introduced in lesson 07.
     """
-    from course_lib.drill.run import base_model_path
-    from course_lib.drill.store import log
-
     problems: list[str] = []
     notes: list[str] = []
-    if any(s in steps for s in GPU_STEPS) and ("sft" in steps or "base" in cfg.variants()):
+    if any(s in steps for s in _GPU_STEPS) and ("sft" in steps or "base" in cfg.variants()):
         problems += _model_problems(base_model_path(cfg), "the base model", "--sft-model", notes)
-    teacher_runs = _teacher_needed(cfg, steps)
+    teacher_runs = pipeline.teacher_needed(cfg, steps)
     if teacher_runs:
-        t = teacher_endpoint(cfg)
+        t = pipeline.teacher_endpoint(cfg)
         if model_location(t.model) == "local" or Path(t.model).is_absolute():
             problems += _model_problems(t.model, "the teacher model", "--pipeline-model", notes)
-        why = teacher_problem(cfg)
+        why = pipeline.teacher_problem(cfg)
         if why:
             problems.append(why)
     if "evaluation" in steps and _sandbox_backend(cfg) == "docker":
@@ -244,7 +173,7 @@ def check_full_prerequisites(cfg: "DrillConfig", steps: Sequence[str]) -> list[s
             problems.append(f"the Docker image {IMAGE!r} is missing: build it with "
                             "`python -m course_lib.evaluation.sandbox image`")
     if teacher_runs:   # the teacher holds the GPU during step 2: only check that a GPU exists now
-        if any(s in steps for s in GPU_STEPS) and not _gpu_check_bypassed() and not gpu_memory_mib():
+        if any(s in steps for s in _GPU_STEPS) and not _gpu_check_off(cfg) and not gpu_memory_mib():
             problems.append("no NVIDIA GPU is visible (nvidia-smi / torch.cuda): the full profile's SFT and "
                             "inference need one (run --profile ci on a CPU machine)")
     else:

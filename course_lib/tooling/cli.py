@@ -97,7 +97,6 @@ def _cmd_lab(argv: list[str]) -> int:
 COMMANDS = {
     "notebooks": ("build solutions/ and notebooks/ from the lesson sources lessons/*.py",
                   "course_lib.tooling.cli:_cmd_notebooks"),
-    "student": ("the same as `notebooks` (kept for old instructions)", "course_lib.tooling.cli:_cmd_notebooks"),
     "lab": ("open JupyterLab on notebooks/ (offline-friendly flags)", "course_lib.tooling.cli:_cmd_lab"),
     "run": ("run every lesson notebook with papermill, export slides, print a table", "course_lib.tooling.runner:main"),
     "slides": ("export reveal.js slides that open offline", "course_lib.tooling.slides:main"),

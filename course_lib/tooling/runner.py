@@ -354,7 +354,7 @@ def select_lessons(folder: str, only: str | None) -> list[Path]:
 
     paths = lesson_paths(folder)
     if not paths:
-        hint = "; run `./course student` to generate them" if folder == "notebooks" else ""
+        hint = "; run `./course notebooks` to generate them" if folder == "notebooks" else ""
         raise SetupProblem(f"no lesson notebooks (NN_slug.ipynb) in {folder}/{hint}")
     if not only:
         return paths

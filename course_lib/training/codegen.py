@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from course_lib.profiles import Profile, ProfileLike, resolve_profile
 from course_lib.training.sft import lazyllm_environment
 from course_lib.training.teacher import (
     OFFLINE_MODEL_NAME,
@@ -436,11 +437,11 @@ def _match_formatted(formatted: list, snapshot: dict[str, dict]) -> tuple[dict[s
     return matched, unmatched
 
 
-def _teacher_for(profile: str, base_url: str | None, model_name: str | None, run_code: RunCode | None):
+def _teacher_for(profile: Profile, base_url: str | None, model_name: str | None, run_code: RunCode | None):
     """(base_url, model_name, server to stop or None, description, offline teacher or None)."""
     if base_url:
         return base_url, model_name or OFFLINE_MODEL_NAME, None, f"OpenAI-compatible server at {base_url}", None
-    if profile == "ci":
+    if profile.pipeline.teacher == "offline":
         server = TeacherServer(OfflineTeacher(run_code=run_code)).start()
         return (server.url, OFFLINE_MODEL_NAME, server,
                 "course offline teacher on 127.0.0.1 (rules + the dataset's reference code + "
@@ -452,7 +453,7 @@ def _teacher_for(profile: str, base_url: str | None, model_name: str | None, run
     return url, name, None, f"vLLM server at {url} ({name})", None
 
 
-def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "ci", base_url: str | None = None,
+def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileLike = "ci", base_url: str | None = None,
                          model_name: str | None = None, server: TeacherServer | None = None,
                          min_score: int | None = None, max_score: int | None = None,
                          normalize_scores: bool = True, instruction_from: str = "raw",
@@ -474,9 +475,8 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
 
     Introduced in lesson 05.
     """
-    from course_lib.profiles import get_profile
-
-    P = get_profile(profile).pipeline
+    resolved = resolve_profile(profile)
+    P = resolved.pipeline
     timeout_s = P.timeout_s if timeout_s is None else timeout_s
     min_score = P.min_score if min_score is None else min_score
     max_score = P.max_score if max_score is None else max_score
@@ -487,7 +487,7 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: str = "c
         url, name, desc = server.url, server.model_name, "course offline teacher on 127.0.0.1 (NOT an LLM)"
         offline = server.teacher
     else:
-        url, name, own_server, desc, offline = _teacher_for(profile, base_url, model_name, run_code)
+        url, name, own_server, desc, offline = _teacher_for(resolved, base_url, model_name, run_code)
     report = PipelineReport(teacher=desc, n_input=len(rows))
     try:
         items, refused, references = _prepare_items(rows, needs_reference=offline is not None)

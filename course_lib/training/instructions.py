@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from course_lib.profiles import ProfileLike, resolve_profile
+
 KINDS = ("codegen", "explain", "translate", "unittest")
 
 FIBONACCI_EXAMPLE = {
@@ -72,13 +74,14 @@ class FunctionRecord:
         return " ".join(first.split())
 
 
-def corpus_sources(profile: str = "ci") -> list[tuple[str, str]]:
+def corpus_sources(profile: ProfileLike = "ci") -> list[tuple[str, str]]:
     """Every Python file of the course corpus as ``("repo:path", source)``, repository by repository,
     files in dependency order — read through the same loader as lesson 04's pretraining
     (``tinymodel.corpus_repositories``). Introduced in lesson 05."""
     from course_lib.training.tinymodel import corpus_repositories
 
-    repos, _ = corpus_repositories(profile)
+    P = resolve_profile(profile)
+    repos, _ = corpus_repositories(P)
     return [(f"{r.name}:{p}", t) for r in repos for p, t in zip(r.paths, r.texts) if p.endswith(".py")]
 
 
@@ -179,7 +182,7 @@ def functions_in_source(text: str, path: str) -> tuple[list[FunctionRecord], Cou
 
 
 def harvest_functions(files: Iterable[Path | tuple[str, str]] | None = None, *,
-                      max_functions: int | None = None, profile: str | None = None
+                      max_functions: int | None = None, profile: ProfileLike | None = None
                       ) -> tuple[list[FunctionRecord], Counter]:
     """Self-contained documented functions from real code: ``files`` are paths or ``(name, source)``
     pairs; default :func:`corpus_sources` of ``profile`` (the course corpus of lessons 01-03).
@@ -187,9 +190,7 @@ def harvest_functions(files: Iterable[Path | tuple[str, str]] | None = None, *,
     Returns the functions and a Counter of why other functions were skipped. Introduced in lesson 05.
     """
     if files is None:
-        from course_lib.profiles import get_profile
-
-        files = corpus_sources(get_profile(profile).name)
+        files = corpus_sources(resolve_profile(profile))
     out: list[FunctionRecord] = []
     skipped: Counter = Counter()
     seen = set()
@@ -414,22 +415,21 @@ class InstructionSet:
 
 
 def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord], *,
-                   run_many: Callable[..., list] | None = None) -> tuple[list[bool], list[str], str]:
+                   run_many: Callable[..., list] | None = None,
+                   timeout_s: float | None = None) -> tuple[list[bool], list[str], str]:
     """Run each sample's reference with ``run_many`` (the signature of
     :func:`course_lib.evaluation.sandbox.run_many`): the Python code must define its function and pass
     the doctest asserts; a unit-test sample's tests must pass against the function.
 
     Returns (ok per sample, reason per sample, a sentence naming what checked them). Without
     ``run_many`` nothing is executed (untrusted code never runs outside a sandbox): every sample is
-    kept unverified and the sentence says so. Each run's time limit is the active profile's
-    ``sandbox.timeout_s``. Introduced in lesson 05.
+    kept unverified and the sentence says so. Each run's time limit is ``timeout_s`` (None: ``run_many``'s
+    own default). Introduced in lesson 05.
     """
     if run_many is None:
         return ([True] * len(samples), ["not executed"] * len(samples),
                 "not executed (no sandbox given: pass run_many=course_lib.evaluation.sandbox.run_many): "
                 "references were only parsed")
-    from course_lib.profiles import get_profile
-
     items = []
     for s in samples:
         rec = records[s["entry_point"] + "@" + s["source_path"]]
@@ -438,7 +438,8 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord], *
         else:
             code = s["output"] if s["kind"] != "explain" else rec.source
             items.append({"code": code, "tests": _doctest_asserts(rec) or None})
-    results = run_many(items, timeout_s=get_profile().sandbox.timeout_s, workers=4, progress=False)
+    limit = {} if timeout_s is None else {"timeout_s": timeout_s}
+    results = run_many(items, workers=4, progress=False, **limit)
     ok = [r.status == "passed" for r in results]
     reasons = [r.status if r.status != "passed" else "" for r in results]
     backends = sorted({str(getattr(r, "backend", "") or "?") for r in results}) or ["no samples"]
@@ -447,11 +448,12 @@ def verify_samples(samples: list[dict], records: Mapping[str, FunctionRecord], *
 
 def build_instruction_set(files: Iterable[Path | tuple[str, str]] | None = None, *,
                           max_functions: int = 200, kinds: Sequence[str] = KINDS, seed: int = 0,
-                          verify: bool = True, run_many: Callable[..., list] | None = None) -> InstructionSet:
+                          verify: bool = True, run_many: Callable[..., list] | None = None,
+                          timeout_s: float | None = None) -> InstructionSet:
     """Instruction samples of the four kinds from real functions (``files`` as in
     :func:`harvest_functions`; default the course corpus). With ``verify`` each reference is checked
     by :func:`verify_samples` with ``run_many`` (lesson 06's sandbox ``run_many``; without it nothing
-    runs and ``verified_by`` says so). Introduced in lesson 05.
+    runs and ``verified_by`` says so; ``timeout_s`` per run). Introduced in lesson 05.
     """
     unknown = set(kinds) - set(KINDS)
     if unknown:
@@ -472,7 +474,7 @@ def build_instruction_set(files: Iterable[Path | tuple[str, str]] | None = None,
             samples.append(s)
     by_key = {r.name + "@" + r.path: r for r in records}
     if verify:
-        ok, reasons, verified_by = verify_samples(samples, by_key, run_many=run_many)
+        ok, reasons, verified_by = verify_samples(samples, by_key, run_many=run_many, timeout_s=timeout_s)
         kept = []
         for s, good, why in zip(samples, ok, reasons):
             if good:
@@ -598,7 +600,7 @@ def mask_html(tokenizer, input_ids: Sequence[int], labels: Sequence[int]) -> str
     return legend + "<div>" + "".join(spans) + "</div>"
 
 
-def load_instruction_set(profile: str = "ci", *, rebuild: bool = False,
+def load_instruction_set(profile: ProfileLike = "ci", *, rebuild: bool = False,
                          run_many: Callable[..., list] | None = None) -> InstructionSet:
     """The profile's instruction set, harvested from the course corpus (:func:`corpus_sources`) and
     verified with ``run_many`` (:func:`build_instruction_set`; without it nothing runs), built once and
@@ -607,22 +609,22 @@ def load_instruction_set(profile: str = "ci", *, rebuild: bool = False,
     import json
 
     from course_lib import store
-    from course_lib.profiles import get_profile
     from course_lib.training.tinymodel import corpus_repositories
 
-    P = get_profile(profile).instructions
+    P = resolve_profile(profile)
+    S = P.instructions
     verified = run_many is not None
-    _, fingerprint = corpus_repositories(profile)
-    config = {"settings": dict(P), "python": sys.version, "verified": verified, "format": 4}
+    _, fingerprint = corpus_repositories(P)
+    config = {"settings": dict(S), "python": sys.version, "verified": verified, "format": 4}
 
     def build(folder):
-        ins = build_instruction_set(corpus_sources(profile), max_functions=P.max_functions,
-                                    seed=get_profile(profile).seed, run_many=run_many)
+        ins = build_instruction_set(corpus_sources(P), max_functions=S.max_functions,
+                                    seed=P.seed, run_many=run_many, timeout_s=P.sandbox.timeout_s)
         (folder / "instructions.json").write_text(json.dumps(
             {"samples": ins.samples, "skipped": dict(ins.skipped), "verified_by": ins.verified_by},
             ensure_ascii=False), encoding="utf-8")
         return {"samples": len(ins.samples)}
 
-    art = store.get_or_build("instructions", profile, config, build, upstream=[fingerprint], rebuild=rebuild)
+    art = store.get_or_build("instructions", P.name, config, build, upstream=[fingerprint], rebuild=rebuild)
     data = json.loads((art.path / "instructions.json").read_text(encoding="utf-8"))
     return InstructionSet(data["samples"], Counter(data["skipped"]), data["verified_by"])

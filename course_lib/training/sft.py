@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from course_lib.profiles import get_profile
+from course_lib.profiles import Profile, ProfileLike, resolve_profile
 
 TEMPLATE = "qwen"
 LESSON_HYPERPARAMETERS = {
@@ -83,60 +83,72 @@ class SFTResult:
     seconds: float = 0.0
 
     def plot_loss(self, ax=None, label: str | None = None):
-        """The training loss per step."""
+        """The training loss per step (:func:`plot_loss`)."""
+        return plot_loss(self.loss_curve, ax, label=label or "LLaMA-Factory (via LazyLLM)")
+
+
+def plot_loss(curve: Sequence[tuple[int, float]], ax=None, *, label: str | None = None, title: str = "SFT loss"):
+    """The training loss per step of ``curve`` ((step, loss) pairs, as :func:`read_loss_curve` reads
+    them) on ``ax`` (a new pyplot figure when None); a legend when ``label`` is given. Returns ``ax``.
+    Introduced in lesson 05."""
+    if ax is None:
         import matplotlib.pyplot as plt
 
-        ax = ax or plt.subplots(figsize=(6, 3))[1]
-        steps, losses = zip(*self.loss_curve) if self.loss_curve else ((), ())
-        ax.plot(steps, losses, marker=".", label=label or "LLaMA-Factory (via LazyLLM)")
-        ax.set_xlabel("step")
-        ax.set_ylabel("training loss (answer tokens)")
-        ax.set_title("SFT loss")
+        ax = plt.subplots(figsize=(6, 3))[1]
+    steps, losses = zip(*curve) if curve else ((), ())
+    ax.plot(steps, losses, marker=".", label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (answer tokens)")
+    ax.set_title(title)
+    if label:
         ax.legend()
-        return ax
+    return ax
 
 
 # --- settings -------------------------------------------------------------------------------------
 
-def llamafactory_config(profile: str = "ci", *, finetuning_type: str | None = None, **overrides: Any) -> dict:
+def llamafactory_config(profile: ProfileLike = "ci", *, finetuning_type: str | None = None, **overrides: Any) -> dict:
     """The keyword arguments given to ``finetune.llamafactory`` in ``profile`` (they become the keys of
-    the train YAML), read from the profile's ``sft`` section: ``full`` has every value of the
-    lecture's dictionary (:data:`LESSON_HYPERPARAMETERS`), ``ci`` the same keys sized for a CPU and a
-    tiny model. ``overrides`` win. The launcher is separate (:func:`launcher_settings`).
-    Introduced in lesson 05.
+    the train YAML): the profile's ``sft`` section, whose training keys carry LLaMA-Factory's own names
+    (``full`` has every value of the lecture's dictionary, :data:`LESSON_HYPERPARAMETERS`; ``ci`` the same
+    keys sized for a CPU and a tiny model), plus what the course always sets (stage, template, answer-only
+    loss, no reporting) and what follows from the profile (``bf16`` resolved, ``seed``, ``use_cpu``,
+    ``eval_strategy``). ``overrides`` (LLaMA-Factory's keys too) win. The launcher is separate
+    (:func:`launcher_settings`). Introduced in lesson 05.
     """
-    P = get_profile(profile).sft
+    P = resolve_profile(profile)
+    S = P.sft
     cfg: dict[str, Any] = {
         "stage": "sft",
         "template": TEMPLATE,
-        "finetuning_type": finetuning_type or P.finetune_type,
-        "learning_rate": P.learning_rate,
-        "cutoff_len": P.cutoff_len,
-        "max_samples": P.max_samples,
-        "val_size": P.val_size,
-        "optim": P.optim,
-        "bf16": resolve_bf16(P.bf16, get_profile(profile).device),
-        "fp16": P.fp16,
-        "per_device_train_batch_size": P.batch_size,
-        "gradient_accumulation_steps": P.gradient_accumulation_steps,
-        "num_train_epochs": float(P.epochs),
-        "max_steps": P.max_steps,
-        "save_steps": P.save_steps,
-        "save_strategy": P.save_strategy,
-        "save_total_limit": P.save_total_limit,
-        "resume_from_checkpoint": P.resume_from_checkpoint,
-        "lr_scheduler_type": "cosine",
-        "warmup_ratio": 0.1,
-        "logging_steps": 1 if profile == "ci" else 10,
+        "finetuning_type": finetuning_type or S.finetuning_type,
+        "learning_rate": S.learning_rate,
+        "cutoff_len": S.cutoff_len,
+        "max_samples": S.max_samples,
+        "val_size": S.val_size,
+        "optim": S.optim,
+        "bf16": resolve_bf16(S.bf16, P.device),
+        "fp16": S.fp16,
+        "per_device_train_batch_size": S.per_device_train_batch_size,
+        "gradient_accumulation_steps": S.gradient_accumulation_steps,
+        "num_train_epochs": float(S.num_train_epochs),
+        "max_steps": S.max_steps,
+        "save_steps": S.save_steps,
+        "save_strategy": S.save_strategy,
+        "save_total_limit": S.save_total_limit,
+        "resume_from_checkpoint": S.resume_from_checkpoint,
+        "lr_scheduler_type": S.lr_scheduler_type,
+        "warmup_ratio": S.warmup_ratio,
+        "logging_steps": S.logging_steps,
         "overwrite_cache": True,
         "plot_loss": True,
         "train_on_prompt": False,          # answer-only loss
         "report_to": "none",
-        "preprocessing_num_workers": 1 if profile == "ci" else 16,
-        "seed": get_profile(profile).seed,
-        "use_cpu": get_profile(profile).device == "cpu",
+        "preprocessing_num_workers": S.preprocessing_num_workers,
+        "seed": P.seed,
+        "use_cpu": P.device == "cpu",
     }
-    if P.val_size:
+    if S.val_size:
         cfg.update({"eval_strategy": "steps", "eval_steps": 100, "per_device_eval_batch_size": 8})
     else:
         cfg["eval_strategy"] = "no"        # val_size 0 without this: "Please specify dataset for evaluation"
@@ -182,13 +194,13 @@ def resolve_bf16(setting: bool | str, device: str = "cpu") -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
-def launcher_settings(profile: str = "ci", launcher: str | None = None,
+def launcher_settings(profile: ProfileLike = "ci", launcher: str | None = None,
                       launcher_options: Mapping[str, Any] | None = None) -> tuple[str, dict]:
     """Which LazyLLM launcher runs the fine-tune, and its options: the profile's ``sft.launcher``
     (``"empty"``: this machine, the default; ``"sco"``, ``"slurm"``, ``"remote"``: LazyLLM's
     configured default) and ``sft.launcher_options``. ``"sco"`` without options gets the lecture's
     (:data:`LECTURE_LAUNCHER`). Introduced in lesson 05."""
-    P = get_profile(profile).sft
+    P = resolve_profile(profile).sft
     kind = launcher or P.launcher
     if kind not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
@@ -289,20 +301,26 @@ def template_default_system(model_path: str | os.PathLike) -> str | None:
     return "" if text.startswith("<|im_start|>user\n") else None
 
 
-def resolve_base_model(base: str | os.PathLike, profile: str = "ci") -> Path:
-    """A local folder for the base model: a path as is; ``course-tiny`` → the course's tiny model
-    (lesson 04); a hub id (full profile) → ``huggingface_hub.snapshot_download``.
-    Introduced in lesson 05."""
-    text = str(base)
+def resolve_base_model(base: str | os.PathLike | None = None, profile: ProfileLike = "ci", *,
+                       download: bool = True) -> Path | str:
+    """The base model SFT starts from (the course's one resolver): ``base``, else the profile's
+    ``sft.base_model``; ``course-tiny`` → the course's tiny model (lesson 04, built on first use); a path
+    that exists → that folder; a hub id → ``huggingface_hub.snapshot_download`` (a local folder), or the id
+    itself with ``download=False`` (checks and messages that must not download). An offline profile
+    (ci) never goes to the hub: a name that is neither raises. Introduced in lesson 05."""
+    P = resolve_profile(profile)
+    text = str(base or P.sft.base_model)
     if text == "course-tiny":
         from course_lib.training.tinymodel import get_tiny_model
 
-        return Path(get_tiny_model(name="base", profile=profile))
+        return Path(get_tiny_model(name="base", profile=P))
     if Path(text).exists():
         return Path(text)
-    if profile == "ci":
-        raise FileNotFoundError(f"base model {text!r} is not a local folder, and the ci profile never "
+    if P.offline:
+        raise FileNotFoundError(f"base model {text!r} is not a local folder, and the {P.name} profile never "
                                 f"downloads from the hub; pass a folder or 'course-tiny'")
+    if not download:
+        return text
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(text))
@@ -358,7 +376,7 @@ def _finetune_kwargs(cfg: dict, work: Path, launcher=None) -> dict:
     return kw
 
 
-def _split_launcher(profile: str, overrides: dict) -> tuple[dict, Any]:
+def _split_launcher(profile: Profile, overrides: dict) -> tuple[dict, Any]:
     """Take ``launcher`` / ``launcher_options`` out of the overrides and build the launcher."""
     overrides = dict(overrides)
     kind, options = launcher_settings(profile, overrides.pop("launcher", None),
@@ -367,15 +385,16 @@ def _split_launcher(profile: str, overrides: dict) -> tuple[dict, Any]:
 
 
 def render_train_yaml(base_model_path: str | os.PathLike, train_file: str | os.PathLike, out_dir: str | os.PathLike,
-                      *, profile: str = "ci", **overrides: Any) -> tuple[dict, str]:
+                      *, profile: ProfileLike = "ci", **overrides: Any) -> tuple[dict, str]:
     """Let LazyLLM write the train YAML it would run (no training): returns (the YAML as a dict, the
     shell command LazyLLM would launch). ``launcher`` / ``launcher_options`` in ``overrides`` choose
     the launcher (:func:`launcher_settings`). Introduced in lesson 05."""
     import yaml
 
     out_dir = Path(out_dir)
-    overrides, launcher = _split_launcher(profile, overrides)
-    cfg = llamafactory_config(profile, **overrides)
+    P = resolve_profile(profile)
+    overrides, launcher = _split_launcher(P, overrides)
+    cfg = llamafactory_config(P, **overrides)
     with _lazyllm_env(out_dir) as lazyllm:
         base = template_safe_path(base_model_path, out_dir / "models")
         ft = lazyllm.finetune.llamafactory(str(base), str(out_dir / "target"),
@@ -457,17 +476,18 @@ def verify_run(run_dir: Path | None, merge_dir: Path | None, finetuning_type: st
     return merge_dir, curve, runtime, notes
 
 
-def train_threads(profile: str = "ci") -> int:
+def train_threads(profile: ProfileLike = "ci") -> int:
     """The CPU threads of one fine-tuning run (``OMP_NUM_THREADS`` of LLaMA-Factory's process): the
-    caller's ``OMP_NUM_THREADS`` when set, else 2 in ci and 8 in full. Introduced in lesson 05."""
+    caller's ``OMP_NUM_THREADS`` when set, else the profile's ``sft.threads`` (2 in ci, 8 in full).
+    Introduced in lesson 05."""
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return 2 if profile == "ci" else 8
+    return int(resolve_profile(profile).sft.threads)
 
 
 def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike,
-             *, profile: str = "ci", **overrides: Any) -> SFTResult:
+             *, profile: ProfileLike = "ci", **overrides: Any) -> SFTResult:
     """Fine-tune ``base_model_path`` on instruction / input / output rows through LazyLLM →
     LLaMA-Factory, the lesson's code path, and check that it really trained.
 
@@ -478,16 +498,17 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
     LazyLLM reports success but no trained, merged model exists. Introduced in lesson 05.
     """
     t0 = time.time()
+    P = resolve_profile(profile)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    overrides, launcher = _split_launcher(profile, overrides)
-    cfg = llamafactory_config(profile, **overrides)
+    overrides, launcher = _split_launcher(P, overrides)
+    cfg = llamafactory_config(P, **overrides)
     train_file, n = write_alpaca_json(train_rows, out_dir / "data" / "sft_train.json")
-    base_path = resolve_base_model(base_model_path, profile)
+    base_path = resolve_base_model(base_model_path, P)
     if "default_system" not in overrides:
         cfg["default_system"] = template_default_system(base_path)
     target = out_dir / "target"
-    os.environ.setdefault("OMP_NUM_THREADS", str(train_threads(profile)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(train_threads(P)))
     with _lazyllm_env(out_dir) as lazyllm:
         base = template_safe_path(base_path, out_dir / "models")
         module = (lazyllm.TrainableModule(str(base), str(target))

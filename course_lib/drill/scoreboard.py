@@ -1,4 +1,4 @@
-"""The drill's metrics and the lecture's two tables (lecture §5.1–5.2).
+"""The drill's scoreboard: its metrics per model and the lecture's two tables (lecture §5.1–5.2).
 
 The lecture's definitions, over all N eval samples and the categories of :mod:`course_lib.drill.evaluate`:
 
@@ -10,7 +10,7 @@ The lecture's definitions, over all N eval samples and the categories of :mod:`c
   extracted and parses, the share that runs without error.
 - **Fail rate** (the lecture's 逻辑错误率) = Fail / N.
 - **PPL** — perplexity on the eval set's reference answers, teacher-forced, answer tokens only
-  (:func:`course_lib.drill.inference.teacher_forced_ppl`).
+  (:func:`course_lib.drill.generation.teacher_forced_ppl`).
 
 The course adds stricter measures as extra columns with their own names: **closed-fence rate** (share of
 answers with a closed ```python / untagged fence), **SER among code** (SyntaxError / answers with code),
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from course_lib.drill.settings import VARIANT_LABELS
+
 # The lecture's published counts (§5.2, Table 1: Qwen2.5-0.5B-Instruct, 1,000 eval samples).
 LECTURE_COUNTS = {
     "before SFT": {"Pass": 581, "Fail": 96, "SyntaxError": 14, "NoCode": 278, "Timeout": 31},
@@ -38,16 +40,7 @@ LECTURE_RATES = {
     "SFT v1": {"Pass@1": 0.877, "FCR": 0.954, "SER": 0.005, "Fail rate": 0.070, "PPL": 1.80},
     "pipeline SFT": {"Pass@1": 0.991, "FCR": 1.000, "SER": 0.007, "Fail rate": 0.002, "PPL": 1.08},
 }
-LESSON_NUMBERS = {
-    "Pass@1 base (Qwen2.5-0.5B-Instruct)": 0.581,
-    "Pass@1 raw SFT": 0.877,
-    "Pass@1 pipeline SFT": 0.991,
-    "one-click run passes": "950/1000",
-    "pipeline kept": "4987/5000",
-}
-
-VARIANT_LABELS = {"base": "base model", "raw_sft": "raw SFT", "pipeline_sft": "pipeline SFT"}
-CATEGORY_COUNTS = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
+_CATEGORY_COUNTS = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
 
 
 def _ratio(a: int, b: int) -> float:
@@ -57,7 +50,7 @@ def _ratio(a: int, b: int) -> float:
 def summary_from_counts(counts: Mapping[str, int]) -> dict[str, Any]:
     """A :func:`course_lib.drill.evaluate.summarize`-shaped dict from category counts alone (the
     lecture's Table 1 columns); every answer with code is taken as fenced. Introduced in lesson 07."""
-    c = {k: int(counts.get(k, 0)) for k in CATEGORY_COUNTS}
+    c = {k: int(counts.get(k, 0)) for k in _CATEGORY_COUNTS}
     n = sum(c.values())
     return {"total": n, "counts": c, "fenced": n - c["NoCode"], "with_code": n - c["NoCode"],
             "with_tests": 0, "correct": 0, "runs_but_wrong": 0, "correct_but_not_run": 0}
@@ -103,15 +96,15 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
     return out
 
 
-RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "closed-fence rate", "SER among code",
+_RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "closed-fence rate", "SER among code",
                 "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
                 "test pass@1 (free answer)", "names the function", "HumanEval pass@1"]
-COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
+_COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
                  "runs but wrong", "HumanEval passed"]
 # The lecture's tables: rows are measures, columns are models.
 TABLE1_ROWS = {"通过 (Pass)": "Pass", "失败 (Fail)": "Fail", "语法错误 (SyntaxError)": "SyntaxError",
                "未提取代码 (NoCode)": "NoCode", "超时 (Timeout)": "Timeout", "总计处理样本数": "samples"}
-TABLE2_ROWS = {"PPL": "PPL", "通过率 Pass@1": "Pass@1", "格式遵循率 FCR": "FCR", "语法错误率 SER": "SER",
+_TABLE2_ROWS = {"PPL": "PPL", "通过率 Pass@1": "Pass@1", "格式遵循率 FCR": "FCR", "语法错误率 SER": "SER",
                "逻辑错误率 Fail": "Fail rate", "运行时成功率 RSR": "RSR"}
 
 
@@ -121,15 +114,14 @@ def metrics_table(by_variant: Mapping[str, Mapping[str, Any]], variants: list[st
 
     rows = {VARIANT_LABELS.get(v, v): by_variant[v] for v in variants if v in by_variant}
     df = pd.DataFrame.from_dict(rows, orient="index")
-    cols = [c for c in RATE_COLUMNS + COUNT_COLUMNS if c in df.columns]
+    cols = [c for c in _RATE_COLUMNS + _COUNT_COLUMNS if c in df.columns]
     return df[cols]
 
 
 def _lecture_table(by_variant: Mapping[str, Mapping[str, Any]], rows: Mapping[str, str]):
     import pandas as pd
 
-    cols = {VARIANT_LABELS.get(v, v): by_variant[v] for v in ("base", "raw_sft", "pipeline_sft")
-            if v in by_variant}
+    cols = {VARIANT_LABELS[v]: by_variant[v] for v in VARIANT_LABELS if v in by_variant}
     return pd.DataFrame({label: [m.get(key) for key in rows.values()] for label, m in cols.items()},
                         index=list(rows))
 
@@ -142,7 +134,7 @@ def table1(by_variant: Mapping[str, Mapping[str, Any]]):
 
 def table2(by_variant: Mapping[str, Mapping[str, Any]]):
     """The lecture's Table 2: PPL, Pass@1, FCR, SER, Fail rate (+ RSR), one column per model."""
-    return _lecture_table(by_variant, TABLE2_ROWS)
+    return _lecture_table(by_variant, _TABLE2_ROWS)
 
 
 def plot_metrics(by_variant: Mapping[str, Mapping[str, Any]], path=None,
@@ -151,7 +143,7 @@ def plot_metrics(by_variant: Mapping[str, Mapping[str, Any]], path=None,
     import matplotlib.pyplot as plt
     import numpy as np
 
-    variants = [v for v in ("base", "raw_sft", "pipeline_sft") if v in by_variant]
+    variants = [v for v in VARIANT_LABELS if v in by_variant]
     x = np.arange(len(metrics))
     width = 0.8 / max(len(variants), 1)
     fig, ax = plt.subplots(figsize=(8, 3.6))

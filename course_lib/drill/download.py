@@ -1,5 +1,8 @@
 """Step 1 of the drill — download: stream tiny-codes, keep Python, split into train and eval.
 
+:func:`step_download` writes ``<data-dir>/train_python.json`` and ``eval_python.json``; the functions
+above it read the rows and split them.
+
 full: ``nampdn-ai/tiny-codes`` streamed from the Hugging Face hub with ``datasets`` (gated: the hub wants a
 token whose account accepted the dataset's conditions). ci: the *same code* streams the tiny-codes-shaped
 sample in ``assets/tiny_codes/`` as local files (``datasets`` reads local json/jsonl/parquet with the same
@@ -15,9 +18,11 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from course_lib.drill.outputs import StepOutputError, log, sha_or_none, up_to_date, write_json_output
+from course_lib.drill.settings import DrillConfig, Step
 from course_lib.drill.taskgen import HUB_COLUMNS, load_hidden_tests
 
-HUB_DATASET = "nampdn-ai/tiny-codes"
+_HUB_DATASET = "nampdn-ai/tiny-codes"
 
 
 class GatedDatasetError(RuntimeError):
@@ -33,7 +38,7 @@ def _builder_for(files: list[str]) -> str:
     raise ValueError(f"local tiny-codes files must all be .parquet or all .json/.jsonl; got {sorted(suffixes)}")
 
 
-def stream_tiny_codes(source: str = HUB_DATASET, *, data_files: Iterable[str | Path] | None = None,
+def stream_tiny_codes(source: str = _HUB_DATASET, *, data_files: Iterable[str | Path] | None = None,
                       token: str | None = None) -> Iterator[dict[str, Any]]:
     """Stream tiny-codes rows (dicts with the hub's columns) from the hub or from local files.
 
@@ -81,7 +86,7 @@ def _explain_hub_error(source: str, exc: Exception) -> Exception:
     return exc
 
 
-def check_columns(row: dict[str, Any], where: str) -> None:
+def _check_columns(row: dict[str, Any], where: str) -> None:
     """Raise a clear error when ``row`` lacks one of the hub's columns. Introduced in lesson 07."""
     missing = [c for c in HUB_COLUMNS if c not in row]
     if missing:
@@ -115,7 +120,7 @@ def split_python_rows(rows: Iterable[dict[str, Any]], train_size: int, eval_size
     train_pool, eval_pool = [], []
     need = train_size + eval_size
     for i, row in enumerate(rows):
-        check_columns(row, f"tiny-codes row {i}")
+        _check_columns(row, f"tiny-codes row {i}")
         stats["seen"] += 1
         if not is_python(row):
             stats["other_language"] += 1
@@ -211,3 +216,76 @@ def defect_labels(rows: Iterable[dict[str, Any]], tests_path: str | Path | None)
         rec = tests.get(int(row["idx"])) if str(row.get("idx", "")).lstrip("-").isdigit() else None
         out.append("(no record: hub row)" if rec is None else (rec.get("defect") or "(clean)"))
     return out
+
+
+# --- the step -------------------------------------------------------------------------------------
+
+def _download_config(cfg: DrillConfig) -> dict:
+    files = cfg.data_files if cfg.source != "hub" else None
+    return {"source": cfg.source, "dataset": cfg.dataset if cfg.source == "hub" else None,
+            "files": {Path(f).name: sha_or_none(f) for f in files} if files else None,
+            "hidden_tests": sha_or_none(cfg.hidden_tests), "train_size": cfg.train_size,
+            "eval_size": cfg.eval_size, "seed": cfg.seed}
+
+
+def step_download(cfg: DrillConfig) -> dict:
+    """Step 1: stream tiny-codes, keep Python rows, write ``train_python.json`` and ``eval_python.json``.
+
+    Introduced in lesson 07.
+    """
+    p, conf = cfg.paths, _download_config(cfg)
+    if up_to_date([p.train_json, p.eval_json], conf, cfg.force, "download"):
+        return {"skipped": True}
+    stream = stream_tiny_codes(cfg.dataset, data_files=cfg.data_files if cfg.source != "hub" else None)
+    is_eval = holdout_predicate(cfg.hidden_tests) if cfg.hidden_tests else None
+    stats: dict[str, int] = {}
+    train, evals = split_python_rows(stream, cfg.train_size, cfg.eval_size, seed=cfg.seed,
+                                     is_eval=is_eval, stats=stats)
+    n_tests = attach_hidden_tests(evals, cfg.hidden_tests)
+    attach_hidden_tests(train, cfg.hidden_tests)   # the pipeline's offline auditor can run them
+    if not train or not evals:
+        raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval Python rows from "
+                              f"{cfg.source}; check the data files / dataset name")
+    if stats.get("short"):
+        log().warning("download: wanted %d train + %d eval rows, the source has %d + %d Python rows",
+                      cfg.train_size, cfg.eval_size, len(train), len(evals))
+    write_json_output(p.train_json, train, conf)
+    write_json_output(p.eval_json, evals, conf)
+    log().info("download: streamed %d rows, %d Python, %d other languages dropped → %d train, %d eval "
+               "(%d eval rows carry hidden tests)", stats["seen"], stats["python"], stats["other_language"],
+               len(train), len(evals), n_tests)
+    return {"train": len(train), "eval": len(evals), "with_tests": n_tests, **stats}
+
+
+def _hf_token_file() -> bool:
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.exists(os.path.join(home, "token"))
+
+
+def _check(cfg: DrillConfig, steps) -> list[str]:
+    problems = []
+    if cfg.source != "hub":
+        for f in cfg.data_files or []:
+            if not Path(f).exists():
+                problems.append(f"tiny-codes file {f} not found (ci reads assets/tiny_codes/; regenerate it "
+                                "with `python -m course_lib.drill.taskgen assets/tiny_codes`)")
+        if not cfg.data_files:
+            problems.append("no local data files given for the download step (--data-files)")
+    elif not (os.environ.get("HF_TOKEN") or _hf_token_file()):
+        log().warning("no HF_TOKEN: %s is gated on the hub; the download needs a token whose account "
+                      "accepted its conditions (HF_TOKEN=hf_... or `huggingface-cli login`)", cfg.dataset)
+    return problems
+
+
+def _engine(cfg: DrillConfig) -> dict:
+    out: dict[str, Any] = {"name": "datasets (streaming)", "source": cfg.source, "train_size": cfg.train_size,
+                           "eval_size": cfg.eval_size, "seed": cfg.seed,
+                           "hidden_tests": Path(cfg.hidden_tests).name if cfg.hidden_tests else None}
+    if cfg.source == "hub":
+        out["dataset"] = cfg.dataset
+    else:
+        out["files"] = [Path(f).name for f in cfg.data_files or []]
+    return out
+
+
+STEP = Step("download", run=step_download, needs=lambda cfg: [], check=_check, engine=_engine)

@@ -1,15 +1,15 @@
-"""The full-profile rehearsal: the full profile's own code path end to end on CPU at toy size.
+"""The full-profile rehearsal's stand-ins: the full profile's own code path end to end on CPU at toy size.
 
-Everything a rehearsal changes lives in this module and nowhere else:
+Everything a rehearsal changes lives in this file (a test helper, not part of ``course_lib``):
 
-* :data:`REHEARSAL` — the profile settings it overrides (toy sizes; bf16 off on CPU; the base model is
-  the course's tiny model; the dataset id is a local folder laid out like the hub dataset);
-  :func:`prepare` writes them (with the folder-dependent values, :func:`rehearsal_overrides`) into the
-  rehearsal folder's ``rehearsal.json``, and :func:`course_lib.profiles.get_profile` applies them to the
-  ``full`` profile while the environment variable ``COURSE_FULL_REHEARSAL`` names that folder;
-* :data:`BYPASSED_CHECKS` — the one prerequisite check a CPU rehearsal skips: the free GPU memory
-  (``course_lib.drill.preflight`` asks :func:`bypassed`);
-* :func:`environment` — the variables a rehearsal run sets: the rehearsal folder, a course cache of its
+* :data:`REHEARSAL` — the profile settings it overrides (toy sizes; bf16 off on CPU; the GPU memory check
+  off, ``drill.gpu_memory_check``; the base model is the course's tiny model; the dataset id is a local
+  folder laid out like the hub dataset). :func:`prepare` writes them (with the folder-dependent values)
+  into the rehearsal folder's :data:`SETTINGS_FILE` in the format of
+  :data:`course_lib.profiles.OVERRIDES_ENV`, the course's one switch for changing a profile's values from
+  outside; :func:`environment` points that variable at it, so ``get_profile("full")`` carries them —
+  in this process and in every process a run starts (spawned SFT workers, the notebook's kernel);
+* :func:`environment` — the variables of a rehearsal run: the overrides file, a course cache of its
   own, and the full profile's own teacher variables (``COURSE_TEACHER_URL``/``COURSE_TEACHER_MODEL``)
   pointed at the stand-in teacher.
 
@@ -21,7 +21,7 @@ step reads with ``datasets.load_dataset(<folder>, streaming=True)`` exactly as i
 which the full profile's LazyLLM ``OnlineChatModule`` client reaches by URL.
 
 ``tests/test_full_rehearsal.py`` runs it (pytest marker ``full_rehearsal``); docs/drill.md,
-"Full-profile rehearsal", says what it covers. Introduced in lesson 07.
+"Full-profile rehearsal", says what it covers.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from course_lib.profiles import REHEARSAL_ENV  # names the prepared rehearsal folder
+from course_lib.profiles import OVERRIDES_ENV  # names the file of profile overrides
 
 SETTINGS_FILE = "rehearsal.json"
 HUB_FOLDER = "tiny-codes"
@@ -52,6 +52,8 @@ REHEARSAL: dict[str, dict[str, Any]] = {
         "eval_workers": 2,
         # SFT steps cut to toy size; 10 steps = one logged loss (the full YAML logs every 10 steps)
         "sft_overrides": {"max_steps": 10},
+        # the one prerequisite check a CPU rehearsal skips: a GPU with free memory (logged when skipped)
+        "gpu_memory_check": False,
     },
     # the full YAML with bf16 switched off (no bf16 kernels on CPU) and rows cut to toy size; the base
     # model (the course's tiny model) is filled in by rehearsal_overrides()
@@ -60,34 +62,20 @@ REHEARSAL: dict[str, dict[str, Any]] = {
 }
 """Profile overrides of the rehearsal (section → key → value), applied to ``full`` only."""
 
-BYPASSED_CHECKS: dict[str, str] = {
-    "gpu_memory": "full-profile rehearsal on CPU: the GPU and free-GPU-memory check is bypassed",
-}
-"""Prerequisite checks a CPU rehearsal skips, with the sentence logged when one is skipped."""
-
 
 def active() -> Path | None:
-    """The rehearsal folder while :data:`REHEARSAL_ENV` is set, else None. Introduced in lesson 07."""
-    value = os.environ.get(REHEARSAL_ENV)
-    return Path(value) if value else None
-
-
-def bypassed(check: str) -> str | None:
-    """Why ``check`` is skipped (a rehearsal is active and lists it in :data:`BYPASSED_CHECKS`), else None. Introduced in lesson 07."""
-    return BYPASSED_CHECKS.get(check) if active() is not None else None
+    """The rehearsal folder while :data:`OVERRIDES_ENV` names its settings file, else None."""
+    value = os.environ.get(OVERRIDES_ENV)
+    return Path(value).parent if value and Path(value).name == SETTINGS_FILE else None
 
 
 def rehearsal_overrides() -> dict[str, dict[str, Any]]:
     """:data:`REHEARSAL` plus the folder-dependent values (the local hub folder as the dataset id, the
-    base model path), read from the active rehearsal folder; empty when no rehearsal is active. Introduced in lesson 07."""
+    base model path), read from the active rehearsal folder; empty when no rehearsal is active."""
     root = active()
     if root is None:
         return {}
-    settings_path = root / SETTINGS_FILE
-    if not settings_path.exists():
-        raise FileNotFoundError(f"${REHEARSAL_ENV}={root} has no {SETTINGS_FILE}: prepare the folder with "
-                                "course_lib.drill.rehearsal.prepare(folder) first")
-    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    settings = json.loads((root / SETTINGS_FILE).read_text(encoding="utf-8"))
     return _overrides(settings["dataset"], settings["base_model"])
 
 
@@ -104,7 +92,7 @@ def write_hub_folder(folder: str | Path, rows: Iterable[Mapping[str, Any]] | Non
                      shards: int = SHARDS) -> Path:
     """Write tiny-codes rows (default: the committed ``assets/tiny_codes`` sample) as a folder laid out
     like the hub dataset ``nampdn-ai/tiny-codes``: ``data/train-0000i-of-0000n.parquet`` shards with
-    exactly the hub's columns (:data:`course_lib.drill.taskgen.HUB_COLUMNS`). Returns the folder. Introduced in lesson 07."""
+    exactly the hub's columns (:data:`course_lib.drill.taskgen.HUB_COLUMNS`). Returns the folder."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -135,7 +123,7 @@ def teacher_server(rows: Iterable[Mapping[str, Any]], *, run_code=None):
     """An OpenAI-compatible server on 127.0.0.1 answering with lesson 05's offline teacher rules, told the
     reference answer of each tiny-codes row (``idx``, ``prompt``, ``response``). Not started: use it as
     a context manager; ``.url`` is what ``COURSE_TEACHER_URL`` points at, ``.model_name`` what
-    ``COURSE_TEACHER_MODEL`` names. Introduced in lesson 07."""
+    ``COURSE_TEACHER_MODEL`` names."""
     from course_lib.training.teacher import OfflineTeacher, TeacherServer
 
     teacher = OfflineTeacher(run_code=run_code)
@@ -145,29 +133,29 @@ def teacher_server(rows: Iterable[Mapping[str, Any]], *, run_code=None):
 
 def prepare(folder: str | Path, base_model: str | Path | None = None) -> Path:
     """Lay out a rehearsal folder: the hub-shaped tiny-codes folder and :data:`SETTINGS_FILE` (dataset
-    path, base model: default the course's tiny model from lesson 04, built on first use). Introduced in lesson 07."""
+    path, base model: default the course's tiny model from lesson 04, built on first use)."""
     folder = Path(folder).resolve()
     hub = write_hub_folder(folder / HUB_FOLDER)
     if base_model is None:
         from course_lib.training.tinymodel import get_tiny_model
 
         base_model = get_tiny_model("base", profile="ci")
-    settings = {"dataset": str(hub), "base_model": str(base_model),
-                "profile_overrides": _overrides(str(hub), str(base_model))}   # read by get_profile("full")
+    settings = {"profile": "full", "sections": _overrides(str(hub), str(base_model)),   # read by get_profile("full")
+                "dataset": str(hub), "base_model": str(base_model)}
     (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=1), encoding="utf-8")
     return folder
 
 
 def environment(folder: str | Path, teacher_url: str, teacher_model: str) -> dict[str, str]:
     """The variables of a rehearsal run: the rehearsal folder, a course cache inside it (the drill's
-    outputs never mix with a real full run's), the full profile's teacher variables, offline hub. Introduced in lesson 07."""
+    outputs never mix with a real full run's), the full profile's teacher variables, offline hub."""
     folder = Path(folder).resolve()
-    return {REHEARSAL_ENV: str(folder), "COURSE_CACHE_DIR": str(folder / "cache"),
+    return {OVERRIDES_ENV: str(folder / SETTINGS_FILE), "COURSE_CACHE_DIR": str(folder / "cache"),
             "COURSE_TEACHER_URL": teacher_url, "COURSE_TEACHER_MODEL": teacher_model, "HF_HUB_OFFLINE": "1"}
 
 
 def hub_rows(folder: str | Path) -> list[dict]:
-    """The rows of a hub-shaped folder (for the teacher's reference table). Introduced in lesson 07."""
+    """The rows of a hub-shaped folder (for the teacher's reference table)."""
     import pyarrow.parquet as pq
 
     rows: list[dict] = []

@@ -8,10 +8,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from course_lib.drill.run import PrerequisiteError, config_from_profile, default_root, run_drill
-from course_lib.drill.store import DrillPaths, StepOutputError, setup_logging
+from course_lib.drill.outputs import DrillPaths, StepOutputError, setup_logging
+from course_lib.drill.run import run_drill
+from course_lib.drill.settings import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
 
-EPILOG = """\
+_EPILOG = """\
 steps (each skipped when its output is whole; --force redoes the selected steps):
   1 download    stream nampdn-ai/tiny-codes (full; gated: set HF_TOKEN) or read assets/tiny_codes/ (ci),
                 keep Python, split → DATA/train_python.json, DATA/eval_python.json
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m course_lib.drill",
         description="Lesson 07's tiny-codes drill: download → pipeline → SFT → inference → evaluation.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("run")
     g.add_argument("--profile", choices=["ci", "full"], default=None,
                    help="ci: CPU, offline, the course's tiny model (default, or $COURSE_PROFILE); "
@@ -116,11 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):
-    import os
+    """The run's :class:`DrillConfig`: the profile resolved once (``--profile``, else ``$COURSE_PROFILE``),
+    then the options given."""
     from dataclasses import replace
 
-    profile = args.profile or os.environ.get("COURSE_PROFILE", "ci")
-    root = Path(args.root) if args.root else default_root(profile)
+    from course_lib.profiles import get_profile
+
+    P = get_profile(args.profile)
+    root = Path(args.root) if args.root else default_root(P)
     paths = DrillPaths.under(root, data_dir=args.data_dir, model_dir=args.model_dir,
                              output_dir=args.output_dir, log_dir=args.log_dir)
     overrides = {k: getattr(args, k) for k in (
@@ -129,10 +133,8 @@ def config_from_args(args: argparse.Namespace):
         "sft_model", "compare_raw", "evaluate_base", "hidden_tests")}
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
-    cfg = config_from_profile(profile, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
-                              **overrides)
-    if args.sft_steps:
-        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(args.sft_steps)}
+    cfg = config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
+                              sft_steps=args.sft_steps, **overrides)
     knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__
              if getattr(args, f"vllm_{k}", None) is not None}
     if knobs:
@@ -166,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     if summary.exists():
         import json
 
-        from course_lib.drill.metrics import metrics_table
+        from course_lib.drill.scoreboard import metrics_table
 
-        table = metrics_table(json.loads(summary.read_text()), ["base", "raw_sft", "pipeline_sft"])
+        table = metrics_table(json.loads(summary.read_text()), list(VARIANT_LABELS))
         print(table.to_string(float_format=lambda x: f"{x:.3f}"))
     return 0

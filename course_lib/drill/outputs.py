@@ -1,4 +1,4 @@
-"""Where the drill keeps its files, how it writes them, and how it knows a step's output is whole.
+"""The drill's output files: where they live, how they are written, and how a step knows one is whole.
 
 Every step output is written atomically (a temporary file in the same folder, then ``os.replace``), and
 then a *completion marker* ``<file>.done.json`` records its SHA-256, its size, how many records it holds
@@ -26,11 +26,11 @@ from typing import Any, Iterable
 
 from course_lib.store import atomic_write_text, sha256_file
 
-__all__ = ["LOGGER_NAME", "DrillPaths", "StepOutputError", "atomic_write_text", "check_weights", "log",
-           "mark_done", "output_state", "read_json_output", "read_jsonl", "setup_logging", "sha256_file",
+__all__ = ["DrillPaths", "StepOutputError", "atomic_write_text", "check_weights", "clear_done", "has_weights",
+           "log", "mark_done", "output_state", "read_json_output", "setup_logging", "sha256_file", "sha_or_none",
            "up_to_date", "write_json_output"]
 
-LOGGER_NAME = "course_lib.drill"
+_LOGGER_NAME = "course_lib.drill"
 
 
 class StepOutputError(RuntimeError):
@@ -77,6 +77,16 @@ class DrillPaths:
 
     def output_for(self, variant: str) -> Path:
         return self.output_dir / variant
+
+    def model_record(self, variant: str) -> Path:
+        """``<model-dir>/<variant>/sft_result.json``: the record a training step writes for a variant it
+        trained (``model_path``, ``base_model``, ``rows``, ``loss_history``); step 4 finds the model there."""
+        return self.model_for(variant) / "sft_result.json"
+
+
+def sha_or_none(path: str | Path | None) -> str | None:
+    """The SHA-256 of ``path``, or None when there is no such file (a step's input fingerprint)."""
+    return sha256_file(path) if path and Path(path).exists() else None
 
 
 def _marker(path: Path) -> Path:
@@ -167,6 +177,12 @@ def up_to_date(paths: Iterable[str | Path], config: dict[str, Any], force: bool,
     return False
 
 
+def has_weights(model_path: str | Path) -> bool:
+    """True when ``model_path`` holds a config and weights (``*.safetensors`` or ``*.bin``)."""
+    p = Path(model_path)
+    return (p / "config.json").exists() and (any(p.glob("*.safetensors")) or any(p.glob("*.bin")))
+
+
 def check_weights(model_path: str | Path, what_to_do: str) -> None:
     """Raise :class:`StepOutputError` naming the file when a ``*.safetensors`` file under ``model_path``
     is shorter than its own header says (a truncated copy or an interrupted save), with ``what_to_do``.
@@ -217,7 +233,7 @@ def setup_logging(log_dir: str | Path, *, quiet: bool = False) -> Path:
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_dir / time.strftime("drill_%Y%m%d_%H%M%S.log")
-    logger = logging.getLogger(LOGGER_NAME)
+    logger = logging.getLogger(_LOGGER_NAME)
     for h in list(logger.handlers):
         logger.removeHandler(h)
         h.close()
@@ -235,14 +251,5 @@ def setup_logging(log_dir: str | Path, *, quiet: bool = False) -> Path:
 
 
 def log() -> logging.Logger:
-    return logging.getLogger(LOGGER_NAME)
+    return logging.getLogger(_LOGGER_NAME)
 
-
-def read_jsonl(path: str | Path) -> Iterable[dict]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except ValueError as exc:
-                    raise ValueError(f"{path}, line {lineno}: not JSON ({exc})") from None

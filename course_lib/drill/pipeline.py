@@ -1,0 +1,193 @@
+"""Step 2 of the drill — pipeline: lesson 05's LazyLLM codegen pipeline over the training rows.
+
+:func:`step_pipeline` writes ``<data-dir>/codegen.json`` (the kept rows) and ``codegen_funnel.json`` (what
+each stage kept and why it dropped the rest). Its teacher: in ci the course's offline teacher, which the
+pipeline starts itself; in the full profile a vLLM server serving the lecture's Qwen3-30B-A3B, found by
+:func:`teacher_endpoint` and checked by :func:`teacher_problem` before the step starts. The pipeline's
+answer format (code in one python fence, :func:`fence_if_bare`) is also what step 3 trains on and what
+step 4 scores PPL on.
+
+Introduced in lesson 07.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from functools import partial
+from typing import Sequence
+
+from course_lib.drill.outputs import (
+    StepOutputError,
+    atomic_write_text,
+    clear_done,
+    log,
+    output_state,
+    read_json_output,
+    sha_or_none,
+    up_to_date,
+    write_json_output,
+)
+from course_lib.drill.settings import DrillConfig, Need, PrerequisiteError, Step, use_lazyllm_path
+from course_lib.evaluation import sandbox
+
+# --- the pipeline's answer format ---------------------------------------------------------------
+
+
+def fence_if_bare(answer: str) -> str:
+    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence.
+
+    LazyLLM's ``CodeFeedbackFormatter`` outputs bare code; the drill's answer format (and FCR) is code
+    in a fence, so both SFT variants learn the same format. Introduced in lesson 07.
+    """
+    from course_lib.drill.extract import find_code_blocks
+
+    if find_code_blocks(answer):
+        return answer
+    return "```python\n" + answer.strip("\n") + "\n```"
+
+
+def reference_in_pipeline_format(response: str) -> str:
+    """The reference answer as the pipeline's SFT rows hold it: its Python code in one python fence.
+
+    PPL is scored on this for every variant (base, raw SFT, pipeline SFT), so all are measured on the
+    same tokens. A reference without Python code is used as it is. Introduced in lesson 07.
+    """
+    from course_lib.drill.extract import extract_code
+
+    code = extract_code(response)
+    return response if code is None else fence_if_bare(code)
+
+
+# --- the full profile's teacher ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TeacherEndpoint:
+    """Where step 2's pipeline finds its teacher in the full profile, and how to start it."""
+
+    url: str
+    model: str
+    command: str          # the vLLM server command line (shell-quoted)
+
+    @property
+    def local(self) -> bool:
+        """True when the teacher is served on this machine (so it shares this machine's GPU)."""
+        return any(h in self.url for h in ("127.0.0.1", "localhost", "0.0.0.0", "[::1]"))
+
+
+def teacher_endpoint(cfg: DrillConfig) -> TeacherEndpoint:
+    """The full profile's teacher: ``$COURSE_TEACHER_URL`` (default vLLM on 127.0.0.1:8000) serving
+    ``--pipeline-model`` (default ``$COURSE_TEACHER_MODEL`` or the lesson's Qwen3-30B-A3B-Instruct), the
+    same choice ``course_lib.training.codegen.run_codegen_pipeline`` makes. Introduced in lesson 07."""
+    from course_lib.training.teacher import VLLMTeacher
+
+    vt = VLLMTeacher()
+    model = cfg.pipeline_model or os.environ.get("COURSE_TEACHER_MODEL") or vt.model
+    vt = VLLMTeacher(model=model)
+    return TeacherEndpoint(url=os.environ.get("COURSE_TEACHER_URL", vt.base_url), model=model,
+                           command=shlex.join(["python"] + vt.command()[1:]))
+
+
+def teacher_answers(url: str) -> tuple[bool, str]:
+    """(reachable, served model ids or the error) of an OpenAI-compatible server (a probe that tests
+    replace). Introduced in lesson 07."""
+    from course_lib.training.teacher import teacher_is_up
+
+    return teacher_is_up(url)
+
+
+def teacher_problem(cfg: DrillConfig) -> str | None:
+    """None when the full profile's teacher answers and serves the model step 2 asks for; else what to do
+    (the command that starts it). Introduced in lesson 07."""
+    t = teacher_endpoint(cfg)
+    up, detail = teacher_answers(t.url)
+    if not up:
+        return (f"step 2's teacher does not answer at {t.url} ({detail}). Start it (on a GPU machine) with\n"
+                f"      {t.command}\n    or point COURSE_TEACHER_URL at a running OpenAI-compatible server")
+    served = [s.strip() for s in detail.split(",") if s.strip()]
+    if served and t.model not in served:
+        return (f"the teacher at {t.url} serves {served}, not {t.model!r}: pass --pipeline-model "
+                f"{served[0]} (or serve {t.model})")
+    return None
+
+
+def teacher_needed(cfg: DrillConfig, steps: Sequence[str]) -> bool:
+    """Step 2 will really call the teacher (it is planned and its output is not already up to date)."""
+    if "pipeline" not in steps:
+        return False
+    if cfg.force:
+        return True
+    return not (cfg.paths.train_json.exists() and output_state(cfg.paths.codegen_json, _pipeline_config(cfg))[0])
+
+
+# --- the step -------------------------------------------------------------------------------------
+
+def _pipeline_timeout(cfg: DrillConfig) -> float:
+    return float(cfg.profile.pipeline.timeout_s)
+
+
+def _pipeline_config(cfg: DrillConfig) -> dict:
+    return {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
+            "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg)}
+
+
+def step_pipeline(cfg: DrillConfig) -> dict:
+    """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel.
+
+    Introduced in lesson 07.
+    """
+    p, conf = cfg.paths, _pipeline_config(cfg)
+    funnel_path = p.data_dir / "codegen_funnel.json"
+    if up_to_date([p.codegen_json], conf, cfg.force, "pipeline"):
+        return {"skipped": True}
+    use_lazyllm_path(cfg)
+    if cfg.profile.pipeline.teacher != "offline":   # the offline teacher is started by the pipeline itself
+        why = teacher_problem(cfg)
+        if why:
+            raise PrerequisiteError(f"pipeline: {why}")
+    from course_lib.training import codegen
+
+    rows = read_json_output(p.train_json, "download")
+    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
+    kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
+                                                run_code=run_code, timeout_s=conf["timeout_s"])
+    kept = list(kept)
+    log().info("pipeline funnel:\n%s", report.summary())
+    report_dict = report.to_dict()
+    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report_dict},
+                                              indent=1, default=str, ensure_ascii=False))
+    failed = [d for d in report_dict.get("dropped", []) if d.get("stage") in ("teacher", "pipeline")]
+    if failed or not kept:
+        clear_done(p.codegen_json)   # an earlier codegen.json must not be taken for this run's output
+        why = failed[0]["reason"] if failed else "every row was dropped (see the funnel's drop reasons)"
+        raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}. Nothing was "
+                              f"cached; the funnel is in {funnel_path}. Fix the teacher and rerun step 2 "
+                              "(`--only-step pipeline`)")
+    write_json_output(p.codegen_json, kept, conf)
+    log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
+    return {"input": len(rows), "kept": len(kept)}
+
+
+def _needs(cfg: DrillConfig) -> list[Need]:
+    return [Need(cfg.paths.train_json, "download", "the training set")]
+
+
+def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
+    use_lazyllm_path(cfg)
+    return []
+
+
+def _engine(cfg: DrillConfig) -> dict:
+    S = cfg.profile.pipeline
+    out = {"name": "LazyLLM codegen pipeline (lesson 05)", "timeout_s": _pipeline_timeout(cfg),
+           "min_score": S.min_score, "max_score": S.max_score}
+    if S.teacher == "offline":
+        out["teacher"] = "course offline teacher on 127.0.0.1 (rules, not an LLM)"
+    else:
+        t = teacher_endpoint(cfg)
+        out.update(teacher=t.model, teacher_url=t.url)
+    return out
+
+
+STEP = Step("pipeline", run=step_pipeline, needs=_needs, check=_check, engine=_engine)

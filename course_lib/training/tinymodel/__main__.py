@@ -1,0 +1,3 @@
+from course_lib.training.tinymodel import main
+
+raise SystemExit(main())
