@@ -10,6 +10,7 @@ Introduced in lesson 07.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 from pathlib import Path
@@ -186,6 +187,31 @@ def holdout_predicate(tests_path: str | Path) -> Callable[[dict], str | bool]:
         rec = tests.get(int(row["idx"]), {})
         return (rec.get("eval_part") or "held-out combinations") if rec.get("holdout") else False
     return is_eval
+
+
+def eval_split_predicate(split_path: str | Path) -> Callable[[dict], str | bool]:
+    """``is_eval`` for :func:`split_python_rows` from a sample's ``eval_split.json`` (``{part: [idx, ...]}``):
+    a row's eval part, or False for a training row. The split never depends on the hidden tests, so
+    the training rows (and the pipeline's output) are the same with or without them. Introduced in lesson 07."""
+    try:
+        parts = json.loads(Path(split_path).read_text(encoding="utf-8"))
+        where = {int(i): part for part, ids in parts.items() for i in ids}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"{split_path}: not an eval split ({exc}); regenerate it with "
+                         "`python -m course_lib.drill.taskgen assets/tiny_codes`") from None
+
+    def is_eval(row: dict) -> str | bool:
+        return where.get(int(row["idx"]), False)
+    return is_eval
+
+
+HIDDEN_TEST_KEYS = ("tests", "entry_point", "signature", "task")
+
+
+def without_hidden_tests(row: dict) -> dict:
+    """``row`` without what :func:`attach_hidden_tests` added (what the drill's pipeline gets: the
+    teacher must never see a hidden test). Introduced in lesson 07."""
+    return {k: v for k, v in row.items() if k not in HIDDEN_TEST_KEYS}
 
 
 NO_HIDDEN_TESTS = "no hidden tests (hub rows carry none; the course's hidden tests exist only for the ci sample)"

@@ -81,7 +81,8 @@ class DrillConfig:
     # settings of one run (command-line options)
     paths: DrillPaths | None = None
     data_files: list[str] | None = None         # local files for source="local"/"assets"
-    hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample)
+    hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample): evaluation (and RL) only
+    eval_split: str | None = None               # eval_split.json (ci sample): which rows are eval rows
     lazyllm_path: str | None = None
     pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
     sft_model: str | None = None                # the base model that SFT starts from
@@ -146,6 +147,7 @@ def config_from_profile(profile: str = "ci", **overrides: Any) -> DrillConfig:
 
         cfg.data_files = [str(assets_dir("tiny_codes", "tiny_codes_sample.jsonl"))]
         cfg.hidden_tests = cfg.hidden_tests or str(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+        cfg.eval_split = cfg.eval_split or str(assets_dir("tiny_codes", "eval_split.json"))
     return cfg
 
 
@@ -174,7 +176,8 @@ def _download_config(cfg: DrillConfig) -> dict:
     files = cfg.data_files if cfg.source != "hub" else None
     return {"source": cfg.source, "dataset": cfg.dataset if cfg.source == "hub" else None,
             "files": {Path(f).name: _sha_or_none(f) for f in files} if files else None,
-            "hidden_tests": _sha_or_none(cfg.hidden_tests), "train_size": cfg.train_size,
+            "hidden_tests": _sha_or_none(cfg.hidden_tests), "eval_split": _sha_or_none(cfg.eval_split),
+            "train_size": cfg.train_size,
             "eval_size": cfg.eval_size, "seed": cfg.seed}
 
 
@@ -189,12 +192,15 @@ def step_download(cfg: DrillConfig) -> dict:
     if up_to_date([p.train_json, p.eval_json], conf, cfg.force, "download"):
         return {"skipped": True}
     stream = data.stream_tiny_codes(cfg.dataset, data_files=cfg.data_files if cfg.source != "hub" else None)
-    is_eval = data.holdout_predicate(cfg.hidden_tests) if cfg.hidden_tests else None
+    # the sample's split file, never the hidden tests: the training rows are the same without them
+    is_eval = data.eval_split_predicate(cfg.eval_split) if cfg.eval_split else None
     stats: dict[str, int] = {}
     train, evals = data.split_python_rows(stream, cfg.train_size, cfg.eval_size, seed=cfg.seed,
                                           is_eval=is_eval, stats=stats)
+    for r in evals if is_eval else []:
+        r["eval_part"] = is_eval(r)
     n_tests = data.attach_hidden_tests(evals, cfg.hidden_tests)
-    data.attach_hidden_tests(train, cfg.hidden_tests)   # the pipeline's offline auditor can run them
+    data.attach_hidden_tests(train, cfg.hidden_tests)   # for RL rewards (never given to the pipeline)
     if not train or not evals:
         raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval Python rows from "
                               f"{cfg.source}; check the data files / dataset name")
@@ -219,7 +225,8 @@ def _pipeline_timeout(cfg: DrillConfig) -> float:
 
 def _pipeline_config(cfg: DrillConfig) -> dict:
     return {"train": _sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
-            "profile": cfg.profile, "timeout_s": _pipeline_timeout(cfg)}
+            "profile": cfg.profile, "timeout_s": _pipeline_timeout(cfg),
+            "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
 
 
 def step_pipeline(cfg: DrillConfig) -> dict:
@@ -240,10 +247,14 @@ def step_pipeline(cfg: DrillConfig) -> dict:
             raise PrerequisiteError(f"pipeline: {why}")
     from course_lib.training import codegen
 
-    rows = read_json_output(p.train_json, "download")
+    from course_lib.drill.data import without_hidden_tests
+
+    # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
+    rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]
     run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
-                                                run_code=run_code, timeout_s=conf["timeout_s"])
+                                                run_code=run_code, timeout_s=conf["timeout_s"],
+                                                offline_teacher="rules")
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()
@@ -584,7 +595,8 @@ def _inference_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "model": _model_fingerprint(cfg, variant),
             "eval": _sha_or_none(cfg.paths.eval_json), "engine": cfg.inference_backend,
             "knobs": inference_knobs(cfg).as_dict(), "humaneval_subset": cfg.humaneval_subset,
-            "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2"}
+            "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2",
+            "ppl_formats": PPL_FORMATS}
 
 
 # test pass@1's protocol: the model answers freely; its first `def` line is replaced by the one the task
@@ -651,8 +663,11 @@ def step_inference(cfg: DrillConfig) -> dict:
         problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
         prompts = [r["prompt"] for r in evals]
         he_prompts = [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]) for p in problems]
-        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
-                 for r in evals[: cfg.ppl_samples or len(evals)]]
+        # PPL on both formats of the same references: the eval rows' answers as they are (raw: prose + code,
+        # what raw SFT trains on) and their code alone in one fence (what pipeline SFT trains on)
+        refs = evals[: cfg.ppl_samples or len(evals)]
+        pairs = [(r["prompt"], r["response"]) for r in refs]
+        pipeline_pairs = [(r["prompt"], reference_in_pipeline_format(r["response"])) for r in refs]
         log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
                    len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
         # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
@@ -696,6 +711,8 @@ def step_inference(cfg: DrillConfig) -> dict:
         write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
                                                for p, a in zip(problems, he_answers)], conf)
         ppl = res["ppl"] or {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
+        ppl = {**ppl, "format": "raw", "formats": {"raw": dict(ppl), "pipeline": pipeline_ppl(cfg, model_path,
+                                                                                             pipeline_pairs)}}
         write_json_output(files["ppl"], ppl, conf)
         engine = res["engine"]
         tokens = sum(a["new_tokens"] for a in res["answers"])   # the free answers' run
@@ -711,6 +728,20 @@ def step_inference(cfg: DrillConfig) -> dict:
                           "signature_answers": len(sig_answers),
                           "signature_engine": res["engine"]["engine"] if sig_answers else None}
     return info
+
+
+PPL_FORMATS = "raw (the eval answers as they are) + pipeline (their code in one fence)"
+
+
+def pipeline_ppl(cfg: DrillConfig, model_path: str, pairs: list[tuple[str, str]]) -> dict:
+    """PPL of a model on the references in the pipeline's format (after its engine has exited: one model
+    in memory at a time). Introduced in lesson 07."""
+    from course_lib.drill import inference
+
+    if not pairs:
+        return {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
+    return inference.teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers,
+                                        max_length=inference.model_max_len(model_path, inference_knobs(cfg)))
 
 
 def timed(fn, *args, **kwargs) -> tuple[Any, float]:
