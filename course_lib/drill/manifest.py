@@ -91,7 +91,8 @@ def step_settings(cfg: "DrillConfig", step: str) -> dict[str, Any]:
         out = {"name": "LazyLLM codegen pipeline (lesson 05)", "timeout_s": _pipeline_timeout(cfg),
                "min_score": P.pipeline.min_score, "max_score": P.pipeline.max_score}
         if cfg.profile == "ci":
-            out["teacher"] = "course offline teacher on 127.0.0.1 (rules, not an LLM)"
+            out["teacher"] = ("course rule teacher on 127.0.0.1 (course_lib.training.rule_teacher: code and tests "
+                              "from the instruction alone; rules, not an LLM)")
         else:
             from course_lib.drill.preflight import teacher_endpoint
 

@@ -245,9 +245,8 @@ def step_pipeline(cfg: DrillConfig) -> dict:
         why = preflight.teacher_problem(cfg)
         if why:
             raise PrerequisiteError(f"pipeline: {why}")
-    from course_lib.training import codegen
-
     from course_lib.drill.data import without_hidden_tests
+    from course_lib.training import codegen
 
     # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
     rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]

@@ -405,7 +405,6 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
     rows, tests, extra = [], [], {}
     idx = 0
     for family, op_key, flt_key in task_combinations():
-        spec = FAMILIES[family]
         holdout = (family, op_key, flt_key) in HOLDOUT
         kinds = ([("held-out combinations", n_per_combo)] if holdout
                  else [("", n_per_combo), ("new instances", n_new_per_combo)])
