@@ -11,9 +11,9 @@ The lecture's definitions, over all N eval samples and the categories of :mod:`c
 - **Fail rate** (the lecture's 逻辑错误率) = Fail / N.
 - **PPL** — perplexity on the eval set's reference answers as they are (the raw format: prose and a
   fence), teacher-forced, answer tokens only (:func:`course_lib.drill.inference.teacher_forced_ppl`).
-  ``PPL (raw format)`` repeats it under an explicit name and ``PPL (pipeline format)`` scores the same
-  references rewritten as the pipeline's rows are (their code in one fence): each format favours the
-  variant trained on it.
+  ``PPL (raw format)`` repeats it under an explicit name and ``PPL (pipeline format)`` scores the answers
+  the pipeline writes for the same prompts (code in one fence, as pipeline SFT's rows are): each format
+  favours the variant trained on it.
 
 The course adds stricter measures as extra columns with their own names: **closed-fence rate** (share of
 answers with a closed ```python / untagged fence), **SER among code** (SyntaxError / answers with code),

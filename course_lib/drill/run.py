@@ -284,14 +284,20 @@ def fence_if_bare(answer: str) -> str:
     return "```python\n" + answer.strip("\n") + "\n```"
 
 
-def reference_in_pipeline_format(response: str) -> str:
-    """The reference answer as the pipeline's SFT rows hold it: its Python code in one python fence.
-
-    PPL is scored on this for every variant (base, raw SFT, pipeline SFT), so all are measured on the
-    same tokens. A reference without Python code is used as it is. Introduced in lesson 07.
+def reference_in_pipeline_format(response: str, prompt: str | None = None) -> str:
+    """The reference answer as the pipeline's SFT rows hold it, for PPL on the pipeline's format: when
+    ``prompt`` is given and the ci rule teacher reads it, exactly what the pipeline writes for it (the
+    teacher's code in one python fence, :mod:`course_lib.training.rule_teacher`); else the reference's
+    Python code in one python fence (a reference without Python code as it is). Introduced in lesson 07.
     """
     from course_lib.drill.extract import extract_code
 
+    if prompt is not None:
+        from course_lib.training.rule_teacher import read_instruction, write_code
+
+        spec = read_instruction(prompt)
+        if spec is not None:
+            return fence_if_bare(write_code(spec).strip())
     code = extract_code(response)
     return response if code is None else fence_if_bare(code)
 
@@ -662,11 +668,11 @@ def step_inference(cfg: DrillConfig) -> dict:
         problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
         prompts = [r["prompt"] for r in evals]
         he_prompts = [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]) for p in problems]
-        # PPL on both formats of the same references: the eval rows' answers as they are (raw: prose + code,
-        # what raw SFT trains on) and their code alone in one fence (what pipeline SFT trains on)
+        # PPL on both formats of the eval references: the answers as they are (raw: prose + code, what raw SFT
+        # trains on) and as the pipeline writes them (its code in one fence, what pipeline SFT trains on)
         refs = evals[: cfg.ppl_samples or len(evals)]
         pairs = [(r["prompt"], r["response"]) for r in refs]
-        pipeline_pairs = [(r["prompt"], reference_in_pipeline_format(r["response"])) for r in refs]
+        pipeline_pairs = [(r["prompt"], reference_in_pipeline_format(r["response"], r["prompt"])) for r in refs]
         log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
                    len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
         # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
@@ -729,7 +735,7 @@ def step_inference(cfg: DrillConfig) -> dict:
     return info
 
 
-PPL_FORMATS = "raw (the eval answers as they are) + pipeline (their code in one fence)"
+PPL_FORMATS = "raw (the eval answers as they are) + pipeline (as the pipeline writes them, v2)"
 
 
 def pipeline_ppl(cfg: DrillConfig, model_path: str, pairs: list[tuple[str, str]]) -> dict:
