@@ -62,6 +62,8 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
                 "engine": {"engine": "stand-in", "version": None, "fallback_reason": None, "seconds": {}},
                 "follow_up": None}
     monkeypatch.setattr(inference, "infer", infer)
+    monkeypatch.setattr(inference, "pipeline_ppl",
+                        lambda cfg, model, pairs: {"ppl": 3.0, "nll": 1.1, "tokens": 8, "samples": 6})
     inference.step_inference(cfg)
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     assert [r["task"] for r in records] == [""] * 6 and not any("tests" in r for r in records)
