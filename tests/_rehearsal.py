@@ -17,7 +17,7 @@ The stand-ins are real programs, not mocks: :func:`write_hub_folder` writes the 
 as parquet shards under ``data/`` (the hub dataset's layout and columns), which the drill's download
 step reads with ``datasets.load_dataset(<folder>, streaming=True)`` exactly as it reads
 ``nampdn-ai/tiny-codes``; :func:`teacher_server` is an OpenAI-compatible HTTP server on 127.0.0.1
-(``/v1/models``, ``/v1/chat/completions``) answering with lesson 05's :class:`OfflineTeacher` rules,
+(``/v1/models``, ``/v1/chat/completions``) answering with lesson 07's :class:`RuleTeacher` rules,
 which the full profile's LazyLLM ``OnlineChatModule`` client reaches by URL.
 
 ``tests/test_full_rehearsal.py`` runs it (pytest marker ``full_rehearsal``); docs/drill.md,
@@ -120,15 +120,15 @@ def write_hub_folder(folder: str | Path, rows: Iterable[Mapping[str, Any]] | Non
 
 
 def teacher_server(rows: Iterable[Mapping[str, Any]], *, run_code=None):
-    """An OpenAI-compatible server on 127.0.0.1 answering with lesson 05's offline teacher rules, told the
-    reference answer of each tiny-codes row (``idx``, ``prompt``, ``response``). Not started: use it as
+    """An OpenAI-compatible server on 127.0.0.1 answering with the drill's ci teacher
+    (:class:`course_lib.training.rule_teacher.RuleTeacher`: code and tests written from each instruction
+    alone, as the full profile's LLM teacher does; ``rows`` are not told to it). Not started: use it as
     a context manager; ``.url`` is what ``COURSE_TEACHER_URL`` points at, ``.model_name`` what
     ``COURSE_TEACHER_MODEL`` names."""
-    from course_lib.training.teacher import OfflineTeacher, TeacherServer
+    from course_lib.training.rule_teacher import RULE_TEACHER_NAME, RuleTeacher
+    from course_lib.training.teacher import TeacherServer
 
-    teacher = OfflineTeacher(run_code=run_code)
-    teacher.register((str(r.get("idx", i)), r["prompt"], r["response"], r.get("tests")) for i, r in enumerate(rows))
-    return TeacherServer(teacher)
+    return TeacherServer(RuleTeacher(run_code=run_code), model_name=RULE_TEACHER_NAME)
 
 
 def prepare(folder: str | Path, base_model: str | Path | None = None) -> Path:

@@ -1,6 +1,8 @@
 """The drill's data: the tiny-codes-shaped generator, the hub loader on local files, code extraction."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from course_lib.drill import download, taskgen
@@ -18,7 +20,8 @@ def test_generator_is_deterministic_with_exactly_the_hub_columns():
 
 
 def test_reference_answers_pass_their_hidden_tests():
-    rows, tests = taskgen.generate_rows(n_per_combo=1, n_other_language=0, defect_rates={}, seed=3)
+    rows, tests = taskgen.generate_rows(n_per_combo=1, n_other_language=0, defect_rates={}, format_defect_rates={},
+                                        seed=3)
     by_idx = {t["idx"]: t for t in tests}
     for row in rows:
         namespace: dict = {}
@@ -36,18 +39,21 @@ def test_holdout_combinations_cover_every_operation_and_filter_in_training():
 
 def test_committed_sample_matches_the_generator(tmp_path):
     paths = taskgen.write_tiny_codes_sample(tmp_path)
-    assert paths["rows"].read_bytes() == assets_dir("tiny_codes", "tiny_codes_sample.jsonl").read_bytes()
-    assert paths["tests"].read_bytes() == assets_dir("tiny_codes", "hidden_tests.jsonl").read_bytes()
+    for key, name in (("rows", "tiny_codes_sample.jsonl"), ("tests", "hidden_tests.jsonl"), ("split", taskgen.SPLIT_FILE)):
+        assert paths[key].read_bytes() == assets_dir("tiny_codes", name).read_bytes(), name
     tests = taskgen.load_hidden_tests(paths["tests"])
     n_holdout = sum(t["holdout"] for t in tests.values())
     assert n_holdout >= 200 and len(tests) - n_holdout >= 1000   # ci eval_size / train_size
+    split = json.loads(paths["split"].read_text())
+    assert {part: set(ids) for part, ids in split.items()} == {
+        part: {i for i, t in tests.items() if t["eval_part"] == part} for part in taskgen.EVAL_PARTS}
 
 
 def test_training_rows_carry_each_defect_at_its_stated_rate_and_eval_rows_none():
     rows, tests = taskgen.generate_rows()
     by_idx = {r["idx"]: r for r in rows}
     train = [t for t in tests if not t["holdout"]]
-    for defect, rate in taskgen.DEFECT_RATES.items():
+    for defect, rate in {**taskgen.DEFECT_RATES, **taskgen.FORMAT_DEFECT_RATES}.items():
         marked = [t for t in train if t["defect"] == defect]
         assert len(marked) == round(rate * len(train)), defect
     assert not any(t["defect"] for t in tests if t["holdout"])
@@ -55,7 +61,8 @@ def test_training_rows_carry_each_defect_at_its_stated_rate_and_eval_rows_none()
     for t in train:
         resp = by_idx[t["idx"]]["response"]
         code = extract_code(resp)
-        if t["defect"] in ("prose only", "other language"):
+        blocks = find_code_blocks(resp)
+        if t["defect"] in ("prose only", "other language", "wrong fence tag"):
             assert code is None, t
         elif t["defect"] == "truncated":
             assert code is not None and not has_fenced_code(resp)
@@ -69,6 +76,18 @@ def test_training_rows_carry_each_defect_at_its_stated_rate_and_eval_rows_none()
             with pytest.raises((SyntaxError, NameError)):
                 exec(code + t["tests"], ns)
             broken += 1
+        else:   # clean rows and the format defects: the code itself is right
+            exec(code + t["tests"], {})  # our own generated code
+        if t["defect"] == "wrong fence tag":
+            assert blocks[0].tag in ("javascript", "js", "java", "ruby") and "def " in blocks[0].code
+        if t["defect"] == "several fences":
+            assert [b.tag for b in blocks] == ["python", "python"]
+        if t["defect"] == "shell block":
+            assert [b.tag for b in blocks] == ["python", "bash"]
+        if t["defect"] == "markdown headings":
+            assert resp.startswith("## ") and "\n### " in resp
+        if t["defect"] == "prose after code":
+            assert len(resp.rsplit("```", 1)[1]) > 300
     assert broken
 
 
@@ -88,20 +107,45 @@ def test_eval_has_new_instances_and_held_out_combinations():
     assert len(new_values - train_tests) >= 0.9 * len(new_values)   # mostly fresh test values
 
 
-def test_training_names_are_many_and_never_use_an_eval_word():
-    """Training names draw from a pool of words, so a model must copy the name the prompt asks for;
-    the new-instances part's words never occur in a training name."""
+def test_names_do_not_tell_the_task():
+    """A majority vote over name tokens, learnt on the training rows, guesses the eval rows' operation
+    and filter no better than chance (the most common label), on both eval parts; the same guesser reads
+    task-telling names (`word_<operation>_<filter>`, the sample's earlier scheme) almost perfectly."""
     rows, tests = taskgen.generate_rows()
+    train = [t for t in tests if not t["holdout"]]
+    for part in taskgen.EVAL_PARTS:
+        evals = [t for t in tests if t["eval_part"] == part]
+        for label in ("operation", "filter"):
+            got = taskgen.name_guess_accuracy(train, evals, label)
+            assert got["rows"] >= 100 and got["accuracy"] <= got["chance"] + 0.06, (part, label, got)
+            telling = [{**t, "entry_point": f"w{t['idx'] % 7}_{t['operation']}_{t['filter']}"} for t in train + evals]
+            leak = taskgen.name_guess_accuracy(telling[:len(train)], telling[len(train):], label)
+            if part == "new instances":   # (held-out combinations: unseen pairs, each token still votes right)
+                assert leak["accuracy"] >= 0.9, (part, label, leak)
+
+
+def test_names_are_many_and_drawn_from_words_that_are_not_the_task():
+    """Names come from a word pool, never from the task grammar's words; the new-instances part's words
+    never occur in training; the instruction says what to compute."""
+    rows, tests = taskgen.generate_rows()
+    by_idx = {r["idx"]: r for r in rows}
     train_names = {t["entry_point"] for t in tests if not t["holdout"]}
     assert len(train_names) >= 500
-    eval_words = {w for spec in taskgen.FAMILIES.values() for w in spec["eval_names"]}
-    assert not eval_words & set(taskgen.NAME_WORDS)
-    assert not {w for name in train_names for w in name.split("_")} & eval_words
+    assert not set(taskgen.EVAL_NAME_WORDS) & set(taskgen.NAME_WORDS)
+    assert not (set(taskgen.NAME_WORDS) | set(taskgen.EVAL_NAME_WORDS)) & taskgen.TASK_WORDS
+    for t in tests:
+        words = set(taskgen.name_tokens(t["entry_point"]))
+        assert not words & taskgen.TASK_WORDS, t["entry_point"]
+        pool = taskgen.EVAL_NAME_WORDS if t["eval_part"] == "new instances" else taskgen.NAME_WORDS
+        assert {w for w in words if not w.isdigit()} <= set(pool), t["entry_point"]
+        op, flt = taskgen._describe(t["family"], t["operation"], t["filter"])
+        arg = t["signature"].split("(")[1].rstrip("):")
+        assert op in by_idx[t["idx"]]["prompt"] and flt.format(arg=arg) in by_idx[t["idx"]]["prompt"]
 
 
 def test_eval_split_takes_equal_parts(tmp_path):
     stream = download.stream_tiny_codes(data_files=[assets_dir("tiny_codes", "tiny_codes_sample.jsonl")])
-    is_eval = download.holdout_predicate(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    is_eval = download.eval_split_predicate(assets_dir("tiny_codes", taskgen.SPLIT_FILE))
     train, evals = download.split_python_rows(stream, 1000, 200, is_eval=is_eval)
     download.attach_hidden_tests(evals, assets_dir("tiny_codes", "hidden_tests.jsonl"))
     parts = [r["eval_part"] for r in evals]

@@ -62,6 +62,8 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
                 "engine": {"engine": "stand-in", "version": None, "fallback_reason": None, "seconds": {}},
                 "follow_up": None}
     monkeypatch.setattr(inference, "infer", infer)
+    monkeypatch.setattr(inference, "pipeline_ppl",
+                        lambda cfg, model, pairs: {"ppl": 3.0, "nll": 1.1, "tokens": 8, "samples": 6})
     inference.step_inference(cfg)
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     assert [r["task"] for r in records] == [""] * 6 and not any("tests" in r for r in records)
@@ -309,3 +311,20 @@ def test_gpu_check_script_parses_says_what_it_needs_and_uses_real_options(repo, 
     assert (ns.profile, ns.train_size, ns.eval_size, ns.humaneval_subset, ns.sft_steps) == ("full", 32, 16, 4, 10)
     for f in ns.data_files + [ns.hidden_tests]:
         assert (repo / f).exists(), f
+
+
+def test_sft_cache_key_follows_the_profiles_sft_section(tmp_path, monkeypatch):
+    """A change of the profile's sft section (here bf16 through COURSE_PROFILE_OVERRIDES) retrains step 3
+    instead of reusing a model trained with other settings."""
+    from course_lib.drill import finetune
+
+    def key(bf16):
+        f = tmp_path / f"over_{bf16}.json"
+        f.write_text(json.dumps({"profile": "ci", "sections": {"sft": {"bf16": bf16}}}))
+        monkeypatch.setenv("COURSE_PROFILE_OVERRIDES", str(f))
+        cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "d"))
+        return finetune._sft_config(cfg, "pipeline_sft")
+
+    on, off = key(True), key(False)
+    assert on["overrides"] == off["overrides"] and on["settings"]["bf16"] is True and off["settings"]["bf16"] is False
+    assert on != off

@@ -154,11 +154,16 @@ def test_seed_comparison_names_the_verdict_and_the_missing_run():
     def run(seed, raw, pipe):
         return {"seed": seed, "metrics": {"raw_sft": {"k": raw}, "pipeline_sft": {"k": pipe}}}
     ahead = seed_comparison([run(0, 0.4, 0.8), run(1, 0.5, 0.85), run(2, 0.45, 0.9)], "k")
-    assert ahead["verdict"] == "pipeline SFT ahead by more than the seed-to-seed spread"
+    assert ahead["verdict"] == "pipeline SFT ahead on every seed"
     assert [round(d, 2) for d in ahead["diffs"]] == [0.4, 0.35, 0.45] and round(ahead["spread"], 2) == 0.1
+    assert (round(ahead["low"], 2), round(ahead["high"], 2)) == (0.35, 0.45)
     level = seed_comparison([run(0, 0.78, 0.77), run(1, 0.68, 0.76), run(2, 0.72, 0.80)], "k")
-    assert level["verdict"] == "no difference beyond the seed-to-seed spread" and round(level["lead"], 3) == 0.05
+    assert level["verdict"] == "no consistent difference: the sign changes across seeds"
+    assert round(level["lead"], 3) == 0.05
     behind = seed_comparison([run(0, 0.9, 0.5), run(1, 0.9, 0.55)], "k")
-    assert behind["verdict"] == "raw SFT ahead by more than the seed-to-seed spread"
+    assert behind["verdict"] == "raw SFT ahead on every seed"
+    assert scoreboard.relation_to_benchmark(0.40, ahead) == "inside the benchmark's range"
+    assert scoreboard.relation_to_benchmark(0.10, ahead) == "below the benchmark's range"
+    assert scoreboard.relation_to_benchmark(0.50, ahead) == "above the benchmark's range"
     with pytest.raises(ValueError, match="seed 1: no 'k' for pipeline_sft"):
         seed_comparison([run(0, 0.1, 0.2), {"seed": 1, "metrics": {"raw_sft": {"k": 0.1}}}], "k")

@@ -3,8 +3,8 @@
 * tiny-codes: the committed sample written as a folder laid out like ``nampdn-ai/tiny-codes`` (parquet shards
   under ``data/``, the hub's columns), read by the download step through ``datasets`` — only the dataset id
   is swapped for the folder;
-* the teacher: an OpenAI-compatible server on 127.0.0.1 answering with lesson 05's offline teacher rules,
-  reached by the full profile's own LazyLLM client through ``COURSE_TEACHER_URL``;
+* the teacher: an OpenAI-compatible server on 127.0.0.1 answering with lesson 07's rule teacher (code and
+  tests from the instruction alone), reached by the full profile's own LazyLLM client through ``COURSE_TEACHER_URL``;
 * SFT through LazyLLM → LLaMA-Factory with the full profile's YAML (bf16 off, the course's tiny model,
   toy steps/rows); step 4 as the full profile runs it; step 5 in the Docker sandbox (``python-sandbox``);
 * notebook 07 executed with ``PROFILE = "full"`` under the same stand-ins.

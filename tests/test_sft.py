@@ -112,6 +112,19 @@ def test_yaml_lazyllm_writes(profile, tiny_model, tmp_path):
         assert y["eval_strategy"] == "no" and y["use_cpu"] is True
 
 
+def test_a_setting_lazyllms_template_lacks_is_an_error_not_dropped(tiny_model, tmp_path):
+    """lazyllm.finetune.llamafactory drops keyword arguments its train template lacks (one INFO line);
+    the course refuses them instead, naming the key."""
+    for profile in ("ci", "full"):
+        from course_lib.drill.settings import config_from_profile
+
+        cfg = sft.llamafactory_config(profile, **config_from_profile(profile).sft_overrides)
+        assert set(cfg) <= sft.lazyllm_template_keys(), sorted(set(cfg) - sft.lazyllm_template_keys())
+    data, _ = sft.write_alpaca_json(ROWS, tmp_path / "train.json")
+    with pytest.raises(ValueError, match="'neat_packing'.*not keys of LazyLLM's train template"):
+        sft.render_train_yaml(tiny_model, data, tmp_path / "run", profile="ci", neat_packing=True)
+
+
 def test_bad_training_rows_name_the_row(tmp_path):
     with pytest.raises(ValueError, match="training row 1"):
         sft.write_alpaca_json([ROWS[0], {"instruction": "x", "output": ""}], tmp_path / "t.json")

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lazyllm-path", default=None, help="a LazyLLM source checkout to put first on sys.path")
     g.add_argument("--pipeline-model", default=None,
                    help="the teacher of the codegen pipeline (full: e.g. Qwen3-30B-A3B-Instruct; ci: the "
-                        "offline teacher of lesson 05)")
+                        "course's rule teacher, which is not an LLM)")
     g.add_argument("--sft-model", default=None,
                    help="the base model to fine-tune (full: an absolute path to Qwen2.5-0.5B-Instruct; "
                         "ci: the course's tiny model)")
@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-dir", default=None, help="timestamped logs (default ROOT/logs)")
     g.add_argument("--data-files", nargs="+", default=None,
                    help="read tiny-codes from these local json/jsonl/parquet files instead of the hub")
-    g.add_argument("--hidden-tests", default=None, help="hidden_tests.jsonl keyed by idx (ci sample)")
+    g.add_argument("--hidden-tests", default=None,
+                   help="hidden_tests.jsonl keyed by idx (ci sample): for evaluation (and RL rewards) only, the "
+                        "pipeline never sees them")
 
     g = p.add_argument_group("sizes")
     g.add_argument("--train-size", type=int, default=None, help="training rows (full 5000, ci 1000)")

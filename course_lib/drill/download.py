@@ -13,6 +13,7 @@ Introduced in lesson 07.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 from pathlib import Path
@@ -193,6 +194,31 @@ def holdout_predicate(tests_path: str | Path) -> Callable[[dict], str | bool]:
     return is_eval
 
 
+def eval_split_predicate(split_path: str | Path) -> Callable[[dict], str | bool]:
+    """``is_eval`` for :func:`split_python_rows` from a sample's ``eval_split.json`` (``{part: [idx, ...]}``):
+    a row's eval part, or False for a training row. The split never depends on the hidden tests, so
+    the training rows (and the pipeline's output) are the same with or without them. Introduced in lesson 07."""
+    try:
+        parts = json.loads(Path(split_path).read_text(encoding="utf-8"))
+        where = {int(i): part for part, ids in parts.items() for i in ids}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"{split_path}: not an eval split ({exc}); regenerate it with "
+                         "`python -m course_lib.drill.taskgen assets/tiny_codes`") from None
+
+    def is_eval(row: dict) -> str | bool:
+        return where.get(int(row["idx"]), False)
+    return is_eval
+
+
+HIDDEN_TEST_KEYS = ("tests", "entry_point", "signature", "task")
+
+
+def without_hidden_tests(row: dict) -> dict:
+    """``row`` without what :func:`attach_hidden_tests` added (what the drill's pipeline gets: the
+    teacher must never see a hidden test). Introduced in lesson 07."""
+    return {k: v for k, v in row.items() if k not in HIDDEN_TEST_KEYS}
+
+
 NO_HIDDEN_TESTS = "no hidden tests (hub rows carry none; the course's hidden tests exist only for the ci sample)"
 
 
@@ -224,7 +250,8 @@ def _download_config(cfg: DrillConfig) -> dict:
     files = cfg.data_files if cfg.source != "hub" else None
     return {"source": cfg.source, "dataset": cfg.dataset if cfg.source == "hub" else None,
             "files": {Path(f).name: sha_or_none(f) for f in files} if files else None,
-            "hidden_tests": sha_or_none(cfg.hidden_tests), "train_size": cfg.train_size,
+            "hidden_tests": sha_or_none(cfg.hidden_tests), "eval_split": sha_or_none(cfg.eval_split),
+            "train_size": cfg.train_size,
             "eval_size": cfg.eval_size, "seed": cfg.seed}
 
 
@@ -237,12 +264,15 @@ def step_download(cfg: DrillConfig) -> dict:
     if up_to_date([p.train_json, p.eval_json], conf, cfg.force, "download"):
         return {"skipped": True}
     stream = stream_tiny_codes(cfg.dataset, data_files=cfg.data_files if cfg.source != "hub" else None)
-    is_eval = holdout_predicate(cfg.hidden_tests) if cfg.hidden_tests else None
+    # the sample's split file, never the hidden tests: the training rows are the same without them
+    is_eval = eval_split_predicate(cfg.eval_split) if cfg.eval_split else None
     stats: dict[str, int] = {}
     train, evals = split_python_rows(stream, cfg.train_size, cfg.eval_size, seed=cfg.seed,
                                      is_eval=is_eval, stats=stats)
+    for r in evals if is_eval else []:
+        r["eval_part"] = is_eval(r)
     n_tests = attach_hidden_tests(evals, cfg.hidden_tests)
-    attach_hidden_tests(train, cfg.hidden_tests)   # the pipeline's offline auditor can run them
+    attach_hidden_tests(train, cfg.hidden_tests)   # for RL rewards (never given to the pipeline)
     if not train or not evals:
         raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval Python rows from "
                               f"{cfg.source}; check the data files / dataset name")
@@ -269,6 +299,9 @@ def _check(cfg: DrillConfig, steps) -> list[str]:
             if not Path(f).exists():
                 problems.append(f"tiny-codes file {f} not found (ci reads assets/tiny_codes/; regenerate it "
                                 "with `python -m course_lib.drill.taskgen assets/tiny_codes`)")
+        if cfg.eval_split and not Path(cfg.eval_split).exists():
+            problems.append(f"eval split {cfg.eval_split} not found (regenerate it with "
+                            "`python -m course_lib.drill.taskgen assets/tiny_codes`)")
         if not cfg.data_files:
             problems.append("no local data files given for the download step (--data-files)")
     elif not (os.environ.get("HF_TOKEN") or _hf_token_file()):
@@ -280,7 +313,8 @@ def _check(cfg: DrillConfig, steps) -> list[str]:
 def _engine(cfg: DrillConfig) -> dict:
     out: dict[str, Any] = {"name": "datasets (streaming)", "source": cfg.source, "train_size": cfg.train_size,
                            "eval_size": cfg.eval_size, "seed": cfg.seed,
-                           "hidden_tests": Path(cfg.hidden_tests).name if cfg.hidden_tests else None}
+                           "hidden_tests": Path(cfg.hidden_tests).name if cfg.hidden_tests else None,
+                           "eval_split": Path(cfg.eval_split).name if cfg.eval_split else None}
     if cfg.source == "hub":
         out["dataset"] = cfg.dataset
     else:

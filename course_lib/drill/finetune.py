@@ -71,9 +71,19 @@ def _data_of(cfg: DrillConfig, variant: str) -> tuple[Path, str]:
     return cfg.paths.train_json, "download"
 
 
+def _train_settings(cfg: DrillConfig) -> dict:
+    """The LLaMA-Factory settings step 3 trains with: the profile's ``sft`` section (with ``bf16`` resolved
+    for this CPU) under the drill's ``sft_overrides``, so that a change of either (e.g. ``sft.bf16`` through
+    ``COURSE_PROFILE_OVERRIDES``) retrains instead of reusing a model trained otherwise."""
+    from course_lib.training.sft import llamafactory_config
+
+    return llamafactory_config(cfg.profile, **{k: v for k, v in cfg.sft_overrides.items()
+                                               if k not in ("launcher", "launcher_options")})
+
+
 def _sft_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "data": sha_or_none(_data_of(cfg, variant)[0]), "base": cfg.sft_model or "profile",
-            "profile": cfg.profile.name, "overrides": cfg.sft_overrides}
+            "profile": cfg.profile.name, "overrides": cfg.sft_overrides, "settings": _train_settings(cfg)}
 
 
 def _save_loss_png(history: list[dict], path: Path, title: str) -> Path:

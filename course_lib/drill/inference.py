@@ -3,8 +3,9 @@
 :func:`step_inference` asks one engine per model (:func:`infer`, through
 :func:`course_lib.drill.generation.run_model`: vLLM, or transformers ``generate`` as a fallback that says
 why) and writes ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and
-``ppl.json``. Eval rows with hidden tests are answered a second time from the task's ``def`` line
-(:func:`signature_prefix`): those answers are what test pass@1 runs in step 5.
+``ppl.json`` (PPL on the references in two formats, :data:`PPL_FORMATS`). Eval rows with hidden tests are
+answered a second time from the task's ``def`` line (:func:`signature_prefix`): those answers are what
+test pass@1 runs in step 5.
 
 Introduced in lesson 07.
 """
@@ -65,7 +66,23 @@ def _inference_config(cfg: DrillConfig, variant: str) -> dict:
     return {"variant": variant, "model": _model_fingerprint(cfg, variant),
             "eval": sha_or_none(cfg.paths.eval_json), "engine": cfg.inference_backend,
             "knobs": inference_knobs(cfg).as_dict(), "humaneval_subset": cfg.humaneval_subset,
-            "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2"}
+            "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2",
+            "ppl_formats": PPL_FORMATS}
+
+
+PPL_FORMATS = "raw (the eval answers as they are) + pipeline (as the pipeline writes them, v2)"
+"""The reference formats step 4 scores PPL on (part of its cache key: a change reruns step 4)."""
+
+
+def pipeline_ppl(cfg: DrillConfig, model_path: str, pairs: list[tuple[str, str]]) -> dict:
+    """PPL of a model on the references in the pipeline's format (after its engine has exited: one model
+    in memory at a time). Introduced in lesson 07."""
+    from course_lib.drill.generation import _model_max_len, teacher_forced_ppl
+
+    if not pairs:
+        return {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
+    return teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers,
+                              max_length=_model_max_len(model_path, inference_knobs(cfg)))
 
 
 # test pass@1's protocol: the model answers freely; its first `def` line is replaced by the one the task
@@ -131,8 +148,11 @@ def step_inference(cfg: DrillConfig) -> dict:
         problems = evaluate.humaneval_problems(cfg.humaneval_subset) if cfg.humaneval_subset else []
         prompts = [r["prompt"] for r in evals]
         he_prompts = [evaluate.HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]) for p in problems]
-        pairs = [(r["prompt"], reference_in_pipeline_format(r["response"]))
-                 for r in evals[: cfg.ppl_samples or len(evals)]]
+        # PPL on both formats of the eval references: the answers as they are (raw: prose + code, what raw SFT
+        # trains on) and as the pipeline writes them (its code in one fence, what pipeline SFT trains on)
+        refs = evals[: cfg.ppl_samples or len(evals)]
+        pairs = [(r["prompt"], r["response"]) for r in refs]
+        pipeline_pairs = [(r["prompt"], reference_in_pipeline_format(r["response"], r["prompt"])) for r in refs]
         log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
                    len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
         # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
@@ -178,6 +198,8 @@ def step_inference(cfg: DrillConfig) -> dict:
         write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}
                                                for p, a in zip(problems, he_answers)], conf)
         ppl = res["ppl"] or {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
+        ppl = {**ppl, "format": "raw", "formats": {"raw": dict(ppl), "pipeline": pipeline_ppl(cfg, model_path,
+                                                                                             pipeline_pairs)}}
         write_json_output(files["ppl"], ppl, conf)
         engine = res["engine"]
         tokens = sum(a["new_tokens"] for a in res["answers"])   # the free answers' run
@@ -222,7 +244,8 @@ def _engine(cfg: DrillConfig) -> dict:
     knobs = inference_knobs(cfg)
     out = {"engine": cfg.inference_backend, "fallback": cfg.inference_fallback,
            "humaneval_subset": cfg.humaneval_subset, "ppl_samples": cfg.ppl_samples,
-           "ppl": "transformers, teacher-forced, before the engine starts", "ppl_threads": cfg.inference_workers,
+           "ppl": "transformers, teacher-forced: raw format before the engine starts, pipeline format after it "
+                  "exits", "ppl_formats": PPL_FORMATS, "ppl_threads": cfg.inference_workers,
            "max_new_tokens": knobs.response_max_tokens}
     if cfg.inference_backend == "vllm":
         python, found = vllm_python()

@@ -1,8 +1,10 @@
 """Step 2 of the drill — pipeline: lesson 05's LazyLLM codegen pipeline over the training rows.
 
 :func:`step_pipeline` writes ``<data-dir>/codegen.json`` (the kept rows) and ``codegen_funnel.json`` (what
-each stage kept and why it dropped the rest). Its teacher: in ci the course's offline teacher, which the
-pipeline starts itself; in the full profile a vLLM server serving the lecture's Qwen3-30B-A3B, found by
+each stage kept and why it dropped the rest). Its teacher: in ci the course's rule teacher
+(:class:`~course_lib.training.rule_teacher.RuleTeacher`, NOT an LLM), which the pipeline starts itself and
+which writes each row's code and its own tests from the instruction alone (the rows reach it without their
+hidden tests); in the full profile a vLLM server serving the lecture's Qwen3-30B-A3B, found by
 :func:`teacher_endpoint` and checked by :func:`teacher_problem` before the step starts. The pipeline's
 answer format (code in one python fence, :func:`fence_if_bare`) is also what step 3 trains on and what
 step 4 scores PPL on.
@@ -48,14 +50,20 @@ def fence_if_bare(answer: str) -> str:
     return "```python\n" + answer.strip("\n") + "\n```"
 
 
-def reference_in_pipeline_format(response: str) -> str:
-    """The reference answer as the pipeline's SFT rows hold it: its Python code in one python fence.
-
-    PPL is scored on this for every variant (base, raw SFT, pipeline SFT), so all are measured on the
-    same tokens. A reference without Python code is used as it is. Introduced in lesson 07.
+def reference_in_pipeline_format(response: str, prompt: str | None = None) -> str:
+    """The reference answer as the pipeline's SFT rows hold it, for PPL on the pipeline's format: when
+    ``prompt`` is given and the ci rule teacher reads it, exactly what the pipeline writes for it (the
+    teacher's code in one python fence, :mod:`course_lib.training.rule_teacher`); else the reference's
+    Python code in one python fence (a reference without Python code as it is). Introduced in lesson 07.
     """
     from course_lib.drill.extract import extract_code
 
+    if prompt is not None:
+        from course_lib.training.rule_teacher import read_instruction, write_code
+
+        spec = read_instruction(prompt)
+        if spec is not None:
+            return fence_if_bare(write_code(spec).strip())
     code = extract_code(response)
     return response if code is None else fence_if_bare(code)
 
@@ -129,7 +137,8 @@ def _pipeline_timeout(cfg: DrillConfig) -> float:
 
 def _pipeline_config(cfg: DrillConfig) -> dict:
     return {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
-            "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg)}
+            "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg),
+            "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
 
 
 def step_pipeline(cfg: DrillConfig) -> dict:
@@ -146,12 +155,15 @@ def step_pipeline(cfg: DrillConfig) -> dict:
         why = teacher_problem(cfg)
         if why:
             raise PrerequisiteError(f"pipeline: {why}")
+    from course_lib.drill.download import without_hidden_tests
     from course_lib.training import codegen
 
-    rows = read_json_output(p.train_json, "download")
+    # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
+    rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]
     run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
-                                                run_code=run_code, timeout_s=conf["timeout_s"])
+                                                run_code=run_code, timeout_s=conf["timeout_s"],
+                                                offline_teacher="rules")
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()
@@ -183,7 +195,8 @@ def _engine(cfg: DrillConfig) -> dict:
     out = {"name": "LazyLLM codegen pipeline (lesson 05)", "timeout_s": _pipeline_timeout(cfg),
            "min_score": S.min_score, "max_score": S.max_score}
     if S.teacher == "offline":
-        out["teacher"] = "course offline teacher on 127.0.0.1 (rules, not an LLM)"
+        out["teacher"] = ("course rule teacher on 127.0.0.1 (course_lib.training.rule_teacher: code and tests "
+                          "from the instruction alone; rules, not an LLM)")
     else:
         t = teacher_endpoint(cfg)
         out.update(teacher=t.model, teacher_url=t.url)

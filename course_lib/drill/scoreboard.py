@@ -9,8 +9,11 @@ The lecture's definitions, over all N eval samples and the categories of :mod:`c
 - **RSR** (runtime success rate) = Pass / (N − NoCode − SyntaxError) — among answers whose code was
   extracted and parses, the share that runs without error.
 - **Fail rate** (the lecture's 逻辑错误率) = Fail / N.
-- **PPL** — perplexity on the eval set's reference answers, teacher-forced, answer tokens only
-  (:func:`course_lib.drill.generation.teacher_forced_ppl`).
+- **PPL** — perplexity on the eval set's reference answers as they are (the raw format: prose and a
+  fence), teacher-forced, answer tokens only (:func:`course_lib.drill.generation.teacher_forced_ppl`).
+  ``PPL (raw format)`` repeats it under an explicit name and ``PPL (pipeline format)`` scores the answers
+  the pipeline writes for the same prompts (code in one fence, as pipeline SFT's rows are): each format
+  favours the variant trained on it.
 
 The course adds stricter measures as extra columns with their own names: **closed-fence rate** (share of
 answers with a closed ```python / untagged fence), **SER among code** (SyntaxError / answers with code),
@@ -71,6 +74,7 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
         "RSR": _ratio(c["Pass"], n - c["NoCode"] - c["SyntaxError"]),
         "Fail rate": _ratio(c["Fail"], n),
         "PPL": float(ppl["ppl"]) if ppl else float("nan"),
+        **{f"PPL ({name} format)": float(v["ppl"]) for name, v in ((ppl or {}).get("formats") or {}).items()},
         # the course's stricter measures
         "closed-fence rate": _ratio(summary["fenced"], n),
         "SER among code": _ratio(c["SyntaxError"], with_code),
@@ -96,9 +100,10 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
     return out
 
 
-_RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "closed-fence rate", "SER among code",
-                "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
-                "test pass@1 (free answer)", "names the function", "HumanEval pass@1"]
+_RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "PPL (raw format)", "PPL (pipeline format)",
+                 "closed-fence rate", "SER among code",
+                 "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
+                 "test pass@1 (free answer)", "names the function", "HumanEval pass@1"]
 _COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
                  "runs but wrong", "HumanEval passed"]
 # The lecture's tables: rows are measures, columns are models.
@@ -177,10 +182,13 @@ def runs_vs_correct(rows) -> Any:
 
 def seed_comparison(results: list[Mapping[str, Any]], key: str = "test pass@1 (new instances)") -> dict[str, Any]:
     """Pipeline SFT vs raw SFT over several drill runs (one per seed, as ``benchmarks/bench_drill_pipeline.py``
-    writes them: ``{"seed", "metrics": {variant: {metric: value}}}``) on ``key``: each seed's
-    ``pipeline_sft − raw_sft``, their mean (``lead``), the seed-to-seed ``spread`` (the larger max − min of
-    the two variants) and a ``verdict``: the pipeline ahead, raw ahead, or no difference beyond the spread.
-    Raises ``ValueError`` naming the seed when a run lacks either variant or ``key``. Introduced in lesson 07."""
+    writes them: ``{"seed", "metrics": {variant: {metric: value}}}``) on ``key``, paired by seed (each seed
+    trains both variants on the same split): each seed's ``pipeline_sft − raw_sft`` (``diffs``), their
+    mean (``lead``), their ``spread`` (max − min) and ``low``/``high``, each variant's ``mean``, and a
+    ``verdict``: "pipeline SFT ahead on every seed", "raw SFT ahead on every seed", or "no consistent
+    difference: the sign changes across seeds" (three seeds of one sign happen by chance one time in
+    four when there is no effect, so the numbers go with it). Raises ``ValueError`` naming the seed
+    when a run lacks either variant or ``key``. Introduced in lesson 07."""
     diffs, values = [], {"raw_sft": [], "pipeline_sft": []}
     for r in results:
         for v in values:
@@ -191,11 +199,21 @@ def seed_comparison(results: list[Mapping[str, Any]], key: str = "test pass@1 (n
         diffs.append(values["pipeline_sft"][-1] - values["raw_sft"][-1])
     if not diffs:
         raise ValueError("no runs to compare")
-    lead = sum(diffs) / len(diffs)
-    spread = max(max(vals) - min(vals) for vals in values.values())
-    verdict = ("pipeline SFT ahead by more than the seed-to-seed spread" if lead > spread else
-               "raw SFT ahead by more than the seed-to-seed spread" if -lead > spread else
-               "no difference beyond the seed-to-seed spread")
-    return {"key": key, "seeds": [r.get("seed") for r in results], "diffs": diffs, "lead": lead,
-            "spread": spread, "verdict": verdict,
+    verdict = ("pipeline SFT ahead on every seed" if min(diffs) > 0 else
+               "raw SFT ahead on every seed" if max(diffs) < 0 else
+               "no consistent difference: the sign changes across seeds")
+    return {"key": key, "seeds": [r.get("seed") for r in results], "diffs": diffs,
+            "lead": sum(diffs) / len(diffs), "low": min(diffs), "high": max(diffs),
+            "spread": max(diffs) - min(diffs), "verdict": verdict,
             "mean": {v: sum(vals) / len(vals) for v, vals in values.items()}}
+
+
+def relation_to_benchmark(diff: float, comparison: Mapping[str, Any]) -> str:
+    """Where one run's ``pipeline − raw`` difference lies against a :func:`seed_comparison`: "inside the
+    benchmark's range" (between its lowest and highest seed), "above it" or "below it".
+    Introduced in lesson 07."""
+    if diff > comparison["high"] + 1e-9:
+        return "above the benchmark's range"
+    if diff < comparison["low"] - 1e-9:
+        return "below the benchmark's range"
+    return "inside the benchmark's range"

@@ -90,7 +90,8 @@ class DrillConfig:
     # settings of one run (command-line options)
     paths: DrillPaths | None = None
     data_files: list[str] | None = None         # local files for source="local"/"assets"
-    hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample)
+    hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample): evaluation (and RL) only
+    eval_split: str | None = None               # eval_split.json (ci sample): which rows are eval rows
     lazyllm_path: str | None = None
     pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
     sft_model: str | None = None                # the base model that SFT starts from
@@ -152,6 +153,7 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
 
         cfg.data_files = [str(assets_dir("tiny_codes", "tiny_codes_sample.jsonl"))]
         cfg.hidden_tests = cfg.hidden_tests or str(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+        cfg.eval_split = cfg.eval_split or str(assets_dir("tiny_codes", "eval_split.json"))
     if sft_steps:
         cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
     return cfg

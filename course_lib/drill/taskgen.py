@@ -10,10 +10,19 @@ drill can run offline. This module generates them from templated *task families*
 - **held-out combinations** — whole (family, operation, filter) combinations never shown in training
   (every operation and every filter is): can it compose what it learnt?
 
-The training rows carry the defects real synthetic tiny-codes answers have, at the rates of
-:data:`DEFECT_RATES` (the course's simulation of a noisy synthetic set, for the lesson 05 pipeline to
-remove): prose-only answers, wrong code, code that does not run, answers in another language, and
-truncated answers. Eval rows never carry defects.
+**Names do not tell the task.** A function's name is drawn from a word pool (:data:`NAME_WORDS`; the
+new-instances part from :data:`EVAL_NAME_WORDS`, never used in training) independently of the task's
+family, operation and filter; only the argument's name may say the family (``numbers``, ``text``,
+``n``). The instruction alone says what to compute, so a model given the ``def`` line still has to read
+the instruction (:func:`name_guess_accuracy` measures what a name alone tells).
+
+The training rows carry the defects real synthetic tiny-codes answers have (the course's simulation of a
+noisy synthetic set, labelled in ``hidden_tests.jsonl``): content defects at the rates of
+:data:`DEFECT_RATES` (prose-only answers, wrong code, code that does not run, answers in another
+language, truncated answers) and format defects at the rates of :data:`FORMAT_DEFECT_RATES` (several
+fences, a shell block, prose after the code, markdown headings, the Python code under another
+language's fence tag: correct code in a messy answer, what the lecture's "格式对齐是基础" is about).
+Eval rows never carry defects.
 
 Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
 
@@ -23,7 +32,11 @@ Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
   function's ``def`` line, given to the model HumanEval-style for test pass@1), ``tests`` (assert lines),
   ``family``, ``operation``, ``filter``, ``holdout`` (true for eval rows), ``eval_part`` ("new instances",
   "held-out combinations", or "" for training rows) and ``defect`` (the defect of a training row, or ""). The hub rows have
-  no tests; this side file is the course's addition, keyed by ``idx``.
+  no tests; this side file is the course's addition, keyed by ``idx``. Hidden tests are for evaluation
+  (and RL rewards on training rows) only: the drill's pipeline never sees them.
+- ``eval_split.json`` — which rows are eval rows, by part (``{"new instances": [idx, ...],
+  "held-out combinations": [...]}``): the sample's split, kept apart from the hidden tests so that the
+  training rows do not depend on them.
 
 Introduced in lesson 07.
 """
@@ -31,6 +44,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -94,47 +108,67 @@ _STR_OPS = [
 ]
 
 FAMILIES: dict[str, dict[str, Any]] = {
-    # family key: what the function takes, names to draw from, filters, operations
+    # family key: what the function takes, its argument and loop-variable names, filters, operations
     "list": {
         "main_topic": "List processing", "input": "a list of integers", "item": "number",
         "loop": "for {v} in {arg}:", "args": ["numbers", "values", "scores", "items", "data", "nums", "readings", "amounts",
                                                    "entries", "marks", "ints", "xs", "samples", "points"],
         "vars": ["x", "n", "value", "item"], "filters": _NUM_FILTERS, "ops": _NUM_OPS,
-        "names": ["process", "summarize", "compute", "analyze", "aggregate", "measure"],
-        "eval_names": ["tally", "survey", "digest", "inspect"],
     },
     "range": {
         "main_topic": "Number sequences", "input": "an integer {arg}", "item": "number",
-        "loop": "for {v} in range(1, {arg} + 1):", "args": ["n", "limit", "count", "size", "top", "stop", "end", "bound",
-                                                      "last", "m", "upper", "steps"],
+        "loop": "for {v} in range(1, {arg} + 1):", "args": ["n", "limit", "cap", "size", "top", "stop", "end", "bound",
+                                                      "last", "m", "ceiling", "steps"],
         "vars": ["i", "k", "j", "num"], "filters": _NUM_FILTERS[:4] + _NUM_FILTERS[5:],
-        "ops": _NUM_OPS, "names": ["sequence", "series", "upto", "range", "numbers", "walk"],
-        "eval_names": ["ladder", "climb", "stride", "march"],
+        "ops": _NUM_OPS,
     },
     "string": {
         "main_topic": "String processing", "input": "a string", "item": "character",
         "loop": "for {v} in {arg}:", "args": ["text", "word", "line", "s", "message", "name", "phrase", "label",
                                                   "sentence", "title", "raw", "content", "source"],
         "vars": ["ch", "c", "letter", "char"], "filters": _STR_FILTERS, "ops": _STR_OPS,
-        "names": ["transform", "clean", "scan", "build", "filter", "convert"],
-        "eval_names": ["render", "refine", "sweep", "weave"],
     },
 }
 
-# Training function names draw one more word from this pool (besides the family's own words and a verb),
-# so that about 150 different names occur in training: a model cannot memorise a handful of names and has
-# to copy the one the prompt asks for. No eval name word (the families' "eval_names") is in the pool.
+# Function names are drawn from these words, independently of the task (family, operation, filter): the
+# name never says what to compute, the instruction does. Training rows and the held-out-combinations eval
+# part draw from NAME_WORDS (about 150 everyday nouns, none of them a word of the task grammar); the
+# new-instances part from EVAL_NAME_WORDS, which never occur in training.
 NAME_WORDS: tuple[str, ...] = tuple("""
 apple arrow badge basket beacon binder bottle branch bridge bucket button cable camera candle canvas
 carpet castle cellar chain chapter circle cloud compass copper corner cotton crystal curtain dancer
-desert device dragon drawer engine falcon fabric feather fence field filter finger flower forest
-fountain garden garlic glacier hammer harbor helmet hollow island jacket jungle kettle kitten
-lantern lemon letter marble meadow mirror monkey mountain needle number ocean orange oyster paddle
-palace parcel pepper pillow planet pocket pollen puzzle quartz rabbit radio ribbon river rocket saddle
-salmon signal silver socket spider spiral spring square stable statue stream summer switch table
-target temple thread ticket timber toggle tower tunnel valley velvet violet wagon walnut window winter
-wizard yellow zipper anchor bamboo barrel blossom cactus cherry clover cobalt coral cricket crown
+desert device dragon drawer engine falcon fabric feather fence field finger flower forest fountain
+garden garlic glacier hammer harbor helmet hollow island jacket jungle kettle kitten lantern lemon
+marble meadow mirror monkey mountain needle ocean orange oyster paddle palace parcel pepper pillow
+planet pocket pollen puzzle quartz rabbit radio ribbon river rocket saddle salmon silver socket spider
+spiral stable statue stream summer table temple thread ticket timber toggle tower tunnel valley velvet
+violet wagon walnut window winter wizard yellow zipper anchor bamboo barrel blossom cactus cherry
+clover cobalt coral cricket crown dolphin ember fern goblet hazel igloo jasmine kayak ladder mango
 """.split())
+EVAL_NAME_WORDS: tuple[str, ...] = tuple("""
+orbit pebble lagoon meteor quill saffron tundra nectar prism walrus cobble juniper sparrow thimble
+glimmer marlin tinsel nutmeg plume fjord biscuit lychee mitten pylon
+""".split())
+# words of the task grammar that a name must never contain (a name that says "sum" or "vowel" would tell
+# the task again)
+TASK_WORDS = frozenset("""
+sum count product square squares max largest keep upper double reverse reversed all even odd positive
+negative big vowel vowels digit digits letter letters space spaces nospace number numbers string text
+list range filter total many
+""".split())
+
+
+def draw_name(rng: random.Random, words: tuple[str, ...] | list[str]) -> str:
+    """A function name drawn from ``words`` alone (never from the task): ``castle``, ``castle_river`` or
+    ``castle7``. Introduced in lesson 07."""
+    w = rng.choice(words)
+    style = rng.random()
+    if style < 0.4:
+        return w
+    if style < 0.7:
+        return f"{w}_{rng.choice([x for x in words if x != w])}"
+    return f"{w}{rng.randint(2, 99)}"
+
 
 # Combinations never shown in training; every operation and filter still appears in training.
 HOLDOUT: frozenset[tuple[str, str, str]] = frozenset({
@@ -154,7 +188,18 @@ DEFECT_RATES: dict[str, float] = {
     "other language": 0.05,     # a JavaScript answer to a Python request
     "truncated": 0.05,          # the answer stops in the middle of the code block
 }
+# Format defects (the course's simulation of the real set's messy answers, lecture §5.3 conclusion 2): the
+# code is right, the answer around it is not in the one-fence format. Share of *training* rows with each;
+# a row carries at most one defect of either kind.
+FORMAT_DEFECT_RATES: dict[str, float] = {
+    "several fences": 0.04,     # the function, then a usage example in a second python fence
+    "shell block": 0.04,        # a bash block that runs the code from a terminal, after the python fence
+    "prose after code": 0.04,   # a long step-by-step explanation after the code that repeats itself
+    "markdown headings": 0.04,  # "## Solution", "### Code", "### Notes" around the answer
+    "wrong fence tag": 0.03,    # the Python code under another language's tag (```javascript, ```java ...)
+}
 EVAL_PARTS = ("new instances", "held-out combinations")
+SPLIT_FILE = "eval_split.json"
 
 _ADJECTIVES = ["Simple", "Basic", "Efficient", "Robust", "Clean", "Readable", "Small"]
 _VERBS = ["Calculate", "Compute", "Build", "Transform", "Determine", "Check"]
@@ -263,11 +308,9 @@ def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random
 
 
 def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Random,
-              names: list[str]) -> tuple[dict, str, str, str]:
+              words: tuple[str, ...]) -> tuple[dict, str, str, str]:
     spec = FAMILIES[family]
-    name = f"{rng.choice(names)}_{op_key}_{flt_key}"
-    if rng.random() < 0.5:
-        name = f"{rng.choice(_VERBS).lower()}_{name}"
+    name = draw_name(rng, words)     # independent of family, operation and filter
     arg, var = rng.choice(spec["args"]), rng.choice(spec["vars"])
     if var == arg:
         var = spec["vars"][0] if arg != spec["vars"][0] else spec["vars"][1]
@@ -287,13 +330,18 @@ def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Rand
     return row, name, arg, var
 
 
+_EXAMPLE_INPUT = {"list": [1, 2, 3, 4], "range": 6, "string": "hello 42"}
+_OTHER_TAGS = ("javascript", "js", "java", "ruby")
+
+
 def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: list[Any],
                   rng: random.Random) -> None:
-    """Give a training row one of :data:`DEFECT_RATES`' defects (in place); ``inputs`` are the values
-    its hidden tests call the function with."""
+    """Give a training row one defect of :data:`DEFECT_RATES` or :data:`FORMAT_DEFECT_RATES` (in place);
+    ``inputs`` are the values its hidden tests call the function with."""
     family, op_key, flt_key, name = t["family"], t["operation"], t["filter"], t["entry_point"]
     intro, rest = row["response"].split("```python\n", 1)
     code, outro = rest.split("```", 1)
+    example = _EXAMPLE_INPUT[family]
     if defect == "prose only":
         row["response"] = intro.strip() + " Use a loop with an accumulator and return it at the end."
     elif defect == "wrong code":
@@ -311,13 +359,33 @@ def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: l
     elif defect == "truncated":
         lines = code.splitlines(keepends=True)
         row["response"] = f"{intro}```python\n" + "".join(lines[: max(2, len(lines) // 2)])
+    elif defect == "several fences":
+        row["response"] = (f"{intro}```python\n{code}```\n\nExample:\n\n```python\nprint({name}({example!r}))\n```"
+                           f"{outro}")
+    elif defect == "shell block":
+        row["response"] = (f"{intro}```python\n{code}```\n\nSave it as `solution.py` and try it from a terminal:\n\n"
+                           f"```bash\npython3 -c \"from solution import {name}; print({name}({example!r}))\"\n```{outro}")
+    elif defect == "prose after code":
+        op, flt = _describe(family, op_key, flt_key)
+        flt = flt.format(arg=arg)
+        item = FAMILIES[family]["item"]
+        steps = (f"\n\nHow it works:\n\n1. `result` starts at its initial value.\n2. The loop visits each {item} once.\n"
+                 f"3. Only {flt} change `result`.\n4. The function returns `result`.\n\n")
+        summary = f"In short, the function returns {op} {flt}. "
+        row["response"] = f"{intro}```python\n{code}```{outro}{steps}{summary * 3}".rstrip()
+    elif defect == "markdown headings":
+        row["response"] = (f"## Solution\n\n{intro.strip()}\n\n### Code\n\n```python\n{code}```\n\n### Notes\n\n"
+                           f"{outro.strip()}")
+    elif defect == "wrong fence tag":
+        row["response"] = f"{intro}```{rng.choice(_OTHER_TAGS)}\n{code}```{outro}"
     else:
-        raise ValueError(f"unknown defect {defect!r}; known: {', '.join(DEFECT_RATES)}")
+        raise ValueError(f"unknown defect {defect!r}; known: {', '.join([*DEFECT_RATES, *FORMAT_DEFECT_RATES])}")
     t["defect"] = defect
 
 
 def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_language: int = 24,
                   defect_rates: dict[str, float] | None = None,
+                  format_defect_rates: dict[str, float] | None = None,
                   seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Generate (rows, hidden_tests): tiny-codes-shaped rows and one test record per Python row.
 
@@ -325,22 +393,25 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
     metadata (training rows, or the held-out-combinations eval part for :data:`HOLDOUT`);
     ``n_new_per_combo`` eval rows per training combination with eval-only function names and fresh
     test values (the new-instances eval part); ``n_other_language`` rows labelled with another language
-    (for the Python filter to drop); ``defect_rates`` (default :data:`DEFECT_RATES`) the share of
-    training rows given each defect. Deterministic for a given seed. Introduced in lesson 07.
+    (for the Python filter to drop); ``defect_rates`` (default :data:`DEFECT_RATES`) and
+    ``format_defect_rates`` (default :data:`FORMAT_DEFECT_RATES`) the share of training rows given each
+    defect (at most one per row). Function names are drawn from :data:`NAME_WORDS` (the new-instances
+    part: :data:`EVAL_NAME_WORDS`) independently of the task. Deterministic for a given seed.
+    Introduced in lesson 07.
     """
-    rates = DEFECT_RATES if defect_rates is None else defect_rates
+    rates = {**(DEFECT_RATES if defect_rates is None else defect_rates),
+             **(FORMAT_DEFECT_RATES if format_defect_rates is None else format_defect_rates)}
     rng = random.Random(seed)
     rows, tests, extra = [], [], {}
     idx = 0
     for family, op_key, flt_key in task_combinations():
-        spec = FAMILIES[family]
         holdout = (family, op_key, flt_key) in HOLDOUT
         kinds = ([("held-out combinations", n_per_combo)] if holdout
                  else [("", n_per_combo), ("new instances", n_new_per_combo)])
         for part, count in kinds:
             for _ in range(count):
-                names = spec["eval_names"] if part == "new instances" else spec["names"] + list(NAME_WORDS)
-                row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, names)
+                words = EVAL_NAME_WORDS if part == "new instances" else NAME_WORDS
+                row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, words)
                 rows.append(row)
                 inputs = _test_inputs(family, rng, fresh=part == "new instances")
                 tests.append({"idx": idx, "entry_point": name, "signature": f"def {name}({arg}):",
@@ -350,7 +421,7 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
                 extra[idx] = (arg, var, inputs)
                 idx += 1
     train = [t for t in tests if not t["holdout"]]
-    chosen = rng.sample(train, round(sum(rates.values()) * len(train)))
+    chosen = rng.sample(train, sum(round(rate * len(train)) for rate in rates.values()))
     at = 0
     for defect, rate in rates.items():
         for t in chosen[at: at + round(rate * len(train))]:
@@ -373,6 +444,41 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
     return [rows[i] for i in order], tests
 
 
+def name_tokens(name: str) -> list[str]:
+    """The words of a function name (``castle_river7`` → ``castle``, ``river``, ``7``)."""
+    return [t for t in re.split(r"_|(?<=[a-z])(?=\d)", name.lower()) if t]
+
+
+def name_guess_accuracy(train: list[dict], evals: list[dict], label: str) -> dict[str, float]:
+    """How well a function's name alone tells its task: a majority vote over name tokens learnt on
+    ``train`` (hidden-test records: ``entry_point`` and the ``label`` key, ``"operation"`` or
+    ``"filter"``), scored on ``evals``. Each token votes with the label counts it had in training; a name
+    with no known token gets the training majority. Returns ``{"accuracy", "chance", "rows"}``, chance
+    being the share of the most common label among ``evals`` (the best guess that ignores the name).
+    Introduced in lesson 07."""
+    from collections import Counter, defaultdict
+
+    votes: dict[str, Counter] = defaultdict(Counter)
+    overall: Counter = Counter()
+    for t in train:
+        overall[t[label]] += 1
+        for tok in name_tokens(t["entry_point"]):
+            votes[tok][t[label]] += 1
+    fallback = overall.most_common(1)[0][0] if overall else None
+    hits = 0
+    for t in evals:
+        tally: Counter = Counter()
+        for tok in name_tokens(t["entry_point"]):
+            total = sum(votes[tok].values())
+            for lab, n in votes.get(tok, {}).items():
+                tally[lab] += n / total
+        guess = max(sorted(tally), key=tally.__getitem__) if tally else fallback
+        hits += guess == t[label]
+    n = len(evals)
+    chance = Counter(t[label] for t in evals).most_common(1)[0][1] / n if n else 0.0
+    return {"accuracy": hits / n if n else 0.0, "chance": chance, "rows": n}
+
+
 def _write_jsonl(path: Path, records: list[dict]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -382,7 +488,8 @@ def _write_jsonl(path: Path, records: list[dict]) -> None:
 
 
 def write_tiny_codes_sample(out_dir: str | Path, **kwargs) -> dict[str, Path]:
-    """Write ``tiny_codes_sample.jsonl`` and ``hidden_tests.jsonl`` into ``out_dir`` (atomically).
+    """Write ``tiny_codes_sample.jsonl``, ``hidden_tests.jsonl`` and ``eval_split.json`` into ``out_dir``
+    (atomically).
 
     ``kwargs`` go to :func:`generate_rows`. The committed ``assets/tiny_codes/`` was written with the
     defaults: ``python -m course_lib.drill.taskgen assets/tiny_codes``. Introduced in lesson 07.
@@ -390,9 +497,14 @@ def write_tiny_codes_sample(out_dir: str | Path, **kwargs) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, tests = generate_rows(**kwargs)
-    paths = {"rows": out / "tiny_codes_sample.jsonl", "tests": out / "hidden_tests.jsonl"}
+    paths = {"rows": out / "tiny_codes_sample.jsonl", "tests": out / "hidden_tests.jsonl",
+             "split": out / SPLIT_FILE}
     _write_jsonl(paths["rows"], rows)
     _write_jsonl(paths["tests"], tests)
+    split = {part: sorted(t["idx"] for t in tests if t["eval_part"] == part) for part in EVAL_PARTS}
+    tmp = paths["split"].with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(split) + "\n", encoding="utf-8")
+    tmp.replace(paths["split"])
     return paths
 
 

@@ -5,8 +5,11 @@ The lesson's pipeline (``lazyllm.tools.data.codegen_ops``, composed with ``lazyl
     CodeInstructionGenerator → ScriptSynthesizer → LogicIntegrityAuditor → ThresholdSieve → CodeFeedbackFormatter
 
 Its model is ``lazyllm.OnlineChatModule(source='openai', base_url=...)`` talking to an
-OpenAI-compatible server on 127.0.0.1: the offline teacher of :mod:`course_lib.training.teacher` in ``ci``,
-a vLLM server with the lesson's teacher in ``full``.
+OpenAI-compatible server on 127.0.0.1: in ``ci`` an offline teacher that is NOT an LLM — lesson 05's
+:class:`~course_lib.training.teacher.OfflineTeacher` (``offline_teacher="reference"``: told each row's
+own answer) or lesson 07's :class:`~course_lib.training.rule_teacher.RuleTeacher` (``offline_teacher="rules"``:
+writes new code and its own tests from the instruction alone, as the lecture's teacher does) — and a
+vLLM server with the lesson's teacher in ``full``.
 
 LazyLLM 1.4.0 behaviours this wrapper handles and reports (each one is a lesson):
 
@@ -437,16 +440,30 @@ def _match_formatted(formatted: list, snapshot: dict[str, dict]) -> tuple[dict[s
     return matched, unmatched
 
 
-def _teacher_for(profile: Profile, base_url: str | None, model_name: str | None, run_code: RunCode | None):
+OFFLINE_TEACHERS = ("reference", "rules")
+
+
+def _teacher_for(profile: Profile, base_url: str | None, model_name: str | None, run_code: RunCode | None,
+                 offline_teacher: str = "reference"):
     """(base_url, model_name, server to stop or None, description, offline teacher or None)."""
+    if offline_teacher not in OFFLINE_TEACHERS:
+        raise ValueError(f"offline_teacher must be one of {OFFLINE_TEACHERS}, got {offline_teacher!r}")
     if base_url:
         return base_url, model_name or OFFLINE_MODEL_NAME, None, f"OpenAI-compatible server at {base_url}", None
     if profile.pipeline.teacher == "offline":
+        auditor = "sandbox-run auditor" if run_code is not None else "compile-only auditor: no sandbox given"
+        if offline_teacher == "rules":
+            from course_lib.training.rule_teacher import RULE_TEACHER_NAME, RuleTeacher
+
+            server = TeacherServer(RuleTeacher(run_code=run_code), model_name=RULE_TEACHER_NAME).start()
+            return (server.url, RULE_TEACHER_NAME, server,
+                    "course rule teacher on 127.0.0.1 (writes each row's code and its own tests from the "
+                    f"instruction alone, {auditor}; NOT an LLM: it stands in for the lecture's "
+                    "Qwen3-30B-A3B-Instruct)", server.teacher)
         server = TeacherServer(OfflineTeacher(run_code=run_code)).start()
         return (server.url, OFFLINE_MODEL_NAME, server,
-                "course offline teacher on 127.0.0.1 (rules + the dataset's reference code + "
-                + ("sandbox-run auditor" if run_code is not None else "compile-only auditor: no sandbox given")
-                + "; NOT an LLM)", server.teacher)
+                f"course offline teacher on 127.0.0.1 (rules + the dataset's reference code + {auditor}; "
+                "NOT an LLM)", server.teacher)
     vt = VLLMTeacher()
     url = os.environ.get("COURSE_TEACHER_URL", vt.base_url)
     name = model_name or os.environ.get("COURSE_TEACHER_MODEL", vt.model)
@@ -458,15 +475,19 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
                          min_score: int | None = None, max_score: int | None = None,
                          normalize_scores: bool = True, instruction_from: str = "raw",
                          run_code: RunCode | None = None, timeout_s: float | None = None,
-                         max_workers: int = 4, verbose: bool = True) -> tuple[list[dict], PipelineReport]:
+                         max_workers: int = 4, verbose: bool = True,
+                         offline_teacher: str = "reference") -> tuple[list[dict], PipelineReport]:
     """Run the lesson's LazyLLM codegen pipeline on ``rows`` and report what happened to each row.
 
     ``rows``: tiny-codes-shaped (``prompt``, ``response``, optional ``idx``) or instruction samples
     (``instruction``, ``input``, ``output``, optional ``id`` and ``tests``). The teacher: ``server``
     (a running :class:`~course_lib.training.teacher.TeacherServer`), else ``base_url``/``model_name``, else the
-    profile's (``ci``: the offline teacher started here, whose auditor runs the code with ``run_code`` —
-    :func:`course_lib.evaluation.sandbox.run_code` — and only compiles it without one; ``full``:
-    ``$COURSE_TEACHER_URL`` or vLLM on 127.0.0.1:8000). ``timeout_s`` (per teacher request) None is the
+    profile's (``ci``: an offline teacher started here, whose auditor runs the code with ``run_code`` —
+    :func:`course_lib.evaluation.sandbox.run_code` — and only compiles it without one: with
+    ``offline_teacher="reference"`` lesson 05's, told each row's answer and tests, with ``"rules"`` lesson
+    07's :class:`~course_lib.training.rule_teacher.RuleTeacher`, which sees each instruction only and writes
+    new code and its own tests, as the lecture's teacher does; ``full``: ``$COURSE_TEACHER_URL`` or vLLM
+    on 127.0.0.1:8000). ``timeout_s`` (per teacher request) None is the
     profile's ``pipeline.timeout_s``. Returns (kept rows in input order, :class:`PipelineReport`). Each kept row has
     ``row_id``, ``instruction`` (the raw request, as LazyLLM's formatter writes it, or the standardised
     one with ``instruction_from="standardized"``), ``input``, ``output`` (the code),
@@ -487,14 +508,16 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
         url, name, desc = server.url, server.model_name, "course offline teacher on 127.0.0.1 (NOT an LLM)"
         offline = server.teacher
     else:
-        url, name, own_server, desc, offline = _teacher_for(resolved, base_url, model_name, run_code)
+        url, name, own_server, desc, offline = _teacher_for(resolved, base_url, model_name, run_code,
+                                                            offline_teacher)
     report = PipelineReport(teacher=desc, n_input=len(rows))
+    told = offline is not None and getattr(offline, "uses_references", True)   # lesson 05's teacher only
     try:
-        items, refused, references = _prepare_items(rows, needs_reference=offline is not None)
+        items, refused, references = _prepare_items(rows, needs_reference=told)
         report.stages.append({"stage": "input check", "in": len(rows), "kept": len(items),
                               "dropped": len(refused)})
         report.dropped += [{"row_id": rid, "stage": "input check", "reason": why} for rid, why in refused]
-        if offline is not None:
+        if told:
             offline.register(references)
         up, detail = teacher_is_up(url)
         if not up:

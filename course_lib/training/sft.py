@@ -368,7 +368,33 @@ def _lazyllm_env(work: Path):
         os.environ["PATH"] = old_path
 
 
+@functools.lru_cache(maxsize=1)
+def lazyllm_template_keys() -> frozenset[str]:
+    """The keys of LazyLLM's LLaMA-Factory train template (``llama_factory/sft.yaml`` beside
+    ``lazyllm.finetune.llamafactory``): the only keys that class writes into the train YAML; any other
+    keyword argument it drops with one INFO log line. Introduced in lesson 05."""
+    import yaml
+
+    lazyllm_environment()
+    from lazyllm.components.finetune import llamafactory as lf
+
+    path = Path(lf.__file__).parent / "llama_factory" / "sft.yaml"
+    return frozenset(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def check_template_keys(cfg: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` naming each key of ``cfg`` (the train YAML's settings) that LazyLLM's train
+    template lacks (:func:`lazyllm_template_keys`): ``lazyllm.finetune.llamafactory`` would drop it without a
+    word, so a setting such as ``neat_packing`` would silently not be trained with. Introduced in lesson 05."""
+    missing = sorted(set(cfg) - lazyllm_template_keys())
+    if missing:
+        raise ValueError(f"LLaMA-Factory setting(s) {', '.join(map(repr, missing))} are not keys of LazyLLM's train "
+                         "template (lazyllm/components/finetune/llama_factory/sft.yaml): lazyllm.finetune.llamafactory "
+                         "would drop them silently. Remove them, or give LazyLLM a config_path YAML that has them")
+
+
 def _finetune_kwargs(cfg: dict, work: Path, launcher=None) -> dict:
+    check_template_keys(cfg)
     kw = dict(cfg)
     kw["launcher"] = launcher if launcher is not None else make_launcher("empty")
     if kw.get("finetuning_type") == "lora":

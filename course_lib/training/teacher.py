@@ -7,7 +7,9 @@ base_url=...)``. In the ``full`` profile that URL is a vLLM server running the l
 
 1. instruction standardisation (``CodeInstructionGenerator``): rules rewrite the raw request into
    "Write a Python function that …" plus a skeleton whose signature comes from the reference code;
-2. script synthesis (``ScriptSynthesizer``): the dataset's own reference answer, returned verbatim;
+2. script synthesis (``ScriptSynthesizer``): the dataset's own reference answer, returned verbatim
+   (lesson 07's :class:`~course_lib.training.rule_teacher.RuleTeacher` instead writes new code from the
+   instruction alone, as the lecture's teacher does);
 3. audit (``LogicIntegrityAuditor``): an *execution-grounded* score — the code is compiled and, when
    the caller gives a ``run_code`` (lesson 06's ``course_lib.evaluation.sandbox.run_code``), run with
    the row's tests when it has any; the score follows a fixed rubric (:data:`AUDIT_RUBRIC`). Without
@@ -127,6 +129,7 @@ class OfflineTeacher:
     """
 
     model_name = OFFLINE_MODEL_NAME
+    uses_references = True     # told each row's answer and tests (lesson 07's RuleTeacher is not)
 
     def __init__(self, *, run_code: RunCode | None = None, sandbox_timeout_s: float | None = None,
                  max_parallel_runs: int = 4):
@@ -211,15 +214,17 @@ def rubric_score(status: str, *, defines: bool = False, documented: bool = False
 
 
 def audit_code(code: str, tests: str | None = None, *, timeout_s: float | None = None,
-               semaphore: threading.Semaphore | None = None, run_code: RunCode | None = None) -> dict:
+               semaphore: threading.Semaphore | None = None, run_code: RunCode | None = None,
+               timing: bool = True) -> dict:
     """Score code by running it (the execution-grounded auditor): ``{"score": int, "feedback": str}``
     following :func:`rubric_score`.
 
     ``run_code`` has the signature of :func:`course_lib.evaluation.sandbox.run_code` (``run_code(code,
     tests, timeout_s=...)`` → a result with ``.status``, ``.stderr``, ``.detail``, ``.duration_s``,
     ``.backend``); ``timeout_s`` None is the active profile's ``sandbox.timeout_s``; ``semaphore``
-    bounds the runs in flight. Without ``run_code`` (or when it raises ``RuntimeError``: no sandbox
-    backend works) the code is only compiled and the feedback says it was NOT executed.
+    bounds the runs in flight; ``timing`` False leaves the run's duration out of the feedback (the same
+    code then always gets the same feedback). Without ``run_code`` (or when it raises ``RuntimeError``: no
+    sandbox backend works) the code is only compiled and the feedback says it was NOT executed.
     Introduced in lesson 05.
     """
     code = code or ""
@@ -259,7 +264,8 @@ def audit_code(code: str, tests: str | None = None, *, timeout_s: float | None =
             semaphore.release()
     score = rubric_score(res.status, defines=defines, documented=documented, has_tests=bool(tests))
     if res.status == "passed":
-        return {"score": score, "feedback": f"ran cleanly in the sandbox ({res.backend}, {res.duration_s:.2f}s)"
+        where = f"{res.backend}, {res.duration_s:.2f}s" if timing else res.backend
+        return {"score": score, "feedback": f"ran cleanly in the sandbox ({where})"
                 + ("; its tests pass" if tests else "") + (", " + ", ".join(notes) if notes else "")}
     last = ((res.stderr or "").strip().splitlines() or [res.detail or res.status])[-1]
     if res.status == "failed" and tests:
