@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _drill_standins as standins  # noqa: E402
 
 from course_lib.evaluation.sandbox import SandboxResult  # noqa: E402
-from course_lib.rl import rollouts, settings, trainer, trl_env  # noqa: E402
+from course_lib.rl import rollouts, trainer, trl_env  # noqa: E402
 from course_lib.rl.rollouts import (  # noqa: E402
     LOG_KEYS,
     RolloutJudge,
@@ -181,7 +181,7 @@ def test_judge_scores_rollouts_in_the_sandbox_and_runs_each_program_once():
     require_bwrap()
     judge, key = _judge("lecture")
     completions = ["    return a + b\n```", "    return a + b\n```", "    return a - b\n```",
-                   "    return a +\n```", "    raise ValueError\n```", "sorry, no idea"]   # the last: the def line and prose, a syntax error
+                   "    return a +\n```", "    raise ValueError\n```", "sorry, no idea"]   # last: def line + prose
     out = judge.score([key] * len(completions), completions)
     assert out["rewards"] == [1.0, 1.0, 0.25, -1.0, -0.5, -1.0]     # add(0,0) == 0 holds for a - b
     assert out["passed"] == [True, True, False, False, False, False]
