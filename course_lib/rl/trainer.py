@@ -77,6 +77,8 @@ def finish_model_folder(trained: Path, start_model: Path) -> list[str]:
     tokenizer files (:data:`START_MODEL_FILES`), after checking that the saved tensors have the starting
     model's names and shapes; returns the names copied. Introduced in lesson 10."""
     before, after = _tensor_shapes(start_model), _tensor_shapes(trained)
+    if not after:
+        raise RLUnavailable(f"the trainer saved no weights in {trained}")
     if before and before != after:
         diff = sorted(set(before) ^ set(after))[:5] or [k for k in before if before[k] != after.get(k)][:5]
         raise RLUnavailable(f"the trained model's tensors differ from the starting model's ({diff}); "
@@ -165,7 +167,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
     from course_lib.drill.inference import load_tokenizer
 
     settings = settings or rl_settings("ci")
-    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    model_dir, out_dir = Path(model_dir).resolve(), Path(out_dir).resolve()   # the worker runs in a temp folder
     python, where = trl_python()
     if python is None:
         raise RLUnavailable(where)
@@ -226,12 +228,16 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
                     rec = step_record(msg["step"], logs, judge.rounds[-1] if judge.rounds else None,
                                       seconds=wall - last_wall, cpu_seconds=cpu - last_cpu,
                                       judge_seconds=judge_s, round_index=len(judge.rounds) - 1)
+                    rec["generate_seconds"] = round(float(msg.get("generate_s") or 0.0), 3)
+                    rec["generate_cpu_seconds"] = round(float(msg.get("generate_cpu_s") or 0.0), 3)
                     last_wall, last_cpu, judge_s = wall, cpu, 0.0
                     records.append(rec)
-                    _say(log, f"rl step {rec['step']}/{settings.steps}: reward {_fmt(rec['reward_mean'])}, pass rate "
-                              f"{_fmt(rec['pass_rate'])}, {rec['groups_without_signal']} groups without signal, "
+                    write_json_atomic(out_dir / "train_log.json", records)    # readable while it trains
+                    _say(log, f"rl step {rec['step']}/{settings.steps} (round {rec['round']}): reward {_fmt(rec['reward_mean'])}, "
+                              f"pass rate {_fmt(rec['pass_rate'])}, {rec['groups_without_signal']} groups without signal, "
                               f"clip low/high {_fmt(rec['clip_low_fraction'])}/{_fmt(rec['clip_high_fraction'])}, "
-                              f"entropy {_fmt(rec['entropy'])}, {rec['seconds']:.1f} s")
+                              f"entropy {_fmt(rec['entropy'])}, {rec['seconds']:.1f} s ({rec['cpu_seconds']:.1f} CPU s in the "
+                              f"trainer, {rec['generate_seconds']:.1f} s generating, {rec['judge_seconds']:.1f} s judging)")
                 elif op == "done":
                     done = msg
             proc.wait(timeout=max(5.0, t0 + settings.worker_timeout_s - time.monotonic()))
@@ -251,6 +257,8 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
         "sandbox_runs": sum(r["unique_programs"] for r in rounds),
         "seconds": round(seconds, 2), "cpu_seconds": round(cpu_worker + cpu_judge, 2),
         "cpu_seconds_trainer": round(cpu_worker, 2), "cpu_seconds_judge": round(cpu_judge, 2),
+        "generate_seconds": round(sum(r.get("generate_seconds", 0.0) for r in records), 2),
+        "generate_cpu_seconds": round(sum(r.get("generate_cpu_seconds", 0.0) for r in records), 2),
         "judge_seconds": round(sum(r["judge_seconds"] for r in rounds), 2),
         "steps_per_s": round(len(records) / seconds, 4) if seconds > 0 else None,
         "worker": {"python": python, "found": where, "seconds": done.get("seconds"), "threads": done.get("threads"),
@@ -259,12 +267,19 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
         "settings": settings.as_dict(), "first": records[0] if records else None,
         "last": records[-1] if records else None,
     }
-    (out_dir / "train_log.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
-    (out_dir / "rl_result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    write_json_atomic(out_dir / "train_log.json", records)
+    write_json_atomic(out_dir / "rl_result.json", result)
     _say(log, f"rl: {len(records)} steps in {seconds:.0f} s ({result['cpu_seconds']:.0f} CPU s, "
               f"{result['steps_per_s']} steps/s; judge {result['judge_seconds']:.0f} s for {result['sandbox_runs']} "
               f"sandbox runs) → {model_out}")
     return result
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """``data`` as JSON at ``path``, in one rename (a reader never sees half a file)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(part, path)
 
 
 def _fmt(v: Any) -> str:

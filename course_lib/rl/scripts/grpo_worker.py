@@ -44,7 +44,42 @@ class Channel:
         return reply
 
 
+def die_with_parent() -> None:
+    """Linux: end this process when the parent that judges its rollouts ends (PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        raise SystemExit("the parent is gone")
+
+
+class Clock:
+    """Wall and CPU seconds spent inside the wrapped methods since the last ``take()``."""
+
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+
+    def wrap(self, fn):
+        def timed(*args, **kwargs):
+            w, c = time.monotonic(), time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.wall += time.monotonic() - w
+                self.cpu += time.process_time() - c
+        return timed
+
+    def take(self) -> tuple[float, float]:
+        out, self.wall, self.cpu = (self.wall, self.cpu), 0.0, 0.0
+        return out
+
+
 def main(job_path: str) -> int:
+    die_with_parent()
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     chan = Channel()
@@ -74,15 +109,20 @@ def main(job_path: str) -> int:
         reply = chan.ask({"op": "score", "keys": list(key), "completions": list(completions)})
         return [None if r is None else float(r) for r in reply["rewards"]]
 
+    generation = Clock()      # rollouts: the trainer's generate calls (judging excluded: the parent times it)
+
     class Relay(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             logs = {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float)) or v is None}
+            gen_wall, gen_cpu = generation.take()
             chan.tell({"op": "log", "step": int(state.global_step), "logs": logs, "cpu_s": time.process_time(),
-                       "wall_s": time.monotonic() - t0})
+                       "wall_s": time.monotonic() - t0, "generate_s": gen_wall, "generate_cpu_s": gen_cpu})
 
     args = GRPOConfig(**job["trl"])
     trainer = GRPOTrainer(model=model, reward_funcs=sandbox_judge, args=args, train_dataset=data,
                           processing_class=tok, callbacks=[Relay()])
+    if hasattr(trainer, "_generate"):
+        trainer._generate = generation.wrap(trainer._generate)
     t_ready = time.monotonic() - t0
     chan.tell({"op": "ready", "wall_s": t_ready, "cpu_s": time.process_time()})
     trainer.train()
