@@ -197,7 +197,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
         job_path, err_path = Path(tmp) / "job.json", out_dir / "worker_stderr.txt"
         job_path.write_text(json.dumps(job), encoding="utf-8")
         env = clean_env()
-        env.update(OMP_NUM_THREADS=str(settings.threads), TMPDIR=tmp)
+        env.update(OMP_NUM_THREADS=str(settings.threads), OMP_WAIT_POLICY=settings.omp_wait_policy, TMPDIR=tmp)
         with open(err_path, "w", encoding="utf-8") as err:
             try:   # -P: the worker's folder is not put first on sys.path
                 proc = subprocess.Popen([python, "-P", str(WORKER), str(job_path)], stdin=subprocess.PIPE,
