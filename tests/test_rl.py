@@ -256,7 +256,7 @@ def require_trl_environment() -> str:
 
 
 @pytest.mark.slow
-def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path):
+def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypatch):
     """A few steps of TRL's GRPOTrainer on a random tiny model, rewards from the sandbox: the log has one
     record per step with the issue's keys, the judge saw every rollout, the saved folder loads in the
     course's transformers and keeps the starting model's config and tokenizer."""
@@ -269,7 +269,8 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path):
     tests = {i: dict(ADD_ROW, idx=i) for i in range(4)}
     s = rl_settings("ci", steps=2, group_size=2, prompts_per_step=2, steps_per_generation=2, max_completion_length=8,
                     threads=1, judge_workers=1, worker_timeout_s=600)
-    res = trainer.train_grpo(tiny_model, rows, tests, tmp_path / "rl", s)
+    monkeypatch.chdir(tmp_path)       # a relative output folder: the worker runs elsewhere, it must still land here
+    res = trainer.train_grpo(tiny_model, rows, tests, Path("rl"), s)
     log = json.loads((tmp_path / "rl" / "train_log.json").read_text())
     assert [r["step"] for r in log] == [1, 2] and res["steps"] == 2
     for rec in log:

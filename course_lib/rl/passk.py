@@ -46,11 +46,13 @@ def sample_completions(model_dir, prompts: Sequence[RLPrompt], *, n: int, temper
     from transformers import GenerationConfig
 
     from course_lib.drill.inference import decode_answer, encode_prompts, load_model, stop_token_ids
+    from course_lib.drill.vllm_engine import model_context
 
     tok, model = load_model(model_dir, threads=threads)
     stop = stop_token_ids(tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else stop[0]
-    ids, _ = encode_prompts(tok, [p.instruction for p in prompts], 10 ** 6, [p.prefix for p in prompts])
+    room = max(16, (model_context(model_dir) or 2048) - max_new_tokens)
+    ids, _ = encode_prompts(tok, [p.instruction for p in prompts], room, [p.prefix for p in prompts])
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
                            num_return_sequences=n, eos_token_id=stop, pad_token_id=pad)
     torch.manual_seed(seed)
@@ -127,9 +129,13 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
     :func:`~course_lib.drill.evaluate.evaluate_answers`. Returns ``{part: pass@1, "engine", "seconds",
     "rows"}``. Introduced in lesson 10.
     """
+    from pathlib import Path
+
     from course_lib.drill import evaluate, inference
     from course_lib.drill.run import signature_prefix
 
+    if Path(model_dir).exists():
+        model_dir = str(Path(model_dir).resolve())   # the engine's process runs in a temp folder
     rows = [dict(r) for r in eval_rows]
     sig_rows = [i for i, r in enumerate(rows) if signature_prefix(r)]
 
