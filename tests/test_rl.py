@@ -270,8 +270,9 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypa
     s = rl_settings("ci", steps=2, group_size=2, prompts_per_step=2, steps_per_generation=2, max_completion_length=8,
                     threads=1, judge_workers=1, worker_timeout_s=600)
     monkeypatch.chdir(tmp_path)       # a relative output folder: the worker runs elsewhere, it must still land here
-    res = trainer.train_grpo(tiny_model, rows, tests, Path("rl"), s)
-    log = json.loads((tmp_path / "rl" / "train_log.json").read_text())
+    res = trainer.train_grpo(tiny_model, rows, tests, Path("models/rl"), s,
+                             train_log_path=Path("output/rl/train_log.json"))     # the drill's layout
+    log = json.loads((tmp_path / "output" / "rl" / "train_log.json").read_text())
     assert [r["step"] for r in log] == [1, 2] and res["steps"] == 2
     for rec in log:
         # both steps train on the one generation round: 2 steps x 2 prompts = 4 groups of K=2
@@ -282,4 +283,5 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypa
     assert json.loads((model_dir / "config.json").read_text()) == json.loads((tiny_model / "config.json").read_text())
     tok, model = inference.load_model(model_dir)
     assert model.config.vocab_size == len(tok)
-    assert json.loads((tmp_path / "rl" / "rl_result.json").read_text())["steps"] == 2
+    assert json.loads((tmp_path / "models" / "rl" / "rl_result.json").read_text())["steps"] == 2
+    assert model_dir == tmp_path / "models" / "rl" / "model"

@@ -230,7 +230,7 @@ def step_record(step: int, trl_logs: Mapping[str, Any], round_stats: Mapping[str
         if ours not in rec and name in trl_logs:
             rec[ours] = _number(trl_logs[name])
     for k in ("reward_std", "groups", "groups_all_pass", "groups_all_fail", "groups_flat_mixed", "rollouts",
-              "unscored", "unique_programs"):
+              "unscored", "unique_programs", "statuses"):
         if k in rs:
             rec[k] = rs[k]
     if round_index is not None:

@@ -154,10 +154,13 @@ class _Worker:
 
 def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_tests: Mapping[int, Mapping[str, Any]],
                out_dir: str | Path, settings: RLSettings | None = None, *,
-               log: logging.Logger | Callable[[str], Any] | None = None) -> dict[str, Any]:
+               log: logging.Logger | Callable[[str], Any] | None = None,
+               train_log_path: str | Path | None = None) -> dict[str, Any]:
     """Train ``model_dir`` with group-relative policy optimisation on ``rows``' prompts; rewards from the
     course sandbox running each row's hidden tests (``hidden_tests``: ``idx`` → record with ``tests``,
-    ``signature``). See the module docstring for the protocol and the outputs.
+    ``signature``). See the module docstring for the protocol and the outputs; ``train_log_path`` puts
+    ``train_log.json`` elsewhere (the drill: ``output/rl/train_log.json`` beside the other variants'
+    outputs, the model in ``models/rl``).
 
     Returns ``{"model_path", "train_log", "steps", "prompts", "dropped", "rollouts", "seconds",
     "cpu_seconds", "steps_per_s", "worker", "versions", "settings", ...}`` (also written to
@@ -179,8 +182,10 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
     model_out = out_dir / "model"
     if model_out.exists():
         shutil.rmtree(model_out)
-    for stale in ("train_log.json", "rl_result.json"):
-        (out_dir / stale).unlink(missing_ok=True)
+    log_path = Path(train_log_path).resolve() if train_log_path else out_dir / "train_log.json"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (log_path, out_dir / "rl_result.json"):
+        stale.unlink(missing_ok=True)
     judge = RolloutJudge(prompts, settings)
     _say(log, f"rl: {len(prompts)} prompts ({sum(dropped.values())} rows left out: {dropped}), {settings.steps} steps "
               f"x {settings.prompts_per_step} prompts x K={settings.group_size}, reward {settings.reward!r}, {where}")
@@ -232,7 +237,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
                     rec["generate_cpu_seconds"] = round(float(msg.get("generate_cpu_s") or 0.0), 3)
                     last_wall, last_cpu, judge_s = wall, cpu, 0.0
                     records.append(rec)
-                    write_json_atomic(out_dir / "train_log.json", records)    # readable while it trains
+                    write_json_atomic(log_path, records)    # readable while it trains
                     _say(log, f"rl step {rec['step']}/{settings.steps} (round {rec['round']}): reward {_fmt(rec['reward_mean'])}, "
                               f"pass rate {_fmt(rec['pass_rate'])}, {rec['groups_without_signal']} groups without signal, "
                               f"clip low/high {_fmt(rec['clip_low_fraction'])}/{_fmt(rec['clip_high_fraction'])}, "
@@ -251,7 +256,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
     cpu_worker = float(done.get("cpu_s") or 0.0)
     cpu_judge = sum(r["judge_cpu_seconds"] for r in rounds)
     result = {
-        "model_path": str(model_out), "start_model": str(model_dir), "train_log": str(out_dir / "train_log.json"),
+        "model_path": str(model_out), "start_model": str(model_dir), "train_log": str(log_path),
         "steps": len(records), "prompts": len(prompts), "dropped": dropped,
         "rollouts": sum(r["rollouts"] for r in rounds), "rounds": len(rounds),
         "sandbox_runs": sum(r["unique_programs"] for r in rounds),
@@ -267,7 +272,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
         "settings": settings.as_dict(), "first": records[0] if records else None,
         "last": records[-1] if records else None,
     }
-    write_json_atomic(out_dir / "train_log.json", records)
+    write_json_atomic(log_path, records)
     write_json_atomic(out_dir / "rl_result.json", result)
     _say(log, f"rl: {len(records)} steps in {seconds:.0f} s ({result['cpu_seconds']:.0f} CPU s, "
               f"{result['steps_per_s']} steps/s; judge {result['judge_seconds']:.0f} s for {result['sandbox_runs']} "
