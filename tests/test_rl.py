@@ -246,6 +246,34 @@ def test_missing_trl_environment_says_how_to_create_it(tmp_path, monkeypatch):
         trainer.train_grpo(tmp_path, [], {}, tmp_path / "out", rl_settings("ci"))
 
 
+def _fake_weights(folder: Path, shapes: dict) -> Path:
+    """A ``model.safetensors`` whose header names ``shapes`` (zero-filled float32 data)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        n = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    (folder / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+    return folder
+
+
+def test_the_saved_model_takes_the_starting_models_config_only_when_its_tensors_match(tmp_path):
+    start = _fake_weights(tmp_path / "start", {"w": (2, 3), "b": (3,)})
+    (start / "config.json").write_text('{"rope_theta": 1000000.0}')
+    (start / "tokenizer.json").write_text("{}")
+    trained = _fake_weights(tmp_path / "trained", {"w": (2, 3), "b": (3,)})
+    (trained / "config.json").write_text('{"rope_parameters": {}}')
+    assert set(trainer.finish_model_folder(trained, start)) == {"config.json", "tokenizer.json"}
+    assert json.loads((trained / "config.json").read_text()) == {"rope_theta": 1000000.0}
+    other = _fake_weights(tmp_path / "other", {"w": (3, 3), "b": (3,)})
+    with pytest.raises(trainer.RLUnavailable, match="differ"):
+        trainer.finish_model_folder(other, start)
+    with pytest.raises(trainer.RLUnavailable, match="no weights"):
+        trainer.finish_model_folder(tmp_path / "empty", start)
+
+
 def require_trl_environment() -> str:
     python, why = trl_env.trl_python()
     if python is None:

@@ -71,7 +71,8 @@ class RLSettings:
     vllm_importance_sampling_clip_min: float | None = 0.5
     vllm_importance_sampling_clip_max: float | None = 2.0
     # the judge: the course sandbox in the course's process
-    judge_workers: int = 2
+    judge_workers: int = 4                # sandbox runs at once: start-up bound, the trainer waits meanwhile
+                                          # (64 programs under load: 2 workers 24/s, 4 workers 40/s, 8 49/s)
     judge_timeout_s: float = 2.0          # per program; the tasks run in milliseconds, a loop costs this much
     judge_memory_mb: int = 128
     sandbox_backend: str | None = None    # None: the profile's sandbox backend

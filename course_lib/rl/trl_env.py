@@ -78,7 +78,7 @@ def trl_python() -> tuple[str | None, str]:
         return str(py), f"the TRL environment {venv}"
     return None, (f"there is no TRL environment at {venv}: create it with `{Path(sys.executable).name} -m "
                   f"course_lib.rl setup` (pip installs {TORCH_REQUIREMENT} then {' '.join(TRL_REQUIREMENTS)}, "
-                  "about 1 min and 1.5 GB)")
+                  "1.5 GB; 1-5 min)")
 
 
 def ensure_trl_venv(venv: Path | None = None, force: bool = False, quiet: bool = True,
