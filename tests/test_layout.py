@@ -21,7 +21,7 @@ LESSON_OF = {
     "data.corpus": 1, "data.dedup": 2, "data.dedup_scaleout": 2, "data.scripts": 2, "data.deps": 3,
     "training.fim": 4, "training.tinymodel": 4, "training.instructions": 5, "training.codegen": 5,
     "training.teacher": 5, "training.sft": 5,
-    "evaluation": 6, "drill": 7, "agentic": 8,
+    "evaluation": 6, "drill": 7, "agentic": 8, "rl": 10,
 }
 EXEMPT = ("tooling", "exercises")  # serve the whole course
 # Imports against lesson order that are known and stated, with the reason; the list only shrinks.
