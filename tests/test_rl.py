@@ -96,19 +96,20 @@ def tiny_model(tmp_path_factory):
 
 
 def test_prompts_follow_the_drills_test_pass1_protocol(tiny_model):
-    from course_lib.drill import inference, run
+    from course_lib.drill import generation, inference
+    from course_lib.training.instructions import chat_prompt
 
-    tok = inference.load_tokenizer(tiny_model)
+    tok = generation._load_tokenizer(tiny_model)
     rows = [{"row_id": "7", "instruction": "Write `add(a, b)` returning the sum.", "input": "", "output": "..."},
             {"row_id": "8", "instruction": "no tests for me", "output": "..."},
             {"instruction": "no idx", "output": "..."}]
     prompts, dropped = build_rl_prompts(rows, {7: ADD_ROW}, tok)
     assert dropped == {"no idx": 1, "no instruction": 0, "no hidden tests": 1, "no signature": 0}
     (p,) = prompts
-    assert p.key == "7" and p.prefix == "```python\ndef add(a, b):\n" == run.signature_prefix(ADD_ROW)
-    assert p.text == inference.chat_prompt(tok, rows[0]["instruction"]) + p.prefix
+    assert p.key == "7" and p.prefix == "```python\ndef add(a, b):\n" == inference.signature_prefix(ADD_ROW)
+    assert p.text == chat_prompt(tok, rows[0]["instruction"]) + p.prefix
     # TRL tokenizes the prompt text in one go; the drill encodes chat prompt and prefix apart: same ids
-    drill_ids, _ = inference.encode_prompts(tok, [rows[0]["instruction"]], 10_000, [p.prefix])
+    drill_ids, _ = generation._encode_prompts(tok, [rows[0]["instruction"]], 10_000, [p.prefix])
     assert tok(p.text, add_special_tokens=False)["input_ids"] == drill_ids[0]
     assert len(p.tests) == 4
 
@@ -218,18 +219,17 @@ FORGERIES = {
 }
 
 
-# today's judge runs the tests in the program's process: the frame walk and the always-equal object win there.
-# The judge of issue 24 compares outside it; strict, so the marker must go when that judge lands.
-_IN_PROCESS_JUDGE = pytest.mark.xfail(strict=True, reason="forgeable until the judge of issue 24 lands "
-                                      "(tests compared outside the program's process)")
+# what the forgery's honest part earns on its own: `return 0` really passes add(-1, 1) and add(0, 0)
+HONEST_PART = {"frame walk: blank the harness's tests": "    return 0\n```"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_IN_PROCESS_JUDGE) if n != "write a pass to every fd, then exit"
-                                  else n for n in FORGERIES])
-def test_a_rollout_that_forges_its_reward_gets_the_lowest_reward(name):
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_a_rollout_that_forges_its_reward_gets_no_more_than_its_honest_part(name):
     require_bwrap()
-    for kind, best_allowed in (("pass", 0.0), ("fraction", 0.0), ("lecture", 0.0)):
+    for kind in ("pass", "fraction", "lecture"):
         judge, key = _judge(kind)
+        best_allowed = judge.score([key], [HONEST_PART[name]])["rewards"][0] if name in HONEST_PART else 0.0
+        assert best_allowed < 1.0
         out = judge.score([key], [FORGERIES[name]])
         assert out["rewards"][0] is not None and out["rewards"][0] <= best_allowed, (name, kind, out)
         assert out["passed"] == [False]
@@ -290,7 +290,7 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypa
     course's transformers and keeps the starting model's config and tokenizer."""
     require_trl_environment()
     require_bwrap()
-    from course_lib.drill import inference
+    from course_lib.drill import generation
 
     rows = [{"row_id": str(i), "instruction": f"Write `add(a, b)` returning the sum ({i}).", "output": "..."}
             for i in range(4)]
@@ -309,7 +309,7 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypa
     assert res["rounds"] == 1 and res["versions"]["trl"] == "1.16.0"
     model_dir = Path(res["model_path"])
     assert json.loads((model_dir / "config.json").read_text()) == json.loads((tiny_model / "config.json").read_text())
-    tok, model = inference.load_model(model_dir)
+    tok, model = generation._load_model(model_dir)
     assert model.config.vocab_size == len(tok)
     assert json.loads((tmp_path / "models" / "rl" / "rl_result.json").read_text())["steps"] == 2
     assert model_dir == tmp_path / "models" / "rl" / "model"

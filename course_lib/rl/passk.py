@@ -39,13 +39,16 @@ def sample_completions(model_dir, prompts: Sequence[RLPrompt], *, n: int, temper
     """``n`` sampled completions per prompt (what follows the prompt's prefix), with transformers.
 
     Prompt ids are built as the drill builds them (chat prompt and prefix encoded apart,
-    :func:`course_lib.drill.inference.encode_prompts`); sampling at ``temperature`` with no top-k/top-p cut,
+    :func:`course_lib.drill.generation._encode_prompts`); sampling at ``temperature`` with no top-k/top-p cut,
     stopping at the drill's stop tokens. Introduced in lesson 10.
     """
     import torch
     from transformers import GenerationConfig
 
-    from course_lib.drill.inference import decode_answer, encode_prompts, load_model, stop_token_ids
+    from course_lib.drill.generation import _decode_answer as decode_answer
+    from course_lib.drill.generation import _encode_prompts as encode_prompts
+    from course_lib.drill.generation import _load_model as load_model
+    from course_lib.drill.generation import _stop_token_ids as stop_token_ids
     from course_lib.drill.vllm_engine import model_context
 
     tok, model = load_model(model_dir, threads=threads)
@@ -87,7 +90,7 @@ def sample_pass_at_k(model_dir, eval_rows: Sequence[Mapping[str, Any]], settings
     Returns ``{"n", "temperature", "parts": {part: {"prompts", "pass@1", ..., "pass@n", "mean_correct"}},
     "seconds": {"sample", "judge"}}``. Introduced in lesson 10.
     """
-    from course_lib.drill.inference import load_tokenizer
+    from course_lib.drill.generation import _load_tokenizer as load_tokenizer
 
     s = settings or rl_settings("ci")
     n = int(n or s.passk_samples)
@@ -124,7 +127,7 @@ def sample_pass_at_k(model_dir, eval_rows: Sequence[Mapping[str, Any]], settings
 def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, profile: str = "ci",
                       engine: str | None = None, workers: int = 2, log=None) -> dict[str, Any]:
     """The drill's test pass@1 of ``model_dir`` on each eval part: free answers, then the signature round
-    (each answer's own lead-in and the task's ``def`` line, :func:`course_lib.drill.run.signature_prefix`),
+    (each answer's own lead-in and the task's ``def`` line, :func:`course_lib.drill.inference.signature_prefix`),
     greedy, with the drill's inference engine (``engine`` None: the profile's), judged by the drill's
     :func:`~course_lib.drill.evaluate.evaluate_answers`. Returns ``{part: pass@1, "engine", "seconds",
     "rows"}``. Introduced in lesson 10.
@@ -132,7 +135,7 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
     from pathlib import Path
 
     from course_lib.drill import evaluate, inference
-    from course_lib.drill.run import signature_prefix
+    from course_lib.drill.inference import signature_prefix
 
     if Path(model_dir).exists():
         model_dir = str(Path(model_dir).resolve())   # the engine's process runs in a temp folder

@@ -2,10 +2,10 @@
 
 * :func:`build_rl_prompts` — one prompt per training row with hidden tests, built with the drill's test
   pass@1 protocol: the instruction in the model's chat template, then ```` ```python ```` and the task's
-  ``def`` line (:func:`course_lib.drill.run.signature_prefix`); the rollout continues after the ``def``
+  ``def`` line (:func:`course_lib.drill.inference.signature_prefix`); the rollout continues after the ``def``
   line and its program is the code of that answer (:func:`course_lib.drill.extract.extract_code`).
 * :class:`RolloutJudge` — rewards of a batch of rollouts from the course sandbox (``run_many`` through the
-  drill's :func:`~course_lib.drill.evaluate.run_programs`), in this process. The only thing a rollout
+  drill.s :func:`~course_lib.drill.evaluate._run_programs`), in this process. The only thing a rollout
   contributes is its text; the tests, the program and the verdict are built here, so a rollout can
   forge a reward only by forging the sandbox's verdict, which the judge of lesson 06 rules out.
 * :func:`reward_of` — the three rewards compared (``pass``, ``fraction``, ``lecture``).
@@ -87,8 +87,8 @@ def build_rl_prompts(rows: Iterable[Mapping[str, Any]], hidden_tests: Mapping[in
     instruction``, ``no hidden tests``, ``no signature``) — nothing is left out silently. Introduced in
     lesson 10.
     """
-    from course_lib.drill.inference import chat_prompt
-    from course_lib.drill.run import signature_prefix
+    from course_lib.drill.inference import signature_prefix
+    from course_lib.training.instructions import chat_prompt
 
     out: list[RLPrompt] = []
     dropped = {"no idx": 0, "no instruction": 0, "no hidden tests": 0, "no signature": 0}
@@ -260,7 +260,7 @@ class RolloutJudge:
         self.rounds: list[dict[str, Any]] = []
 
     def _run(self, items: list[dict]) -> list[Any]:
-        from course_lib.drill.evaluate import run_programs
+        from course_lib.drill.evaluate import _run_programs as run_programs
 
         s = self.settings
         return run_programs(items, workers=s.judge_workers, timeout_s=s.judge_timeout_s, memory_mb=s.judge_memory_mb,

@@ -6,17 +6,21 @@ algorithm's knobs in TRL's own vocabulary (``num_generations`` is the KAT notes'
 the judge's limits, and where generation runs. :func:`trl_config` turns them into the keyword
 arguments of TRL's ``GRPOConfig``; nothing else builds that config.
 
-Until the drill's settings objects land (issue 29), the profile values live here
-(:data:`PROFILE_DEFAULTS`); they are what a ``drill.rl_*`` section of ``profiles.py`` should hold.
+The ci and full values live in the ``rl`` section of :mod:`course_lib.profiles` (:func:`rl_settings`
+reads them); the dataclass defaults are the ci values.
 
 Introduced in lesson 10.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from course_lib.profiles import ProfileLike
 
 REWARDS = ("pass", "fraction", "lecture")
+PROFILE_ONLY_KEYS = ("in_drill",)   # keys of the profile's rl section that are not RLSettings fields
 REWARD_DOC = {
     "pass": "1 when every hidden test passes, else 0",
     "fraction": "the share of hidden tests that pass (0 for a syntax or runtime error)",
@@ -104,27 +108,22 @@ class RLSettings:
         return asdict(self)
 
 
-# The profile values (phase 2 moves them into profiles.py as the drill's rl settings). ci: the drill's
-# pipeline-SFT tiny model on 2 fp32 CPU cores, rl step <= 4 min; full: Qwen2.5-0.5B after the lecture's
-# SFT on one GPU, vLLM colocated for generation (not run on these machines).
-PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ci": {},
-    "full": {"steps": 200, "prompts_per_step": 16, "steps_per_generation": 2, "learning_rate": 1e-6,
-             "max_completion_length": 512, "bf16": True, "use_cpu": False, "use_vllm": True, "threads": 8,
-             "judge_workers": 8, "judge_timeout_s": 10.0, "worker_timeout_s": 6 * 3600.0, "passk_batch_size": 64},
-}
+def rl_settings(profile: ProfileLike = None, **overrides: Any) -> RLSettings:
+    """:class:`RLSettings` from the profile's ``rl`` section (``profile``: a :class:`~course_lib.profiles.Profile`,
+    ``ci``, ``full`` or None for the default) with ``overrides`` applied (None values are ignored, so CLI
+    options that were not given keep the profile's value). Introduced in lesson 10."""
+    from course_lib.profiles import resolve_profile
 
-
-def rl_settings(profile: str = "ci", **overrides: Any) -> RLSettings:
-    """:class:`RLSettings` for ``profile`` (``ci`` or ``full``) with ``overrides`` applied (None values
-    are ignored, so CLI options that were not given keep the profile's value). Introduced in lesson 10."""
-    if profile not in PROFILE_DEFAULTS:
-        raise ValueError(f"unknown profile {profile!r}; use one of {sorted(PROFILE_DEFAULTS)}")
+    P = resolve_profile(profile)
     known = {f.name for f in fields(RLSettings)}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"unknown RL settings {unknown}; known: {sorted(known)}")
-    vals = {**PROFILE_DEFAULTS[profile], **{k: v for k, v in overrides.items() if v is not None}}
+    section = {k: v for k, v in dict(P.rl).items() if k not in PROFILE_ONLY_KEYS}
+    bad = sorted(set(section) - known)
+    if bad:
+        raise ValueError(f"profile {P.name!r}: the rl section has keys that are no RL setting: {bad}")
+    vals = {**section, **{k: v for k, v in overrides.items() if v is not None}}
     return replace(RLSettings(), **vals)
 
 

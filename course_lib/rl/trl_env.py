@@ -8,7 +8,8 @@ on these machines: TRL 1.16.0 offline on CPU). ``torch==2.13.0`` is installed fi
 because that spec resolves to the local CPU build; any other torch spec pulls a multi-GB CUDA build.
 
 Setup: :func:`ensure_trl_venv` (``python -m course_lib.rl setup``); status: :func:`trl_status`.
-The architecture issue collects the side environments in one place; this module moves there then.
+The environment is registered with the others in :data:`course_lib.tooling.environments.ENVIRONMENTS`
+(``trl``), so ``./course setup`` builds it; :func:`ensure_trl_venv` adds the GPU extra.
 
 Introduced in lesson 10.
 """
@@ -22,10 +23,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from course_lib.paths import side_venv, venv_python
+from course_lib.paths import venv_python
+from course_lib.tooling import environments
 
-TORCH_REQUIREMENT = "torch==2.13.0"          # the local CPU build; installed first, alone
-TRL_REQUIREMENTS = ("trl==1.16.0", "transformers==5.25.0", "accelerate==1.16.0", "datasets==5.2.0")
+TORCH_REQUIREMENT = environments.ENVIRONMENTS["trl"].install_first[0]   # the local CPU build; installed first, alone
+TRL_REQUIREMENTS = environments.ENVIRONMENTS["trl"].requirements
 # on a GPU (full profile) TRL's vLLM generation needs vLLM 0.22.0-0.31.0 (trl 1.16.0's `vllm` extra);
 # the course's full extra pins vllm 0.14.0 for inference, so the full profile's TRL venv gets its own
 TRL_FULL_EXTRA = ("trl[vllm]==1.16.0",)
@@ -35,7 +37,7 @@ IMPORT_CHECK = "import trl, transformers, torch; print(trl.__version__, transfor
 def trl_venv_path() -> Path:
     """Where the TRL environment lives: ``$COURSE_TRL_VENV``, else ``<repo>/.venv-trl`` (else
     ``<course cache>/trl/venv`` without the repository). Introduced in lesson 10."""
-    return side_venv("trl", "COURSE_TRL_VENV")
+    return environments.venv_path("trl")
 
 
 def clean_env(base: Any = None) -> dict[str, str]:
