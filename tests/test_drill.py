@@ -500,5 +500,5 @@ def test_cli_rl_options(tmp_path, capsys):
     assert cfg.use_rl is False and "rl" not in run.plan_steps(cfg)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--rl-reward", "exec"])
-    assert main(["--root", str(tmp_path), "--rl-group-size", "1", "--quiet"]) == 2
+    assert main(["--root", str(tmp_path), "--only-step", "rl", "--rl-group-size", "1", "--quiet"]) == 1
     assert "group_size" in capsys.readouterr().err

@@ -153,10 +153,6 @@ def config_from_args(args: argparse.Namespace):
                      rl_overrides={k: v for k, v in rl.items() if v is not None})
     cfg = config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
                               sft_steps=args.sft_steps, **overrides)
-    if cfg.use_rl:
-        from course_lib.drill.rl import drill_rl_settings
-
-        drill_rl_settings(cfg)      # a bad --rl-* value is refused before anything runs
     knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__
              if getattr(args, f"vllm_{k}", None) is not None}
     if knobs:
