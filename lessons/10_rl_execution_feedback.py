@@ -346,6 +346,8 @@ if RL_READY:
 #
 # 一组 K 条 rollout 全对或全错，组内优势全为 0，这一组对梯度没有任何贡献，但它的生成和判分时间照样花掉了。
 # DAPO 的动态采样 (dynamic sampling) 会丢掉这样的组、再采新的题直到批满；TRL 的 `GRPOTrainer` 不这样做，这里数一数它们占了多少。
+#
+# KAT 笔记（WebSearch 专家）在训练前「对每题采样8次，去掉全对与全错样本」；本课 不做这个离线过滤，因为要先量出这些组到底占了多少（下面的比例），过滤本身在第09课。
 
 # %% slideshow={"slide_type": "subslide"}
 if RL_READY:
