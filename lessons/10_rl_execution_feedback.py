@@ -87,8 +87,7 @@ scores = {kind: [j.score([p.key] * len(c), c) for p, c in zip(demo_prompts, demo
 mixed = next((i for i, s in enumerate(scores["pass"]) if 0 < sum(s["passed"]) < len(s["passed"])), 0)
 print("task:", demo_prompts[mixed].instruction[:160].replace("\n", " "))
 print("prefix:", demo_prompts[mixed].prefix.strip())
-group = pd.DataFrame({"first line of the rollout": [c.strip().splitlines()[0][:50] if c.strip() else "(empty)"
-                                                    for c in demo[mixed]],
+group = pd.DataFrame({"rollout (whitespace squeezed)": [" ".join(c.split())[:90] or "(empty)" for c in demo[mixed]],
                       **{kind: scores[kind][mixed]["rewards"] for kind in scores}})
 display(group)
 _ = record("demo_group_rewards", {k: scores[k][mixed]["rewards"] for k in scores})
@@ -145,7 +144,7 @@ my_trl_advantages = exercises.check("10-1", my_trl_advantages)
 
 # %% slideshow={"slide_type": "subslide"}
 adv = {kind: trl_group_advantages(scores[kind][mixed]["rewards"], S.group_size) for kind in scores}
-display(pd.DataFrame({"rollout": group["first line of the rollout"], **{f"A ({k})": np.round(a, 2) for k, a in adv.items()}}))
+display(pd.DataFrame({"pass": group["pass"], **{f"A ({k})": np.round(a, 2) for k, a in adv.items()}}))
 flat = [i for i, s in enumerate(scores["pass"]) if len(set(s["rewards"])) == 1]
 print(f"of these {len(demo_prompts)} groups, {len(flat)} have no signal under the pass reward (every rollout the same)")
 _ = record("demo_groups_without_signal", len(flat))
