@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         summary[reward] = verdict({part: [r["diff"][part] for r in mine] for part in PARTS})
         summary[reward]["groups_without_signal_share"] = statistics.mean(r["groups_without_signal_share"] for r in mine)
     best = max(summary, key=lambda k: summary[k]["mean_held_out"])
-    text = f"best reward {best!r}: {summary[best]['text']}"
+    text = f"best of the rewards run ({', '.join(args.rewards)}): {best!r}, which {summary[best]['text']}"
     print("\n".join(f"{k}: {v['text']}" for k, v in summary.items()))
     print("VERDICT:", text)
     result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "seeds": args.seeds, "rewards": args.rewards,
