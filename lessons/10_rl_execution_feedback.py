@@ -289,7 +289,7 @@ if RL_READY:
 bench_path = repo_root() / "benchmarks" / "results" / "bench_rl.json"
 if bench_path.exists():
     bench = json.loads(bench_path.read_text())
-    display(pd.DataFrame(bench["summary"]).T)
+    display(pd.DataFrame(bench["summary"]).T.drop(columns="verdict"))
     print("benchmark verdict:", bench["verdict"])
 else:
     bench = None
@@ -298,6 +298,12 @@ else:
 if RL_READY:
     print(f"this run (seed {S.seed}, reward {S.reward!r}): held-out combinations {gain['held-out combinations']:+.3f}, "
           f"new instances {gain['new instances']:+.3f}")
+    same = [r for r in (bench or {}).get("runs", []) if r["seed"] == S.seed and r["reward"] == S.reward]
+    if same:   # the same seed and reward in the benchmark: the same training, so the same numbers
+        d = same[0]["diff"]
+        agree = all(abs(d[k] - gain[k]) < 1e-9 for k in gain)
+        print(f"the benchmark's run with this seed and reward: held-out {d['held-out combinations']:+.3f}, new "
+              f"{d['new instances']:+.3f} -> {'the same as this run' if agree else 'DIFFERENT from this run (settings or data changed since)'}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. 同一道题，RL 前后的答案
