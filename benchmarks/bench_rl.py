@@ -71,6 +71,8 @@ def main(argv=None) -> int:
     p.add_argument("--passk-prompts", type=int, default=10, help="eval prompts per part for pass@k (0: none)")
     p.add_argument("--out", type=Path, default=None, help="where the RL runs go (default: <drill root>/bench_rl)")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    p.add_argument("--merge", action="store_true",
+                   help="keep the runs of other rewards already in --json (same steps), e.g. to add a reward later")
     args = p.parse_args(argv)
 
     cfg = drill.config_from_profile("ci")
@@ -103,16 +105,24 @@ def main(argv=None) -> int:
             print(f"{reward:<8} seed {seed}: RL test pass@1 {after['test pass@1']} diff "
                   f"{ {k: round(v, 3) for k, v in diff.items()} }; {res['seconds']:.0f} s training; "
                   f"{no_signal:.0%} groups without signal", flush=True)
+    rewards = list(args.rewards)
+    if args.merge and args.json.exists():
+        old = json.loads(args.json.read_text(encoding="utf-8"))
+        if old.get("settings", {}).get("steps") == base_settings.steps:
+            kept = [r for r in old["runs"] if r["reward"] not in args.rewards]
+            runs = kept + runs
+            rewards = list(dict.fromkeys([r["reward"] for r in kept] + rewards))
+            print(f"merged {len(kept)} runs of {sorted({r['reward'] for r in kept})} from {args.json}")
     summary = {}
-    for reward in args.rewards:
+    for reward in rewards:
         mine = [r for r in runs if r["reward"] == reward]
         summary[reward] = verdict({part: [r["diff"][part] for r in mine] for part in PARTS})
         summary[reward]["groups_without_signal_share"] = statistics.mean(r["groups_without_signal_share"] for r in mine)
     best = max(summary, key=lambda k: summary[k]["mean_held_out"])
-    text = f"best of the rewards run ({', '.join(args.rewards)}): {best!r}, which {summary[best]['text']}"
+    text = f"best of the rewards run ({', '.join(rewards)}): {best!r}, which {summary[best]['text']}"
     print("\n".join(f"{k}: {v['text']}" for k, v in summary.items()))
     print("VERDICT:", text)
-    result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "seeds": args.seeds, "rewards": args.rewards,
+    result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "seeds": args.seeds, "rewards": rewards,
               "settings": base_settings.as_dict(), "target_held_out": TARGET_HELD_OUT, "pipeline_sft": sft,
               "runs": runs, "summary": {k: {kk: vv for kk, vv in v.items() if kk != "text"} | {"verdict": v["text"]}
                                         for k, v in summary.items()},
