@@ -110,6 +110,8 @@ def main(argv=None) -> int:
         old = json.loads(args.json.read_text(encoding="utf-8"))
         if old.get("settings", {}).get("steps") == base_settings.steps:
             kept = [r for r in old["runs"] if r["reward"] not in args.rewards]
+            if "pass@k" not in sft and "pass@k" in old.get("pipeline_sft", {}):
+                sft["pass@k"] = old["pipeline_sft"]["pass@k"]      # measured with the same model before
             runs = kept + runs
             rewards = list(dict.fromkeys([r["reward"] for r in kept] + rewards))
             print(f"merged {len(kept)} runs of {sorted({r['reward'] for r in kept})} from {args.json}")
