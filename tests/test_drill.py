@@ -77,7 +77,7 @@ def test_prerequisites_name_the_step_to_run(tmp_path, fakes, tiny_model):
 def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
     done = run.run_drill(cfg)
-    assert list(done) == list(run.STEPS)
+    assert list(done) == [s for s in run.STEPS if s != "rl"]    # step 6 only with use_rl (lesson 10)
     assert fakes == [30, 30] or sorted(fakes)[0] <= 30    # raw + pipeline SFT ran once each
     for v in ("base", "raw_sft", "pipeline_sft"):
         out = cfg.paths.output_for(v)
@@ -435,3 +435,70 @@ def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
     sft_notes = cfg.run_notes["sft"]
     assert [(v, n["status"], n["processes"]) for v, n in sft_notes.items()] == [
         ("raw_sft", "ran", 2), ("pipeline_sft", "ran", 2)]           # table order, whichever ended first
+
+
+# --- step 6, rl (lesson 10) ---------------------------------------------------------------------------
+
+def test_rl_step_adds_the_rl_variant_with_every_metric_and_is_cached(tmp_path, fakes, tiny_model, monkeypatch):
+    from course_lib.rl.rollouts import LOG_KEYS
+
+    calls: list = []
+    standins.install_rl(monkeypatch, calls)
+    cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False, use_rl=True, rl_overrides={"steps": 3, "group_size": 4})
+    assert cfg.variants() == ["base", "pipeline_sft", "rl"] and cfg.core_variants() == ["base", "pipeline_sft"]
+    done = run.run_drill(cfg)
+    assert list(done) == list(run.STEPS)
+    (call,) = calls
+    assert (call["settings"].steps, call["settings"].group_size, call["settings"].reward) == (3, 4, "pass")
+    assert call["model_dir"] == read_json_output(cfg.paths.model_record("pipeline_sft"), "sft")["model_path"]
+    assert call["tests"] > 0                                  # hidden tests of the training rows
+    metrics = json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())
+    assert list(metrics) == ["base", "pipeline_sft", "rl"]    # table order, step 5's rows kept
+    assert set(metrics["rl"]) == set(metrics["pipeline_sft"])
+    assert len(run.load_report(cfg, "rl")) == 6
+    log = json.loads((cfg.paths.output_for("rl") / "train_log.json").read_text())
+    assert [r["step"] for r in log] == [1, 2] and all(set(LOG_KEYS) <= set(r) for r in log)
+    manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
+    assert manifest["steps"]["rl"]["engine"]["steps"] == 3
+    again = run.run_drill(cfg, only_step="rl")
+    assert again["rl"]["train"] == {"skipped": True} and len(calls) == 1
+    assert again["rl"]["inference"] == {"rl": {"skipped": True}}
+    cfg.rl_overrides = {"steps": 4, "reward": "lecture"}      # another setting: trained again
+    run.run_drill(cfg, only_step="6")
+    assert len(calls) == 2 and calls[1]["settings"].reward == "lecture"
+
+
+def test_rl_step_without_the_trl_environment_is_skipped_saying_why(tmp_path, fakes, tiny_model, monkeypatch, caplog):
+    monkeypatch.setenv("COURSE_TRL_VENV", str(tmp_path / "no-trl"))
+    cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False, evaluate_base=False, humaneval_subset=0, use_rl=True)
+    with caplog.at_level("WARNING"):
+        done = run.run_drill(cfg)
+    assert "tooling.environments setup trl" in done["rl"]["skipped"] or "course_lib.rl setup" in done["rl"]["skipped"]
+    assert "step 6 (rl) skipped" in caplog.text
+    assert list(json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())) == ["pipeline_sft"]
+
+
+def test_rl_is_left_out_without_use_rl_and_its_prerequisites_name_the_steps(tmp_path, tiny_model):
+    cfg = tiny_cfg(tmp_path, tiny_model)
+    assert "rl" not in run.plan_steps(cfg) and "rl" not in cfg.variants()
+    cfg.use_rl = True
+    assert run.plan_steps(cfg, only_step="rl") == ["rl"]
+    text = "\n".join(run.check_prerequisites(cfg, ["rl"]))
+    assert "run step 3 `--only-step sft`" in text and "run step 2 `--only-step pipeline`" in text
+    cfg.use_pipeline = False                                   # rl starts from pipeline SFT
+    assert "rl" not in run.plan_steps(cfg)
+
+
+def test_cli_rl_options(tmp_path, capsys):
+    from course_lib.drill.command import build_parser, config_from_args, main
+
+    cfg = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--rl-steps", "3", "--rl-group-size",
+                                                      "4", "--rl-reward", "lecture"]))
+    assert cfg.use_rl is True and cfg.rl_overrides == {"steps": 3, "group_size": 4, "reward": "lecture"}
+    assert "rl" in run.plan_steps(cfg)
+    cfg = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--no-rl"]))
+    assert cfg.use_rl is False and "rl" not in run.plan_steps(cfg)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--rl-reward", "exec"])
+    assert main(["--root", str(tmp_path), "--only-step", "rl", "--rl-group-size", "1", "--quiet"]) == 1
+    assert "group_size" in capsys.readouterr().err

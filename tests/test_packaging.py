@@ -166,7 +166,7 @@ NEEDED_WITHOUT_IMPORT = {
     "ruff": "run by tests/test_style.py", "pyyaml": "imported as yaml",
 }
 # Files that run in their own environment (not .venv) and may import what only that one has.
-OWN_ENVIRONMENT = ("course_lib/data/scripts/",)
+OWN_ENVIRONMENT = ("course_lib/data/scripts/", "course_lib/rl/scripts/")
 
 
 def _third_party_imports(repo) -> dict[str, set[str]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from course_lib.drill.outputs import DrillPaths, StepOutputError, setup_logging
 from course_lib.drill.run import run_drill
 from course_lib.drill.settings import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
+from course_lib.rl.settings import REWARDS
 
 _EPILOG = """\
 steps (each skipped when its output is whole; --force redoes the selected steps):
@@ -23,6 +24,9 @@ steps (each skipped when its output is whole; --force redoes the selected steps)
                 says why), PPL → OUTPUT/<variant>/inference_results.json
   5 evaluation  extract code, run it in the sandbox → OUTPUT/<variant>/evaluation_report.csv,
                 summary.json (Pass/Fail/SyntaxError/NoCode/Timeout/Error, Pass@1, FCR, SER, RSR, PPL)
+  6 rl          lesson 10: GRPO (TRL, .venv-trl) from pipeline SFT, rewards from the sandbox running the
+                training rows' hidden tests → MODELS/rl/, OUTPUT/rl/train_log.json; then steps 4-5 on rl
+                (skipped, saying why, without the TRL environment; --no-rl leaves it out)
 
 full profile: checked before any GPU work — model folders (or hub ids), step 2's teacher (the message prints
 the vLLM command that starts it), Docker and the python-sandbox image, free GPU memory. On one GPU run steps
@@ -30,11 +34,12 @@ the vLLM command that starts it), Docker and the python-sandbox image, free GPU 
 records each step's engine, settings and times; scripts/gpu_check.sh is a toy-size full run for one GPU.
 
 variants: base (before SFT), pipeline_sft (SFT on the pipeline's data), raw_sft (--no-pipeline or
---compare-raw: SFT on the raw training rows).
+--compare-raw: SFT on the raw training rows), rl (step 6: RL from pipeline SFT).
 
 examples:
   python -m course_lib.drill                              # the ci rehearsal, end to end
   python -m course_lib.drill --only-step evaluation --force
+  python -m course_lib.drill --only-step rl --rl-reward lecture --force
   python -m course_lib.drill --profile full --sft-model /models/Qwen2.5-0.5B-Instruct \\
       --pipeline-model Qwen3-30B-A3B-Instruct --eval-workers 16
 """
@@ -43,7 +48,8 @@ examples:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m course_lib.drill",
-        description="Lesson 07's tiny-codes drill: download → pipeline → SFT → inference → evaluation.",
+        description="Lesson 07's tiny-codes drill: download → pipeline → SFT → inference → evaluation (→ rl, "
+                    "lesson 10).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("run")
     g.add_argument("--profile", choices=["ci", "full"], default=None,
@@ -95,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sft-steps", type=int, default=None,
                    help="SFT optimizer steps per variant (ci default 300 × 8 rows; full: the lesson's epochs)")
 
+    g = p.add_argument_group("rl (step 6, lesson 10; defaults: the profile's rl section)")
+    g.add_argument("--no-rl", action="store_true", help="leave out step 6 and the variant rl")
+    g.add_argument("--rl-steps", type=int, default=None, help="GRPO optimisation steps (ci 25)")
+    g.add_argument("--rl-group-size", type=int, default=None,
+                   help="K rollouts per prompt, the group of the group-relative advantage (8, the KAT notes' K)")
+    g.add_argument("--rl-reward", choices=REWARDS, default=None,
+                   help="pass: 1 when all hidden tests pass; fraction: share of tests passed; lecture: the "
+                        "lecture's calculate_reward (-1 syntax error, -0.5 runtime error, else the share passed)")
+
     g = p.add_argument_group("inference (vLLM in both profiles; ci defaults scaled to the tiny model)")
     g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096; ci 2048)")
     g.add_argument("--vllm-gpu-memory-utilization", type=float, default=None,
@@ -135,6 +150,9 @@ def config_from_args(args: argparse.Namespace):
         "sft_model", "compare_raw", "evaluate_base", "hidden_tests")}
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
+    rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}
+    overrides.update(use_rl=bool(P.rl.in_drill) and not args.no_rl,
+                     rl_overrides={k: v for k, v in rl.items() if v is not None})
     cfg = config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
                               sft_steps=args.sft_steps, **overrides)
     knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__

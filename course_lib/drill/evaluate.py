@@ -34,6 +34,7 @@ from course_lib.drill.outputs import (
     atomic_write_text,
     log,
     mark_done,
+    output_state,
     read_json_output,
     sha_or_none,
     up_to_date,
@@ -278,11 +279,13 @@ def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
     mark_done(path, config, len(df))
 
 
-def step_evaluation(cfg: DrillConfig) -> dict:
+def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None) -> dict:
     """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv`` + ``summary.json``.
 
     Also scores the HumanEval subset and writes the metrics of all variants to
-    ``<output-dir>/drill_metrics.json`` and ``metrics.png``. Introduced in lesson 07.
+    ``<output-dir>/drill_metrics.json`` and ``metrics.png`` (with the variants evaluated earlier whose
+    summary is whole, so the ``rl`` step's own evaluation adds its row). ``variants`` (default
+    :meth:`DrillConfig.core_variants`): the models to evaluate. Introduced in lesson 07.
     """
     from course_lib.drill import scoreboard
 
@@ -290,7 +293,7 @@ def step_evaluation(cfg: DrillConfig) -> dict:
     kw = {"workers": cfg.eval_workers, "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
           "backend": cfg.sandbox_backend}
     notes = cfg.run_notes.setdefault("evaluation", {})
-    for variant in cfg.variants():
+    for variant in (cfg.core_variants() if variants is None else variants):
         out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
         report, summary_path = out / "evaluation_report.csv", out / "summary.json"
         if up_to_date([report, summary_path], conf, cfg.force, f"evaluation[{variant}]"):
@@ -318,17 +321,34 @@ def step_evaluation(cfg: DrillConfig) -> dict:
         info[variant] = m
         notes[variant] = {"status": "ran", "samples": len(rows)}
     if info:
-        atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(info, indent=1, default=str))
-        fig = scoreboard.plot_metrics(info, cfg.paths.output_dir / "metrics.png")
+        write_drill_metrics(cfg, info)
+    return info
+
+
+def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any]) -> dict[str, Any]:
+    """``drill_metrics.json`` and ``metrics.png``: ``info`` (variant → metrics) with every other variant
+    of the run whose ``summary.json`` is whole, in table order. Introduced in lesson 10."""
+    from course_lib.drill import scoreboard
+
+    table: dict[str, Any] = {}
+    for v in cfg.variants():
+        summary_path = cfg.paths.output_for(v) / "summary.json"
+        if v in info:
+            table[v] = info[v]
+        elif output_state(summary_path, _evaluation_config(cfg, v))[0]:
+            table[v] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
+    if table:
+        atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(table, indent=1, default=str))
+        fig = scoreboard.plot_metrics(table, cfg.paths.output_dir / "metrics.png")
         import matplotlib.pyplot as plt
 
         plt.close(fig)
-    return info
+    return table
 
 
 def _needs(cfg: DrillConfig) -> list[Need]:
     return [Need(cfg.paths.output_for(v) / "inference_results.json", "inference", f"the answers of {v}")
-            for v in cfg.variants()]
+            for v in cfg.core_variants()]
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:

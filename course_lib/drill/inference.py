@@ -119,7 +119,7 @@ def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list
                                follow_up=follow_up)
 
 
-def step_inference(cfg: DrillConfig) -> dict:
+def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None) -> dict:
     """Step 4: each model answers the eval prompts and a HumanEval subset; PPL on the references.
 
     One engine per model (:func:`infer`): the eval and HumanEval prompts go to it in one go, and it is
@@ -128,14 +128,15 @@ def step_inference(cfg: DrillConfig) -> dict:
     ``def`` line (:func:`signature_prefix`): those answers are what test pass@1 runs. Writes
     ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and ``ppl.json``;
     which engine answered, with which settings (and why it fell back, if it did), goes to the run
-    manifest. Introduced in lesson 07.
+    manifest. ``variants`` (default :meth:`DrillConfig.core_variants`): the models to answer (the ``rl``
+    step passes its own). Introduced in lesson 07.
     """
     from course_lib.drill import evaluate
 
     info: dict[str, Any] = {}
     notes = cfg.run_notes.setdefault("inference", {})
     evals = None
-    for variant in cfg.variants():
+    for variant in (cfg.core_variants() if variants is None else variants):
         out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
         files = {"answers": out / "inference_results.json", "humaneval": out / "humaneval_generations.json",
                  "ppl": out / "ppl.json"}
@@ -220,7 +221,7 @@ def step_inference(cfg: DrillConfig) -> dict:
 def _needs(cfg: DrillConfig) -> list[Need]:
     return [Need(cfg.paths.eval_json, "download", "the eval set")] + [
         Need(cfg.paths.model_record(v), trained_by(v), f"the fine-tuned model of {v}")
-        for v in cfg.trained_variants()]
+        for v in cfg.trained_variants() if v in cfg.core_variants()]
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:

@@ -2,7 +2,7 @@
 
 Each step is a module that ends with its ``STEP = Step(...)`` (:class:`course_lib.drill.settings.Step`):
 ``download`` → ``pipeline`` → ``sft`` (:mod:`~course_lib.drill.finetune`) → ``inference`` →
-``evaluation`` (:mod:`~course_lib.drill.evaluate`), listed in run order in
+``evaluation`` (:mod:`~course_lib.drill.evaluate`) → ``rl`` (:mod:`~course_lib.drill.rl`, lesson 10), listed in run order in
 :data:`course_lib.drill.steps.DRILL_STEPS`, the one place a new step is registered.
 
 Each step skips itself when its outputs are whole and were made with the same configuration (``force``
@@ -54,7 +54,9 @@ def plan_steps(cfg: DrillConfig, skip_steps=None, only_step=None) -> list[str]:
     steps = [s for s in STEPS if (s in only if only else s not in skip)]
     if not cfg.use_pipeline and "pipeline" in steps:
         steps.remove("pipeline")
-    return steps
+    # a step that trains variants of which this run wants none (rl without --rl / with --no-rl) is left out
+    trainers = {v.trained_by for v in VARIANTS if v.trained_by}
+    return [s for s in steps if s not in trainers or cfg.trained_variants(s)]
 
 
 def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:

@@ -29,18 +29,22 @@ class PrerequisiteError(RuntimeError):
 class Variant:
     """One model of the drill's tables: ``name`` is its folder under ``models/`` and ``output/`` and its
     key in ``drill_metrics.json``; ``label`` its column in the lesson's tables; ``trained_by`` the step
-    that makes it (None: the base model, used as it is); ``wanted`` whether a run has it."""
+    that makes it (None: the base model, used as it is); ``wanted`` whether a run has it;
+    ``own_evaluation``: its step comes after step 5 and runs steps 4-5 on it itself (the ``rl`` step
+    starts from ``pipeline_sft``), so steps 4-5 of the run leave it out."""
 
     name: str
     label: str
     trained_by: str | None
     wanted: Callable[["DrillConfig"], bool]
+    own_evaluation: bool = False
 
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("base", "base model", None, lambda cfg: cfg.evaluate_base),
     Variant("raw_sft", "raw SFT", "sft", lambda cfg: cfg.compare_raw or not cfg.use_pipeline),
     Variant("pipeline_sft", "pipeline SFT", "sft", lambda cfg: cfg.use_pipeline),
+    Variant("rl", "RL (GRPO)", "rl", lambda cfg: cfg.use_rl and cfg.use_pipeline, own_evaluation=True),
 )
 """Every model variant, in table order. A step that trains a new model adds one entry here."""
 
@@ -98,6 +102,8 @@ class DrillConfig:
     use_pipeline: bool = True
     max_new_tokens: int | None = None           # answer budget (--max-new-tokens); None: vllm.response_max_tokens
     evaluate_base: bool = True
+    use_rl: bool = False                        # step 6 (lesson 10): the CLI turns it on (profile rl.in_drill)
+    rl_overrides: dict[str, Any] = field(default_factory=dict)   # RLSettings over the profile's rl section
     force: bool = False
     # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
     # filled by the steps, read by course_lib.drill.manifest; not a setting
@@ -110,6 +116,12 @@ class DrillConfig:
     def trained_variants(self, step: str | None = None) -> list[str]:
         """The variants a step trains (``step`` None: every trained variant), in table order."""
         return [n for n in self.variants() if trained_by(n) is not None and (step is None or trained_by(n) == step)]
+
+    def core_variants(self) -> list[str]:
+        """The variants steps 4-5 answer and evaluate: all of :meth:`variants` but those whose own step
+        evaluates them (:attr:`Variant.own_evaluation`)."""
+        own = {v.name for v in VARIANTS if v.own_evaluation}
+        return [n for n in self.variants() if n not in own]
 
 
 def default_root(profile: ProfileLike) -> Path:

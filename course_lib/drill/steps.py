@@ -9,10 +9,10 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
-from course_lib.drill import download, evaluate, finetune, inference, pipeline
+from course_lib.drill import download, evaluate, finetune, inference, pipeline, rl
 from course_lib.drill.settings import Step
 
-DRILL_STEPS: tuple[Step, ...] = (download.STEP, pipeline.STEP, finetune.STEP, inference.STEP, evaluate.STEP)
+DRILL_STEPS: tuple[Step, ...] = (download.STEP, pipeline.STEP, finetune.STEP, inference.STEP, evaluate.STEP, rl.STEP)
 
 STEPS: tuple[str, ...] = tuple(s.name for s in DRILL_STEPS)
 

@@ -29,6 +29,7 @@ COURSE_STAGES: tuple[Stage, ...] = (
     Stage("Sandbox evaluation, pass@k", "06", "scores", "HumanEval (assets)"),
     Stage("Drill: tiny-codes SFT + eval", "07", "before/after", "tiny-codes + L04 model"),
     Stage("Agentic coding + RL", "08-09", "agent policy", "L04 model"),
+    Stage("RL on execution feedback", "10", "RL model", "L07 pipeline SFT + sandbox"),
 )
 
 

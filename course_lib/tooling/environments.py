@@ -45,6 +45,7 @@ class SideEnvironment:
     used_by: str                                # the lesson or step that runs it
     size: str                                   # what a first install costs (said before it starts)
     remove_after_install: tuple[str, ...] = ()  # packages pip pulls in that break the tool here
+    install_first: tuple[str, ...] = ()         # installed alone before the requirements (torch's CPU build)
 
     @property
     def env_var(self) -> str:
@@ -64,6 +65,14 @@ ENVIRONMENTS: dict[str, SideEnvironment] = {env.name: env for env in (
         why="datatrove needs numpy >= 2 and huggingface-hub >= 1.6; the LLaMA-Factory stack numpy < 2 and hub < 1",
         used_by="lesson 02, the scale-out section (datatrove's four MinHash stages)",
         size="1.5-2.5 min and about 150 MB the first time, no torch"),
+    SideEnvironment(
+        "trl", "TRL", ("trl==1.16.0", "transformers==5.25.0", "accelerate==1.16.0", "datasets==5.2.0"),
+        "import trl, transformers, torch; print(trl.__version__)",
+        why="LLaMA-Factory pins trl 0.9.6 and transformers 4.57; GRPOTrainer with both clip sides needs trl 1.x "
+            "and transformers 5",
+        used_by="lesson 10, the drill's step 6 (TRL's GRPOTrainer)",
+        size="1-5 min and about 1.5 GB the first time",
+        install_first=("torch==2.13.0",)),    # alone: this spec resolves to the local CPU build
 )}
 """Every side environment of the course, by name."""
 
@@ -146,11 +155,12 @@ def ensure(name: str, venv: Path | None = None, force: bool = False, quiet: bool
           f"venv because {env.why}) ...", flush=True)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
     pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
-    done = subprocess.run([*pip, "install", *env.requirements], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"pip could not install {' '.join(env.requirements)} into {venv}:\n"
-                           f"{done.stderr[-2000:]}\nCheck access to the package index, then run "
-                           f"`{setup_command(name, force=True)}`.")
+    for reqs in ((env.install_first,) if env.install_first else ()) + (env.requirements,):
+        done = subprocess.run([*pip, "install", *reqs], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pip could not install {' '.join(reqs)} into {venv}:\n"
+                               f"{done.stderr[-2000:]}\nCheck access to the package index, then run "
+                               f"`{setup_command(name, force=True)}`.")
     if env.remove_after_install:
         subprocess.run([*pip, "uninstall", "-y", *env.remove_after_install], capture_output=True, text=True)
     st = status(name, venv)

@@ -1,0 +1,378 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 第10课 用执行反馈做训练信号：在演练的模型上跑 RL (RL on execution feedback)
+#
+# 第06课把「代码跑通了多少测试」写成了 reward；第07课训练出了演练的 pipeline SFT 模型；第09课在玩具上看清了 GRPO 的优势和 PPO 的裁剪。
+# 这一课把三者接起来：**同一个 sandbox judge 给 reward，TRL 的 `GRPOTrainer` 用它更新演练的模型**，然后用第07课的评测原样比较 SFT 与 RL。
+#
+# 这是课程的收尾：一个真实的、端到端的 RL 循环——rollout、sandbox 判分、组内优势、裁剪的更新、评测、审计。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **学习目标 (Learning goals)**
+#
+# 1. **Reward 从 judge 来**：三种 reward（全部通过 0/1、通过比例、讲义的 `calculate_reward`）在同一组 rollout 上的差别。
+# 2. **GRPO vs PPO**：组内相对优势代替 critic；裁剪的两侧（`epsilon` / `epsilon_high`）各在什么时候起作用。
+# 3. **跑真实的循环**：演练的第 6 步 `rl`——reward 曲线、通过率、没有信号的组、熵。
+# 4. **量出来，不是假设**：SFT vs RL 的 test pass@1（新实例 / 留出组合）与 pass@k；基准的结论与本次运行对照。
+# 5. **审计**：RL 模型答对的答案再交给 judge 跑一遍——没有伪造的通过。
+
+# %% slideshow={"slide_type": "skip"} tags=["parameters"]
+PROFILE = "ci"        # "ci": CPU、离线、课程的小模型；"full": GPU、Qwen2.5-0.5B-Instruct、vLLM 生成
+SEED = 0
+RL_STEPS = None       # None: profile 的步数（ci 25）
+RL_GROUP_SIZE = None  # None: K = 8
+RL_REWARD = None      # None: profile 的 reward（"pass"）；也可以 "fraction" / "lecture"
+PASSK_PROMPTS = 10    # pass@k：每个评测部分取多少道题（每题采样 K 个答案）
+FORCE = False         # True: 重新训练 rl
+
+# %% slideshow={"slide_type": "skip"}
+import json
+import os
+import re
+from dataclasses import replace
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import display
+
+from course_lib import drill, exercises, get_profile, record
+from course_lib.drill import evaluate
+from course_lib.drill.outputs import read_json_output, setup_logging
+from course_lib.drill.settings import VARIANT_LABELS
+from course_lib.drill.rl import drill_rl_settings, rl_unavailable
+from course_lib.paths import repo_root
+from course_lib.rl import RolloutJudge, build_rl_prompts, sample_pass_at_k
+from course_lib.rl.mechanics import clipped_token_loss, trl_group_advantages
+from course_lib.rl.passk import sample_completions
+
+P = get_profile(PROFILE)
+rl_overrides = {k: v for k, v in {"steps": RL_STEPS, "group_size": RL_GROUP_SIZE, "reward": RL_REWARD,
+                                  "seed": SEED}.items() if v is not None}
+cfg = drill.config_from_profile(P, seed=SEED, force=False, use_rl=True, rl_overrides=rl_overrides)
+cfg.paths.make()
+log_path = setup_logging(cfg.paths.log_dir, quiet=True)
+S = drill_rl_settings(cfg)
+print(P.description)
+print(f"RL: {S.steps} steps x {S.prompts_per_step} prompts x K={S.group_size} rollouts, reward {S.reward!r}, "
+      f"lr {S.learning_rate}, clip [1-{S.epsilon}, 1+{S.epsilon_high}], beta (KL) {S.beta}, loss {S.loss_type!r}")
+RL_WHY_NOT = rl_unavailable(cfg)
+print("TRL environment:", "ready" if RL_WHY_NOT is None else f"MISSING - {RL_WHY_NOT}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. Reward 从 judge 来
+#
+# 一条 rollout 就是模型从任务的 `def` 行往下写的函数体（和第07课 test pass@1 同一个协议）。judge 在 sandbox 里运行「`def` 行 + 函数体 + 该训练行的隐藏测试」，reward 只看 judge 的结论——模型只贡献文本。
+#
+# 三种 reward：
+#
+# - `pass`：全部测试通过为 1，否则 0；
+# - `fraction`：通过的测试比例，出错为 0；
+# - `lecture`：讲义的 `calculate_reward`——语法错误 −1，运行时错误 −0.5，否则通过比例。
+#
+# 下面从 pipeline SFT 模型对几道训练题各采样 K 个答案，找一道结果有对有错的题，把这一组用三种 reward 打分。
+
+# %% slideshow={"slide_type": "subslide"}
+rows = read_json_output(cfg.paths.codegen_json, "pipeline")
+hidden = {int(r["idx"]): r for r in read_json_output(cfg.paths.train_json, "download") if r.get("tests")}
+sft_model = drill.model_path_for(cfg, "pipeline_sft")
+from transformers import AutoTokenizer
+
+prompts, dropped = build_rl_prompts(rows, hidden, AutoTokenizer.from_pretrained(sft_model))
+print(f"{len(prompts)} RL prompts from {len(rows)} pipeline rows (left out: {dropped})")
+demo_prompts = prompts[:8]
+demo = sample_completions(sft_model, demo_prompts, n=S.group_size, temperature=S.temperature,
+                          max_new_tokens=S.max_completion_length, seed=SEED, batch_size=8, threads=2)
+judges = {kind: RolloutJudge(demo_prompts, replace(S, reward=kind)) for kind in ("pass", "fraction", "lecture")}
+scores = {kind: [j.score([p.key] * len(c), c) for p, c in zip(demo_prompts, demo)] for kind, j in judges.items()}
+mixed = next((i for i, s in enumerate(scores["pass"]) if 0 < sum(s["passed"]) < len(s["passed"])), 0)
+print("task:", demo_prompts[mixed].instruction[:160].replace("\n", " "))
+print("prefix:", demo_prompts[mixed].prefix.strip())
+group = pd.DataFrame({"rollout (whitespace squeezed)": [" ".join(c.split())[:90] or "(empty)" for c in demo[mixed]],
+                      **{kind: scores[kind][mixed]["rewards"] for kind in scores}})
+display(group)
+_ = record("demo_group_rewards", {k: scores[k][mixed]["rewards"] for k in scores})
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `pass` 只区分「全对 / 不全对」；`fraction` 给部分正确的答案一部分分；`lecture` 还把「写不出能编译的代码」罚得比「写错」更重。
+# 哪一种 reward 让模型学得更好，不是看公式能猜出来的——第 4 节读基准的结果。
+#
+# ### 练习 3：三种 reward
+#
+# 写 `my_rl_reward(kind, status, passed, total)`：`status` 是 sandbox 的结论（`"passed"`、`"failed"`、`"syntax_error"`、`"no_code"`、`"runtime_error"`、`"timeout"`），程序通过了 `total` 个测试中的 `passed` 个。
+# `lecture`：语法错误或没有代码 −1，运行时错误或超时 −0.5，否则 `passed / total`；`fraction`：同样的比例，但出错时为 0；`pass`：只有 `status == "passed"` 且全部通过才是 1。
+
+# %% slideshow={"slide_type": "-"}
+def my_rl_reward(kind, status, passed, total):
+    ### BEGIN SOLUTION
+    if kind == "pass":
+        return 1.0 if status == "passed" and passed == total else 0.0
+    if status in ("syntax_error", "no_code"):
+        return -1.0 if kind == "lecture" else 0.0
+    if status in ("runtime_error", "timeout"):
+        return -0.5 if kind == "lecture" else 0.0
+    return passed / total
+    ### END SOLUTION
+
+
+my_rl_reward = exercises.check("10-3", my_rl_reward)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. 组内优势 (GRPO) 与裁剪的两侧
+#
+# PPO 需要一个 critic 估计 $V(s)$，优势 $A = R - V$。GRPO 不要 critic：同一道题采样 K 个答案，用**这一组**的均值做 baseline：
+# $$A_i = \frac{r_i - \operatorname{mean}(r_{1..K})}{\operatorname{std}(r_{1..K}) + 10^{-4}}$$
+# TRL 的 `GRPOTrainer`（`scale_rewards="group"`）用样本标准差（Bessel 校正），批里**连续** K 条属于同一道题。一组全对或全错时，所有 $A_i = 0$：这一组**没有信号**。
+#
+# 讲义 用 PPO（带 critic）最大化 pass_rate；本课 用 GRPO（TRL 的 `GRPOTrainer`，组内相对优势、两侧裁剪），因为同一道题能便宜地采 K 个答案、judge 给的 reward 可验证，组均值就是 baseline，省掉一个和策略一样大的 critic（docs/rl.md 写了选择与测量）。
+#
+# KAT 笔记 用难度 $D_i = 1-\bar r_i$ 和组内熵给优势加权（第09课）；本课 用不加权的组内优势，因为 TRL 的 `GRPOTrainer` 不带这两种权重，先量清楚不加权的基线。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 练习 1：TRL 的组内优势
+#
+# `my_trl_advantages(rewards, group_size)`：`rewards` 是一个扁平的列表，每连续 `group_size` 条是一组；返回每条的 $(r - \text{组均值}) / (\text{组的样本标准差} + 10^{-4})$（`ddof=1`）。
+
+# %% slideshow={"slide_type": "-"}
+def my_trl_advantages(rewards, group_size):
+    ### BEGIN SOLUTION
+    g = np.asarray(rewards, dtype=np.float64).reshape(-1, group_size)
+    return ((g - g.mean(axis=1, keepdims=True)) / (g.std(axis=1, ddof=1, keepdims=True) + 1e-4)).reshape(-1).tolist()
+    ### END SOLUTION
+
+
+my_trl_advantages = exercises.check("10-1", my_trl_advantages)
+
+# %% slideshow={"slide_type": "subslide"}
+adv = {kind: trl_group_advantages(scores[kind][mixed]["rewards"], S.group_size) for kind in scores}
+display(pd.DataFrame({"pass": group["pass"], **{f"A ({k})": np.round(a, 2) for k, a in adv.items()}}))
+flat = [i for i, s in enumerate(scores["pass"]) if len(set(s["rewards"])) == 1]
+print(f"of these {len(demo_prompts)} groups, {len(flat)} have no signal under the pass reward (every rollout the same)")
+_ = record("demo_groups_without_signal", len(flat))
+### BEGIN HIDDEN TESTS
+assert abs(float(np.sum(adv["pass"]))) < 1e-6            # advantages of a group sum to 0
+### END HIDDEN TESTS
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 裁剪的两侧
+#
+# 同一批 rollout 被训练不止一次时（`steps_per_generation > 1` 或 `num_iterations > 1`），新策略 $\pi_\theta$ 和采样时的 $\pi_{\text{old}}$ 不同，比率 $\rho = \pi_\theta / \pi_{\text{old}}$ 偏离 1。损失（取负的 PPO 目标）：
+# $$\ell = -\min\big(\rho A,\ \operatorname{clip}(\rho, 1-\epsilon_{\text{low}}, 1+\epsilon_{\text{high}})\,A\big)$$
+# 上侧只在 $A>0$ 时起作用，下侧只在 $A<0$ 时起作用；DAPO 的 clip-higher 让 $\epsilon_{\text{high}} > \epsilon_{\text{low}}$，给低概率的好 token 更多上升空间。`train_log.json` 的 `clip_low_fraction` / `clip_high_fraction` 就是两侧起作用的 token 比例。
+#
+# ### 练习 2：两侧裁剪的逐 token 损失
+#
+# `my_clipped_loss(ratios, advantages, eps_low=0.2, eps_high=0.28)`：返回每个 token 的 $\ell$（列表）。
+
+# %% slideshow={"slide_type": "-"}
+def my_clipped_loss(ratios, advantages, eps_low=0.2, eps_high=0.28):
+    ### BEGIN SOLUTION
+    return [-min(r * a, min(max(r, 1 - eps_low), 1 + eps_high) * a) for r, a in zip(ratios, advantages)]
+    ### END SOLUTION
+
+
+my_clipped_loss = exercises.check("10-2", my_clipped_loss)
+
+# %% slideshow={"slide_type": "subslide"}
+quadrants = pd.DataFrame({"ratio": [1.5, 0.5, 1.5, 0.5, 1.1], "A": [1.0, -1.0, -1.0, 1.0, 1.0]})
+loss, low, high = clipped_token_loss(quadrants["ratio"], quadrants["A"], S.epsilon, S.epsilon_high)
+quadrants["loss"], quadrants["low side binds"], quadrants["high side binds"] = np.round(loss, 3), low, high
+display(quadrants)
+print(f"clip sides of this run: ratio below {1 - S.epsilon:.2f} (A < 0) or above {1 + S.epsilon_high:.2f} (A > 0)")
+### BEGIN HIDDEN TESTS
+assert low.tolist() == [False, True, False, False, False] and high.tolist() == [True, False, False, False, False]
+### END HIDDEN TESTS
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. 真实的循环：演练的第 6 步 `rl`
+#
+# `python -m course_lib.drill --only-step rl` 做的事，这里在 notebook 里调用同一个函数：
+#
+# 1. 从 `pipeline_sft` 出发，每步取若干道训练题、每题 K 条 rollout（TRL 在自己的环境 `.venv-trl` 里生成和更新）；
+# 2. 课程进程里的 judge 在 sandbox 里跑每条 rollout 的隐藏测试，把 reward 写回给训练进程——测试和结论从不离开课程进程；
+# 3. 训练完，第 4、5 步原样评测 `rl`，`drill_metrics.json` 多出一行 `rl`。
+#
+# 结果已经在缓存里时直接读取（几秒）；否则训练和评测要几分钟。
+
+# %% slideshow={"slide_type": "subslide"}
+cfg.force = FORCE
+done = drill.run_drill(cfg, only_step="rl")
+cfg.force = False
+RL_READY = "rl" in cfg.variants() and (cfg.paths.output_for("rl") / "summary.json").exists()
+if RL_READY:
+    rec = read_json_output(cfg.paths.model_record("rl"), "rl")
+    train_log = json.loads((cfg.paths.output_for("rl") / "train_log.json").read_text())
+    r = rec["rl"]
+    print(f"trained {r['steps']} steps on {r['prompts']} prompts, {r['rollouts']} rollouts, {r['sandbox_runs']} sandbox runs "
+          f"in {r['seconds']:.0f} s ({r['generate_seconds']:.0f} s generating, {r['judge_seconds']:.0f} s judging)"
+          + (" - cached" if done["rl"].get("train") == {"skipped": True} else ""))
+    _ = record("rl_steps", r["steps"])
+else:
+    print(f"step 6 skipped: {done['rl'].get('skipped')}\nthe rest of this lesson needs it; `./course setup` builds the TRL environment")
+### BEGIN HIDDEN TESTS
+assert RL_READY or not os.environ.get("CI"), "CI must run the RL step (the TRL environment is part of setup)"
+if RL_READY:
+    assert [x["step"] for x in train_log] == list(range(1, S.steps + 1))
+### END HIDDEN TESTS
+
+# %% slideshow={"slide_type": "subslide"}
+if RL_READY:
+    log_df = pd.DataFrame(train_log).set_index("step")
+    fig, axes = plt.subplots(1, 3, figsize=(12, 2.8))
+    log_df[["reward_mean", "pass_rate"]].plot(ax=axes[0], title="reward and pass rate of the rollouts")
+    (log_df["groups_without_signal"] / log_df["groups"]).plot(ax=axes[1], title="share of groups without signal")
+    log_df["entropy"].plot(ax=axes[2], title="entropy (nats / token)")
+    for ax in axes:
+        ax.set_xlabel("step")
+    plt.tight_layout(); plt.show()
+    first, last = log_df.iloc[: max(1, len(log_df) // 5)], log_df.iloc[-max(1, len(log_df) // 5):]
+    print(f"pass rate of the rollouts: first fifth of the steps {first['pass_rate'].mean():.3f}, last fifth {last['pass_rate'].mean():.3f}")
+    print(f"clip fractions: low {log_df['clip_low_fraction'].max():.3f}, high {log_df['clip_high_fraction'].max():.3f} at most; "
+          f"KL: {'not computed (beta = 0)' if log_df['kl'].isna().all() else log_df['kl'].iloc[-1]}; "
+          f"steps per generation round: {S.steps_per_generation}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 读图时注意两件事：
+#
+# - rollout 的通过率是**训练题**上、带采样温度的通过率，它的上升不等于评测变好——第 4 节看评测。
+# - ci 的设置每个生成轮次只更新一步（`steps_per_generation = 1`），所以 $\rho$ 恒为 1，两侧裁剪从不起作用（上面打印的比例）；裁剪在 full profile（`steps_per_generation = 2`）里才有事做。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. SFT vs RL：同一套评测
+#
+# 第07课的评测原样跑在 `rl` 上：test pass@1（贪心解码，给定 `def` 行）分「新实例」（训练过的任务族的新题）和「留出组合」（训练里没出现过的主题组合）。
+
+# %% slideshow={"slide_type": "subslide"}
+if RL_READY:
+    metrics = json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())
+    cols = ["test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)", "Pass@1", "SER", "PPL"]
+    table = pd.DataFrame({VARIANT_LABELS[v]: {c: metrics[v].get(c) for c in cols} for v in ("pipeline_sft", "rl")}).T
+    display(table.style.format("{:.3f}"))
+    gain = {part: metrics["rl"][f"test pass@1 ({part})"] - metrics["pipeline_sft"][f"test pass@1 ({part})"]
+            for part in ("new instances", "held-out combinations")}
+    print("RL - pipeline SFT, test pass@1:", {k: round(v, 3) for k, v in gain.items()})
+    _ = record("rl_gain", gain)
+### BEGIN HIDDEN TESTS
+if RL_READY:
+    assert set(metrics["rl"]) == set(metrics["pipeline_sft"])
+### END HIDDEN TESTS
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### pass@k：RL 只是「磨尖」了分布吗？
+#
+# 贪心的 pass@1 上升有两种可能：模型把已经会的答案概率调高（磨尖，pass@1 升、pass@K 不动），或者学会了原来 K 次也写不出的题（pass@K 也升）。
+# 对每个评测部分取 `PASSK_PROMPTS` 道题，每题采样 K 个答案（温度 1），用无偏估计算 pass@k，k = 1…K。
+
+# %% slideshow={"slide_type": "subslide"}
+if RL_READY:
+    evals = read_json_output(cfg.paths.eval_json, "download")
+    passk = {v: sample_pass_at_k(drill.model_path_for(cfg, v), evals, S, limit_per_part=PASSK_PROMPTS)
+             for v in ("pipeline_sft", "rl")}
+    ks = list(range(1, S.passk_samples + 1))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
+    for ax, part in zip(axes, ("new instances", "held-out combinations")):
+        for v, res in passk.items():
+            if part in res["parts"]:
+                ax.plot(ks, [res["parts"][part][f"pass@{k}"] for k in ks], marker="o", label=VARIANT_LABELS[v])
+        ax.set_title(f"pass@k, {part}", fontsize=9); ax.set_xlabel("k"); ax.set_ylim(0, 1.02); ax.legend(fontsize=8)
+    plt.tight_layout(); plt.show()
+    pk = pd.DataFrame({(VARIANT_LABELS[v], part): {f"pass@{k}": res["parts"][part][f"pass@{k}"] for k in (1, 2, 4, 8) if k <= S.passk_samples}
+                       for v, res in passk.items() for part in res["parts"]}).T
+    display(pk.style.format("{:.3f}"))
+    _ = record("passk", {v: {p: [res["parts"][p][f"pass@{k}"] for k in ks] for p in res["parts"]} for v, res in passk.items()})
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 基准的结论和本次运行
+#
+# 一次运行只有一个种子。`benchmarks/bench_rl.py` 对种子 0、1、2 和三种 reward 各跑一次第 6 步，写 `benchmarks/results/bench_rl.json`：配对差、它的离散程度和一个结论。下面把它的结论和本次运行放在一起。
+
+# %% slideshow={"slide_type": "subslide"}
+bench_path = repo_root() / "benchmarks" / "results" / "bench_rl.json"
+if bench_path.exists():
+    bench = json.loads(bench_path.read_text())
+    display(pd.DataFrame(bench["summary"]).T.drop(columns="verdict"))
+    print("benchmark verdict:", bench["verdict"])
+else:
+    bench = None
+    print(f"no benchmark result in {bench_path.relative_to(repo_root())}: run `python benchmarks/bench_rl.py` (about "
+          "3 seeds x 3 rewards RL steps; long)")
+if RL_READY:
+    print(f"this run (seed {S.seed}, reward {S.reward!r}): held-out combinations {gain['held-out combinations']:+.3f}, "
+          f"new instances {gain['new instances']:+.3f}")
+    same = [r for r in (bench or {}).get("runs", []) if r["seed"] == S.seed and r["reward"] == S.reward]
+    if same:   # the same seed and reward in the benchmark: the same training, so the same numbers
+        d = same[0]["diff"]
+        agree = all(abs(d[k] - gain[k]) < 1e-9 for k in gain)
+        print(f"the benchmark's run with this seed and reward: held-out {d['held-out combinations']:+.3f}, new "
+              f"{d['new instances']:+.3f} -> {'the same as this run' if agree else 'DIFFERENT from this run (settings or data changed since)'}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. 同一道题，RL 前后的答案
+
+# %% slideshow={"slide_type": "subslide"}
+if RL_READY:
+    rep = {v: drill.load_report(cfg, v).set_index("id") for v in ("pipeline_sft", "rl")}
+    ok = {v: r["correct"].map(lambda x: str(x) == "True") for v, r in rep.items()}   # None (no tests) is not True
+    answers = {v: {a["idx"]: a for a in read_json_output(cfg.paths.output_for(v) / "inference_results.json", "inference")}
+               for v in rep}
+    fixed = [i for i in rep["rl"].index if ok["rl"][i] and not ok["pipeline_sft"][i]]
+    broken = [i for i in rep["rl"].index if ok["pipeline_sft"][i] and not ok["rl"][i]]
+    print(f"eval rows RL fixed: {len(fixed)}, RL broke: {len(broken)}")
+    for i in fixed[:2]:
+        a = answers["pipeline_sft"][i]
+        print("=" * 100, "\nTASK:", a["prompt"][:200].replace("\n", " "))
+        for v in rep:
+            print(f"--- {VARIANT_LABELS[v]} ({rep[v].loc[i, 'test_status']}):\n" + answers[v][i]["signature_response"][:400])
+    _ = record("rl_fixed_broken", [len(fixed), len(broken)])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. 审计：通过的答案是真的通过吗？
+#
+# 一个学会伪造 reward 的策略会把伪造学得很好（第06课的攻击：沿栈帧改掉测试、返回「永远相等」的对象、往每个文件描述符写 PASSED）。
+# 这里把 RL 模型**所有答对的评测答案**再交给 judge 跑第二遍，结论必须一致；再扫一遍代码里有没有那些攻击的痕迹。
+
+# %% slideshow={"slide_type": "subslide"}
+ATTACK_MARKS = re.compile(r"_getframe|f_back|__eq__|os\._exit|os\.write|sys\.modules|builtins|gc\.get_objects")
+if RL_READY:
+    passed_ids = [i for i in rep["rl"].index if ok["rl"][i]]
+    second = evaluate.evaluate_answers([answers["rl"][i] for i in passed_ids], workers=cfg.eval_workers,
+                                       timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend)
+    agree = sum(row["correct"] is True for row in second)
+    marked = [i for i in passed_ids if ATTACK_MARKS.search(answers["rl"][i]["signature_response"])]
+    print(f"{len(passed_ids)} answers of the RL model passed their hidden tests; the second judge run agrees on {agree}; "
+          f"answers with a forging pattern: {len(marked)}")
+    _ = record("audit", {"passed": len(passed_ids), "second_run_agrees": agree, "marked": len(marked)})
+### BEGIN HIDDEN TESTS
+if RL_READY:
+    assert agree == len(passed_ids) and not marked
+### END HIDDEN TESTS
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7. 没有起作用的：没有信号的组
+#
+# 一组 K 条 rollout 全对或全错，组内优势全为 0，这一组对梯度没有任何贡献，但它的生成和判分时间照样花掉了。
+# DAPO 的动态采样 (dynamic sampling) 会丢掉这样的组、再采新的题直到批满；TRL 的 `GRPOTrainer` 不这样做，这里数一数它们占了多少。
+#
+# KAT 笔记（WebSearch 专家）在训练前「对每题采样8次，去掉全对与全错样本」；本课 不做这个离线过滤，因为要先量出这些组到底占了多少（下面的比例），过滤本身在第09课。
+
+# %% slideshow={"slide_type": "subslide"}
+if RL_READY:
+    share = log_df["groups_without_signal"].sum() / log_df["groups"].sum()
+    all_pass = log_df["groups_all_pass"].sum() / log_df["groups"].sum()
+    all_fail = log_df["groups_all_fail"].sum() / log_df["groups"].sum()
+    print(f"groups without signal: {share:.0%} of all groups ({all_pass:.0%} all pass, {all_fail:.0%} all fail); "
+          f"{share * S.steps * S.prompts_per_step * S.group_size:.0f} of {S.steps * S.prompts_per_step * S.group_size} "
+          "rollouts were generated and judged for nothing")
+    _ = record("groups_without_signal_share", float(share))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 全对的组多，说明训练题对 pipeline SFT 模型已经太容易：提高温度、换更难的题，或者像 KAT 笔记那样按难度给组加权（第09课）。
+# 全错的组多，说明 reward 太稀疏：`fraction` / `lecture` reward 在全错的组里仍能区分「错得少」和「错得多」——基准比较的就是这一点。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 小结 (Recap)
+#
+# - reward 来自 judge：模型只贡献文本，测试和结论都在课程进程里；伪造的答案得分不超过它诚实的部分。
+# - GRPO 用组均值做 baseline，没有 critic；一组全对或全错就没有信号。裁剪的上侧只在 $A>0$、下侧只在 $A<0$ 时起作用，而且只在同一批 rollout 被训练不止一次时才会触发。
+# - 演练的第 6 步把 SFT 模型接到 sandbox 上训练，再用第07课的评测原样比较；pass@k 回答「只是磨尖，还是学会了新题」。
+# - 结论看多个种子的基准，不看一次运行；审计确认答对的答案经得起第二次判分。
+# - 没有信号的组是这条循环最大的浪费：动态采样、难度加权或更密的 reward 是下一步。
