@@ -9,9 +9,10 @@ The package follows the course's pipeline, one sub-package per stage:
 - ``course_lib.evaluation``  lesson 06: the sandbox, rewards, pass@k, HumanEval;
 - ``course_lib.drill``       lesson 07: the tiny-codes drill, end to end;
 - ``course_lib.agentic``     lessons 08–09: KAT-Coder's agentic training and RL;
-- ``course_lib.tooling``     the course itself: notebook runner, slides, lesson sources, exercise
-  checks, environment report, command line, course map;
-- ``course_lib.exercises``   every exercise's reference and cases; ``profiles`` and ``paths`` are shared.
+- ``course_lib.tooling``     the course itself: notebook runner, slides, lesson sources, notebook
+  records, environment report, command line, course map;
+- ``course_lib.exercises``   every exercise's reference and cases, and the checker that compares a
+  student's answer with them; ``profiles`` and ``paths`` are shared.
 
 A lesson module imports only from its own or earlier stages (``tests/test_layout.py``). Each public
 function's docstring names the lesson that introduces it. The flat names of earlier versions
@@ -35,7 +36,7 @@ MOVED_MODULES = {
     "sandbox": "evaluation.sandbox", "rewards": "evaluation.rewards", "metrics": "evaluation.metrics",
     "humaneval": "evaluation.humaneval",
     "runner": "tooling.runner", "slides": "tooling.slides", "nbtools": "tooling.nbtools",
-    "checks": "tooling.checks", "envcheck": "tooling.envcheck", "cli": "tooling.cli",
+    "checks": "exercises.checks", "envcheck": "tooling.envcheck", "cli": "tooling.cli",
     "coursemap": "tooling.coursemap", "codestats": "tooling.codestats",
 }
 
@@ -67,9 +68,10 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder):
 if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _MovedModuleFinder())
 
+from course_lib.exercises.checks import check_function, check_value  # noqa: E402
 from course_lib.paths import build_dir, cache_dir, repo_root  # noqa: E402
 from course_lib.profiles import PROFILES, Profile, get_profile  # noqa: E402
-from course_lib.tooling.checks import check_function, check_value, record  # noqa: E402
+from course_lib.tooling.records import record  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from course_lib import exercises
-from course_lib.tooling.checks import ExerciseCheckError
+from course_lib.exercises.checks import ExerciseCheckError
 from tests import wrong_answers
 
 MIN_WRONG = 3

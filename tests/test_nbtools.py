@@ -4,7 +4,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from course_lib.tooling.checks import RECORD_MIME
+from course_lib.tooling.records import RECORD_MIME
 from course_lib.tooling.nbtools import (
     NotebookFormatError,
     build_notebooks,

@@ -14,7 +14,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from course_lib.tooling.checks import check_function
+from course_lib.exercises.checks import check_function
 
 
 @dataclass(frozen=True)
