@@ -40,8 +40,15 @@ print("fim:", dict(P.fim))
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 为什么要"填中间"？
 #
+# 传统的预训练是从左到右的 causal language modeling（CLM），目标（讲义第二部分）是
+#
+# $$\mathcal{L}_{\text{CLM}} = -\sum_{t} \log P(x_t \mid x_{<t})$$
+#
 # 在 IDE 里，光标往往停在一个文件的**中间**：上面有 import 和函数签名（prefix），下面还有调用、返回值和别的函数（suffix）。
-# 一个只会从左往右续写的 causal LM 只看得到 prefix，看不到 suffix。
+# 一个只会从左往右续写的模型只看得到 prefix，用不上光标之后的代码 $x_{>t}$。FIM 把文档切成 Prefix、Middle、Suffix 三段，
+# 要模型学的是
+#
+# $$P(\text{Middle} \mid \text{Prefix}, \text{Suffix})$$
 #
 # Bavarian et al. (2022, *Efficient Training of Language Models to Fill in the Middle*) 的做法非常简单：**不改模型，只改数据**。
 #
@@ -121,6 +128,8 @@ print("token-level split: middle starts with a whole token:", repr(tokenizer.dec
 # | SPM（bigcode / StarCoder 训练代码的写法） | `<PRE>` `<SUF>` suffix `<MID>` prefix middle `<EOT>` |
 #
 # SPM 先给 suffix 再给 prefix：用户在光标处（prefix 末尾）打字时，变化的只是 prompt 的尾部，前面 suffix 的 KV cache 不用重算。训练时通常 `spm_rate = 0.5`：FIM 样本中一半用 PSM，一半用 SPM。
+#
+# 讲义说 SPM 在 CodeGeeX、StarCoder 等研究中被证明能进一步提升性能，因为模型先读 suffix；本课只引用能核对的来源——FIM 论文（Bavarian et al. 2022）报告 SPM 略好于 PSM、建议两种排列一起训练（StarCoder 的训练代码即 `spm_rate` 0.5）——因为本课没有找到 CodeGeeX 对两种排列的比较，本课的小模型上也没有测两者的差别。
 #
 # **StarCoder 的训练代码用哪一种？** bigcode 的 Megatron-LM（`gpt_dataset.py` 里的 `permute`）拼的是第三行：`[<fim_prefix>, <fim_suffix>] suffix [<fim_middle>] prefix middle`，代码注释称之为 FIM 论文里 SPM 的 "variant 2"。原因在排列本身：`<MID>` 之后 prefix 和 middle 紧挨着，正是原文件里的顺序，middle 只是 prefix 的普通左到右续写——和不做 FIM 的训练、和 PSM 里"接着写"的技能是同一种；推理时 prompt 以用户光标前的最后一个字符结束，模型接着写即可。
 #
@@ -278,12 +287,15 @@ print(tokenizer.decode(ctx_window))
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 损失掩码：L_FIM 只算 middle
 #
-# 普通 causal LM 对每个位置都算 next-token loss。课上的 FIM 目标只在 middle 的 token 上求和：
+# 普通 causal LM 对每个位置都算 next-token loss。讲义的 FIM 目标只在 middle 的 token 上求和：
 #
-# $$\mathcal{L}_{FIM} = -\sum_{t \in \text{middle}} \log p_\theta(x_t \mid x_{<t})$$
+# $$\mathcal{L}_{\text{FIM}} = -\sum_{i \in \text{Middle}} \log P(x_i \mid \text{Prefix}, \text{Suffix}, x_{<i \in \text{Middle}})$$
+#
+# 在 PSM 排列里，middle 的第 $i$ 个 token 左边恰好是 `<PRE>` prefix `<SUF>` suffix `<MID>` 和它之前的 middle token，
+# 所以这就是普通的 next-token loss $-\log P(x_t \mid x_{<t})$，只在 middle 的位置求和。
 #
 # 实现上不改模型，只改 **labels**：不算 loss 的位置填 `-100`（PyTorch `cross_entropy` 的 `ignore_index`）。
-# （在 PSM 样本里 middle 就是 `<MID>` 之后、`<EOT>` 之前的 token。我们训练时其实用全部 token 的 loss——bigcode 也是这样；L_FIM 用来**评估**补全能力。）
+# 讲义训练时只算 `<MID>` 之后 token 的 loss；本课训练时算全部 token 的 loss，L_FIM 只用来**评估**补全能力，因为一半样本是普通的左到右文本、prefix 和 suffix 本身也值得学（bigcode 的训练代码同样如此）。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 3：构造只含 middle 的 label

@@ -2,14 +2,14 @@
 # # 第05课 指令数据与 SFT：从真实代码到 LazyLLM 数据管道，再到 LLaMA-Factory 微调
 #
 # 预训练得到的代码模型只会"续写"。要让它**听指令写代码**，需要指令数据（instruction data）和有监督微调（SFT）。
-# 本课沿着原课的路线走一遍，每一步都在本机真实运行：
+# 本课沿着讲义的路线走一遍，每一步都在本机真实运行：
 #
 # **学习目标**
-# 1. 认识四类代码指令数据——代码生成、代码解释、代码翻译、单元测试生成——及其 `instruction / input / output` 格式（原课的斐波那契例子）。
+# 1. 认识四类代码指令数据——代码生成、代码解释、代码翻译、单元测试生成——及其 `instruction / input / output` 格式（讲义的斐波那契例子）。
 # 2. 从真实代码（第 01–03 课语料里带 docstring 的函数）构造指令样本，并在沙箱里**运行参考答案**验证它们。
 # 3. 用 tokenizer 的 chat template（Qwen 的 `<|im_start|>` 格式）排版对话，构造**只在答案上计算 loss** 的 label mask，理解 packing。
 # 4. 用 LazyLLM 的 codegen 数据管道（`CodeInstructionGenerator → ScriptSynthesizer → LogicIntegrityAuditor → ThresholdSieve → CodeFeedbackFormatter`）清洗数据，并看清它每一步保留/丢弃了什么、为什么。
-# 5. 用 LazyLLM `TrainableModule(...).finetune_method(finetune.llamafactory)` 调用 LLaMA-Factory 微调课程的小模型：loss 曲线、微调前后的生成对比；认识 full 配置下原课的超参数。
+# 5. 用 LazyLLM `TrainableModule(...).finetune_method(finetune.llamafactory)` 调用 LLaMA-Factory 微调课程的小模型：loss 曲线、微调前后的生成对比；认识 full 配置下讲义的超参数。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"        # "ci": CPU, offline teacher, tiny model; "full": GPU, vLLM teacher, Qwen2.5-0.5B-Instruct
@@ -195,7 +195,7 @@ plt.show()
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. LazyLLM 代码数据管道
 #
-# 原课用 LazyLLM 的 `codegen_ops` 组成一条管道，把原始指令加工成高质量训练数据：
+# 讲义用 LazyLLM 的 `codegen_ops` 组成一条管道，把原始指令加工成高质量训练数据：
 #
 # 1. **CodeInstructionGenerator**：把原始请求改写成标准格式（一句英文指令 + 函数骨架）；
 # 2. **ScriptSynthesizer**：根据标准指令生成代码；
@@ -315,7 +315,7 @@ print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "plante
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. SFT：LazyLLM → LLaMA-Factory
 #
-# 原课的训练代码：
+# 讲义的训练代码：
 #
 # ```python
 # model = lazyllm.TrainableModule(base_model, target_path) \

@@ -5,7 +5,7 @@
 # 通过率（pass rate）和 pass@k——并且认真对待一件事：**执行的是不受信任的代码**。
 #
 # **学习目标**
-# 1. 看清原课 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
+# 1. 看清讲义 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
 # 2. 用 `course_lib.evaluation.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
 # 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误（或没有 `solution`）−0.5，否则为测试通过率。
 # 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较），用隐藏测试（hidden tests）和 end-of-run marker 挡住它们。
@@ -47,9 +47,9 @@ record("backend", BACKEND);
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 1. 原课的 `calculate_reward`：直接 `exec()`
+# ## 1. 讲义的 `calculate_reward`：直接 `exec()`
 #
-# 原课用执行反馈给强化学习（RL）打分：
+# 讲义用执行反馈给强化学习（RL）打分：
 #
 # | 结果 | 奖励 |
 # |---|---|
@@ -57,8 +57,8 @@ record("backend", BACKEND);
 # | 运行错误（runtime error），或者代码里没有 `solution` 函数 | −0.5 |
 # | 其余 | 通过的测试数 / 测试总数 |
 #
-# 原课的约定：样本定义一个入口函数 `solution`，测试用例是 `(input, expected)` 对，`solution(input) == expected` 算通过。
-# 下面用自己的话重写了原课的 `exec()` 版本（逻辑与原课一致：先 `compile` 查语法，再在**当前进程**里 `exec()`，
+# 讲义的约定：样本定义一个入口函数 `solution`，测试用例是 `(input, expected)` 对，`solution(input) == expected` 算通过。
+# 下面用自己的话重写了讲义的 `exec()` 版本（逻辑与讲义一致：先 `compile` 查语法，再在**当前进程**里 `exec()`，
 # 取出 `solution` 逐个比对；任何异常都是 −0.5）。先看它在正常样本上的表现。
 
 # %% slideshow={"slide_type": "-"}
@@ -145,24 +145,17 @@ assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. 沙箱：`course_lib.evaluation.sandbox`
 #
-# 一个接口，多个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
+# 一个接口 `run_code(code, tests)` / `run_many(items)`，三个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
 #
-# - **bwrap**（bubblewrap）：先用 `setpriv` 降到本次运行独占的无特权 uid，再进入新的 user/pid/net/ipc/uts 命名空间；
-#   `--disable-userns` 让样本无法再建 user namespace（也就拿不回 capabilities），seccomp 过滤器拒绝 `mount`、`unshare`、`ptrace`、
-#   `bpf`、`keyctl` 和 netlink/packet socket；只读挂载系统 `/usr`（沙箱里跑的是**系统 Python**，不是课程的 venv）和只读的 numpy/pandas 运行时；
-#   私有 16 MiB 的 tmpfs `/tmp`；看不到项目目录、家目录和 Docker socket；清空环境变量。
-#   每个样本一个 cgroup：内存、进程数、CPU（1 核）按**整个样本**算，fork 出的子进程和 memfd 都算在内。
-# - **docker**：原课的设计，镜像 `python-sandbox`（同样带 numpy/pandas），`--network none --memory 128m`，外加 `--pids-limit`、`--cpus 1`、
-#   `--read-only`、tmpfs `/tmp`、`--cap-drop ALL`、`no-new-privileges`、默认 seccomp（harness 再叠加课程自己的 seccomp 过滤器，
-#   因为 Docker 默认允许 netlink socket）、非 root 用户；超时按容器名 kill。
-# - **unsafe**：普通子进程 + rlimit，**不是隔离**，只有显式要求时才用，并会大声警告。
+# | 后端 | 隔离 | 资源上限（按整个样本算） | 用在 |
+# |---|---|---|---|
+# | `bwrap` | 独占的无特权用户 + 新的命名空间（看不到网络、项目、家目录、环境变量）+ seccomp | cgroup：内存、进程数、1 核 CPU；16 MiB `/tmp` | ci（快：第 5 节打印每秒样本数） |
+# | `docker` | 讲义的设计：镜像 `python-sandbox`，`--network none --memory 128m`，只读、非 root、去掉全部 capability | 同上 | full |
+# | `unsafe` | 普通子进程 + rlimit，**没有隔离** | 只有 rlimit | 只在显式要求时，并大声警告 |
 #
-# **end-of-run marker**：沙箱里的 harness 分成两个进程。父进程拿着每次运行随机生成的 token，内存不可被读（non-dumpable）；
-# 子进程先清零 token，再运行代码，然后父进程**一个一个**要测试结果，每个测试必须回答一次。全部测试返回之后父进程才打印 token。
-# 宿主只有看到 token、并且每个测试都有结果才算通过——`os._exit(0)`、打印假 marker、顺着栈帧或 `gc` 找报告函数、用 `ctypes`
-# 扫内存找 token，这些伪造都得到 failed（攻击测试逐个验证）。
-# **它的极限**：断言式测试和样本在同一个进程里，样本仍能改掉测试看到的东西（`__eq__` 永远为 True 的对象、改掉 `unittest`，
-# 甚至自己读写 harness 的管道）。对付这些要靠第 3 节的隐藏测试，以及把期望值留在样本够不着的地方。
+# **end-of-run marker**：每次运行随机生成一个 token，全部测试都返回结果之后沙箱才打印它；宿主看到 token 才算通过，
+# 所以 `os._exit(0)` 提前退出、打印假的 "通过" 都骗不过去。它挡不住改掉测试本身看到的东西（`__eq__` 永远为 True 的对象）——那要靠第 3 节的隐藏测试。
+# 每个后端的完整设置、marker 的两个进程和攻击测试见 `docs/sandbox.md`。
 
 # %% slideshow={"slide_type": "-"}
 SQUARE_TESTS = [f"assert solution({n!r}) == {want!r}" for n, want in SQUARE_CASES]   # the course's assert form
@@ -189,12 +182,12 @@ assert [r.status for r in demo_results] == ["passed", "failed", "syntax_error", 
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 评判规则：和原课的 `docker run python` 一致
+# ### 评判规则：和讲义的 `docker run python` 一致
 #
-# 原课把程序交给 `docker run python` 运行，退出码 0 就算通过。本课的沙箱照此评判没有隐藏测试的程序：程序作为文件 `solution.py`
+# 讲义把程序交给 `docker run python` 运行，退出码 0 就算通过。本课的沙箱照此评判没有隐藏测试的程序：程序作为文件 `solution.py`
 # 以 `__main__` 运行，`site` 打开（`exit()`、`quit()`、`__file__` 都能用），`sys.exit(0)` 是通过，程序自己的 `unittest.main()`
 # 失败就是 failed，numpy/pandas 可以 import。stdin 是空的：`input()` 得到 EOFError，算 runtime_error。
-# 下表左列是按原课语义（退出码）应得的结果，右列是沙箱实际给出的状态。
+# 下表左列是按讲义语义（退出码）应得的结果，右列是沙箱实际给出的状态。
 
 # %% slideshow={"slide_type": "-"}
 UNITTEST = ("import unittest\ndef add(a, b):\n    return a + b{bug}\n"
@@ -227,7 +220,7 @@ judging_table
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 1：写奖励函数
 #
-# 把沙箱结果（`SandboxResult`）变成原课的奖励：`syntax_error` → −1；`runtime_error`，以及超时、内存超限、输出超限（它们也是"程序崩了"）→ −0.5；
+# 把沙箱结果（`SandboxResult`）变成讲义的奖励：`syntax_error` → −1；`runtime_error`，以及超时、内存超限、输出超限（它们也是"程序崩了"）→ −0.5；
 # 其余（`passed` / `failed`）→ `result.tests_passed / result.tests_total`（没有测试时：通过为 1，否则为 0）。
 # `sandbox_error` 不是样本的错，应当抛出异常而不是给分。
 
@@ -251,7 +244,7 @@ my_reward = exercises.check("06-1", my_reward)   # a case that must raise is com
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 现在把原课的 `calculate_reward` 放进沙箱：`course_lib.evaluation.rewards.calculate_reward(code, test_cases)` 接受原课的
+# 现在把讲义的 `calculate_reward` 放进沙箱：`course_lib.evaluation.rewards.calculate_reward(code, test_cases)` 接受讲义的
 # `(input, expected)` 对（入口函数 `solution`），也接受本课的断言字符串（用你的 `my_reward` 计分）。
 # 下表逐个样本对比三列；`agree` 一行由代码算出，是否一致以它为准。
 
@@ -280,11 +273,11 @@ assert all(agree[name] for name in SAMPLES) and not agree["sys.exit(0)"] and not
 reward_table
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 读表：原课的五个普通样本（包括函数名写错的 `misnamed`：没有 `solution`，−0.5），沙箱版和 `exec()` 版给的奖励一样；
+# 读表：讲义的五个普通样本（包括函数名写错的 `misnamed`：没有 `solution`，−0.5），沙箱版和 `exec()` 版给的奖励一样；
 # `sys.exit(0)` 在 `exec()` 版里直接让训练进程退出，在沙箱里只是一个没有 `solution` 的样本（−0.5）。
-# 本课的断言式写法（`assert solution(0) == 0` …，用 `my_reward` 计分）在这组样本上和原课写法给分一致：上面打印的差异列表为空。
+# 本课的断言式写法（`assert solution(0) == 0` …，用 `my_reward` 计分）在这组样本上和讲义写法给分一致：上面打印的差异列表为空。
 #
-# 讲义 在训练进程里 `exec()` 样本；本课 在沙箱里运行同一个奖励规则，因为样本是不受信任的代码（见第 1 节的四个演示）。
+# 讲义在训练进程里 `exec()` 样本；本课在沙箱里运行同一个奖励规则，因为样本是不受信任的代码（见第 1 节的四个演示）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Reward hacking：钻测试的空子
@@ -365,8 +358,9 @@ assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 2：实现 pass@k
 #
-# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，不要构造巨大的二项式系数（提示：`np.arange` 和 `np.prod`，按 i 从小到大连乘）。
-# 检查逐位比较结果：用精确整数二项式再相除，在 n=2000, c=13, k=100 上会差最后一位——它不是本题要的写法。
+# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，返回 Python `float`，不要用浮点数算二项式系数（提示：`np.arange` 和 `np.prod`）。
+# 检查允许几个 ulp（最后一位）的舍入差：按 i 从大到小连乘、或用精确的整数二项式相除，结果只差最后一位，同样算对；
+# 浮点二项式在 n=2000, k=1000 时溢出（下面一格演示），"先估 p̂ = c/n" 的写法是另一个数，都会被指出。
 
 # %% slideshow={"slide_type": "-"}
 def my_pass_at_k(n: int, c: int, k: int) -> float:
@@ -378,7 +372,7 @@ def my_pass_at_k(n: int, c: int, k: int) -> float:
     ### END SOLUTION
 
 
-my_pass_at_k = exercises.check("06-2", my_pass_at_k)   # compared bit for bit with the product formula
+my_pass_at_k = exercises.check("06-2", my_pass_at_k)   # floats compared to a few ulps
 
 
 # %% slideshow={"slide_type": "-"}
@@ -590,10 +584,12 @@ temps.round(3)
 # ## 小结
 #
 # - `exec()` 执行模型输出 = 把训练进程交给样本：能读文件和环境变量、改掉你的函数、让训练退出。**永远在沙箱里执行**。
-# - `course_lib.evaluation.sandbox`：bubblewrap（快，每个样本约 0.1 s）或 Docker（原课设计，约 0.5–1 s）；8 种状态；输出截断；超时杀掉整个进程树。
+# - `course_lib.evaluation.sandbox`：bubblewrap（ci，快：第 5 节打印了每秒样本数）或 Docker（讲义的设计，full）；8 种状态；输出截断；超时杀掉整个进程树。
 # - 奖励 = 语法错误 −1 / 运行错误 −0.5 / 通过率；`sandbox_error` 不给分。
 # - Reward hacking 是真实存在的：end-of-run marker 防提前退出和伪造输出，隐藏测试（含类型检查）防硬编码和篡改比较。
 # - pass@k 用无偏、数值稳定的连乘公式；n 越大方差越小；k > 1 需要采样温度带来的多样性。
 # - 执行反馈能直接提升结果：best-of-n / 拒绝采样，以及把通过的样本留作下一轮 SFT 数据。
+# - 讲义："通过 PPO 算法，我们可以最大化这个 pass_rate"。本课只用执行信号挑选和过滤输出、不更新模型；把它当作奖励、用 PPO/GRPO
+#   更新模型本身，是第10课 `10_rl_execution_feedback` 的内容（讲义 5.3 的第一个改进方向：以 RSR 为奖励的强化学习）。
 #
 # 下一课（第07课）用这个沙箱评测微调后的小模型。

@@ -1,0 +1,210 @@
+"""Where fill-in-the-middle helps a tiny model: infill classes with short, regular middles, measured.
+
+Lesson 04's model (2.4M parameters, a few minutes of CPU training) cannot fill a whole line of code: that
+needs names, types and logic it has not learned. Whether FIM training taught it *anything* is a
+question for middles it can get right — short, regular ones — and for a comparison that is fair to the
+model trained without FIM. This module builds held-out tasks of a few such classes and measures:
+
+* ``fim``: the FIM model (``base``) given the PSM prompt ``<PRE> prefix <SUF> suffix <MID>``;
+* ``nofim_psm``: the model trained without FIM given the same prompt (it never saw the sentinels);
+* ``nofim_l2r``: the model trained without FIM continuing the prefix left to right — what a causal LM
+  does in an editor without FIM (it cannot see the suffix at all).
+
+Each task's cursor sits at the start of a line; the middle is the line's indentation plus a short piece:
+
+* ``closing``  — a line of closing brackets only (``)``, ``]``, ``})`` …);
+* ``return``   — the keyword ``return`` of a ``return <expr>`` line (``<expr>`` stays in the suffix);
+* ``name_from_suffix`` — the name assigned on the line (``NAME = …``) when ``NAME`` does not occur in the
+  prefix but does occur later in the suffix: only a model that reads the suffix can know it.
+
+A greedy continuation is right when it starts with the middle and the character after it (if any) does
+not continue an identifier. Per class, :func:`compare` counts the tasks each model gets right and the
+tasks where one is right and the other is not (a paired sign test, two-sided).
+
+Introduced in lesson 04.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from course_lib.training import fim
+
+CLASSES = ("closing", "return", "name_from_suffix")
+_CLOSING = re.compile(r"^[ \t]*[)\]}]+[,:]?[ \t]*$")
+_RETURN = re.compile(r"^([ \t]*)return[ \t]+\S")
+_ASSIGN = re.compile(r"^([ \t]*)([A-Za-z_][A-Za-z_0-9]*)[ \t]*=[^=]")
+_IDENT_CHAR = re.compile(r"[A-Za-z_0-9]")
+
+
+@dataclass(frozen=True)
+class InfillTask:
+    """One held-out task: the cursor at the start of a line, ``middle`` hidden between ``prefix`` and
+    ``suffix`` (``prefix + middle + suffix`` is the original text)."""
+
+    kind: str
+    prefix: str
+    middle: str
+    suffix: str
+
+
+def _trim(before: str, after: str, max_prefix: int, max_suffix: int) -> tuple[str, str]:
+    if len(before) > max_prefix:
+        cut = before.find("\n", len(before) - max_prefix)
+        before = before[cut + 1:] if cut >= 0 else before[-max_prefix:]
+    if len(after) > max_suffix:
+        cut = after.rfind("\n", 0, max_suffix)
+        after = after[:cut + 1] if cut >= 0 else after[:max_suffix]
+    return before, after
+
+
+def _candidates(text: str, kind: str) -> list[tuple[int, int]]:
+    """(line index, length of the middle within the line) for every line of ``text`` of this kind."""
+    lines = text.splitlines(keepends=True)
+    found, in_string = [], False
+    for i, line in enumerate(lines):
+        quotes = line.count('"""') + line.count("'''")
+        plain = not in_string and quotes == 0
+        in_string ^= quotes % 2 == 1
+        if not plain or i == 0 or i == len(lines) - 1:
+            continue
+        body = line.rstrip("\n")
+        if kind == "closing" and _CLOSING.match(body):
+            found.append((i, len(body.rstrip())))
+        elif kind == "return" and (m := _RETURN.match(body)):
+            found.append((i, len(m.group(1)) + len("return")))
+        elif kind == "name_from_suffix" and (m := _ASSIGN.match(body)):
+            name = m.group(2)
+            before, after = "".join(lines[:i]), "".join(lines[i + 1:])
+            pattern = re.compile(rf"(?<![A-Za-z_0-9]){re.escape(name)}(?![A-Za-z_0-9])")
+            if not pattern.search(before) and pattern.search(after) and name not in ("self", "_"):
+                found.append((i, len(m.group(1)) + len(name)))
+    return found
+
+
+def infill_tasks(texts: Sequence[str], kind: str, n: int, *, seed: int = 0, max_prefix_chars: int = 500,
+                 max_suffix_chars: int = 250) -> list[InfillTask]:
+    """Up to ``n`` tasks of class ``kind`` (see :data:`CLASSES`), at most one per text, from texts the
+    models never trained on. The prefix ends with the newline before the line; prefix and suffix are
+    trimmed to whole lines. For ``name_from_suffix`` the name must also occur in the trimmed suffix.
+    Introduced in lesson 04."""
+    if kind not in CLASSES:
+        raise ValueError(f"kind must be one of {CLASSES}, got {kind!r}")
+    r = random.Random(f"{seed}-{kind}")
+    tasks: list[InfillTask] = []
+    for text in texts:
+        if len(tasks) >= n:
+            break
+        cands = _candidates(text, kind)
+        r.shuffle(cands)
+        lines = text.splitlines(keepends=True)
+        for i, width in cands:
+            line = lines[i]
+            before, after = _trim("".join(lines[:i]), "".join(lines[i + 1:]), max_prefix_chars, max_suffix_chars)
+            middle, rest = line[:width], line[width:]
+            if kind == "name_from_suffix":
+                name = middle.strip()
+                if not re.search(rf"(?<![A-Za-z_0-9]){re.escape(name)}(?![A-Za-z_0-9])", after) or name in before:
+                    continue
+            tasks.append(InfillTask(kind, before, middle, rest + after))
+            break
+    return tasks
+
+
+def is_right(generated: str, middle: str) -> bool:
+    """A continuation is right when it starts with ``middle`` and does not continue its last
+    identifier (``return`` right, ``returned`` wrong). Introduced in lesson 04."""
+    if not generated.startswith(middle):
+        return False
+    nxt = generated[len(middle):len(middle) + 1]
+    return not (nxt and _IDENT_CHAR.match(nxt) and _IDENT_CHAR.match(middle[-1:] or " "))
+
+
+def _greedy(model: Any, ids: list[int], max_new_tokens: int, stop: list[int]) -> list[int]:
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                             max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
+                             pad_token_id=stop[0])
+    return [t for t in out[0, len(ids):].tolist() if t not in stop]
+
+
+def answer(model: Any, tokenizer: Any, task: InfillTask, *, setup: str = "psm", max_new_tokens: int = 10,
+           sentinels: str = "qwen2.5-coder") -> str:
+    """The model's greedy continuation for ``task``: after the PSM prompt (``setup="psm"``) or after the
+    prefix alone (``setup="l2r"``, no suffix, no sentinels). Introduced in lesson 04."""
+    s = fim.get_sentinels(sentinels)
+    codec = fim._Codec(tokenizer)
+    eot = codec.token_id(s.eot)
+    if setup == "psm":
+        ids = codec.encode(fim.fim_prompt(task.prefix, task.suffix, s, "psm"))
+    elif setup == "l2r":
+        ids = codec.encode(task.prefix)
+    else:
+        raise ValueError(f"setup must be 'psm' or 'l2r', got {setup!r}")
+    return codec.decode(_greedy(model, ids, max_new_tokens, [eot]))
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided p-value of ``wins`` vs ``losses`` under "each is equally likely" (ties dropped).
+    Introduced in lesson 04."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+@dataclass
+class ClassResult:
+    """One class: tasks, how many each setup got right, and the paired counts against ``fim``."""
+
+    kind: str
+    tasks: int
+    right: dict = field(default_factory=dict)            # setup -> tasks right
+    only_fim: dict = field(default_factory=dict)         # other setup -> tasks only fim got right
+    only_other: dict = field(default_factory=dict)       # other setup -> tasks only it got right
+    p_value: dict = field(default_factory=dict)          # other setup -> sign-test p-value
+    examples: list = field(default_factory=list)         # (task, {setup: answer}) for a few tasks
+
+    def fim_helps(self, alpha: float = 0.05) -> bool:
+        """FIM beats both no-FIM setups, each with a sign-test p-value below ``alpha``."""
+        return all(self.only_fim[o] > self.only_other[o] and self.p_value[o] < alpha for o in self.only_fim)
+
+    def row(self) -> dict:
+        out = {"class": self.kind, "tasks": self.tasks}
+        out.update({f"right: {k}": v for k, v in self.right.items()})
+        for o in self.only_fim:
+            out[f"fim vs {o}: only fim / only {o}"] = f"{self.only_fim[o]} / {self.only_other[o]}"
+            out[f"p ({o})"] = round(self.p_value[o], 4)
+        out["FIM helps (p < 0.05 vs both)"] = self.fim_helps()
+        return out
+
+
+SETUPS = (("fim", "base", "psm"), ("nofim_psm", "nofim", "psm"), ("nofim_l2r", "nofim", "l2r"))
+
+
+def compare(models: dict, tokenizer: Any, texts: Sequence[str], *, n: int = 60, seed: int = 0,
+            kinds: Sequence[str] = CLASSES, examples: int = 2) -> list[ClassResult]:
+    """For each class, ``n`` held-out tasks from ``texts`` answered by the three setups (``models`` maps
+    ``"base"`` and ``"nofim"`` to transformers models); returns one :class:`ClassResult` per class.
+    Introduced in lesson 04."""
+    results = []
+    for kind in kinds:
+        tasks = infill_tasks(texts, kind, n, seed=seed)
+        answers = {name: [answer(models[model], tokenizer, t, setup=setup) for t in tasks]
+                   for name, model, setup in SETUPS}
+        ok = {name: [is_right(a, t.middle) for a, t in zip(answers[name], tasks)] for name in answers}
+        res = ClassResult(kind, len(tasks), right={name: sum(v) for name, v in ok.items()})
+        for other in ("nofim_psm", "nofim_l2r"):
+            res.only_fim[other] = sum(a and not b for a, b in zip(ok["fim"], ok[other]))
+            res.only_other[other] = sum(b and not a for a, b in zip(ok["fim"], ok[other]))
+            res.p_value[other] = sign_test(res.only_fim[other], res.only_other[other])
+        res.examples = [(t, {name: answers[name][i] for name in answers}) for i, t in enumerate(tasks[:examples])]
+        results.append(res)
+    return results
