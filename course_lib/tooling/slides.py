@@ -421,7 +421,8 @@ for (let i = 0; i < slides.length; i++) {
   const title = (s.querySelector('h1, h2, h3') || {}).textContent || '';
   const label = title ? ` ("${title.replace(/¶/g, '').trim().slice(0, 40)}")` : '';
   if (s.scrollHeight > s.clientHeight + 2)
-    out.push(`${where}${label}: runs ${s.scrollHeight - s.clientHeight}px past the screen — a slide must not scroll as a whole; split it`);
+    out.push(`${where}${label}: runs ${s.scrollHeight - s.clientHeight}px past the screen — ` +
+             'a slide must not scroll as a whole; split it');
   if (s.scrollWidth > s.clientWidth + 2)
     out.push(`${where}${label}: content ${s.scrollWidth - s.clientWidth}px wider than the slide`);
   for (const pre of s.querySelectorAll('pre')) {
