@@ -170,7 +170,7 @@ DEMO = {
     "early os._exit(0)": ("import os\nos._exit(0)\n", SQUARE_TESTS),
 }
 demo_results = run_many([{"code": c, "tests": t, "timeout_s": S.loop_timeout_s} for c, t in DEMO.values()],
-                        backend=BACKEND, workers=S.workers)
+                        backend=BACKEND, workers=S.workers, progress=False)
 pd.DataFrame([{"sample": name, "status": r.status, "tests passed": f"{r.tests_passed}/{r.tests_total}",
                "seconds": round(r.duration_s, 2), "detail": r.detail[:70]}
               for name, r in zip(DEMO, demo_results)])
@@ -440,7 +440,8 @@ curve.round(4)
 problems = humaneval.load_humaneval()
 chosen = problems[: S.humaneval_problems]
 t0 = time.monotonic()
-canonical_results = run_many([humaneval.sandbox_item(p) for p in chosen], backend=BACKEND, workers=S.workers)
+canonical_results = run_many([humaneval.sandbox_item(p) for p in chosen], backend=BACKEND, workers=S.workers,
+                             progress=False)
 elapsed = time.monotonic() - t0
 counts = summarize(canonical_results)
 print(f"{len(chosen)} canonical solutions in {elapsed:.1f} s ({len(chosen) / elapsed:.1f} samples/s): "
@@ -456,7 +457,7 @@ for p in problems[: S.broken_problems]:
     for kind, src in humaneval.broken_variants(p).items():
         broken_rows.append({"task_id": p["task_id"], "kind": kind})
         broken_items.append({"code": src, "tests": humaneval.hidden_tests(p), "timeout_s": S.loop_timeout_s})
-broken_results = run_many(broken_items, backend=BACKEND, workers=S.workers)
+broken_results = run_many(broken_items, backend=BACKEND, workers=S.workers, progress=False)
 broken = pd.DataFrame(broken_rows).assign(status=[r.status for r in broken_results],
                                           reward=[rewards.reward_from_result(r) for r in broken_results])
 print(humaneval.broken_variants(problems[0])["hardcoded"])
@@ -489,8 +490,8 @@ items_visible = [{"code": row.code, "tests": humaneval.visible_tests(by_id[row.t
                  for row in pool.itertuples()]
 items_hidden = [{"code": row.code, "tests": humaneval.hidden_tests(by_id[row.task_id]), "timeout_s": S.loop_timeout_s}
                 for row in pool.itertuples()]
-res_visible = run_many(items_visible, backend=BACKEND, workers=S.workers)
-res_hidden = run_many(items_hidden, backend=BACKEND, workers=S.workers)
+res_visible = run_many(items_visible, backend=BACKEND, workers=S.workers, progress=False)
+res_hidden = run_many(items_hidden, backend=BACKEND, workers=S.workers, progress=False)
 pool["visible_ok"] = [r.passed for r in res_visible]
 pool["hidden_ok"] = [r.passed for r in res_hidden]
 pool["reward"] = [rewards.reward_from_result(r) for r in res_hidden]

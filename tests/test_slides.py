@@ -197,3 +197,33 @@ def test_slides_strip_solutions_and_hidden_tests_and_split_tall_cells(tmp_path, 
     path = tmp_path / "t.ipynb"
     nbformat.write(nb, path)
     assert "BEGIN SOLUTION" not in export_slides(path, tmp_path).read_text(encoding="utf-8")
+
+
+def test_slides_drop_frozen_widget_bars_and_show_a_text_bar_in_its_last_state():
+    from course_lib.tooling.slides import WIDGET_VIEW, prepare_for_slides
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code("run()", slide="slide")]
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "x"},
+                                                     "text/plain": "sandbox:   0%|          | 0/8"}),
+        nbformat.v4.new_output("stream", name="stderr", text="train:   0%|  | 0/3\rtrain:  67%|# | 2/3\rtrain: 100%|##| 3/3\n"),
+    ]
+    shown = prepare_for_slides(nb).cells[0].outputs
+    assert len(shown) == 1 and shown[0]["text"] == "train: 100%|##| 3/3\n"
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("lesson", lesson_paths("solutions"), ids=lambda p: p.stem)
+def test_executed_lessons_save_no_frozen_progress_bar(lesson, notebook_records):
+    """A ``tqdm.auto`` bar is a widget: the saved notebook keeps its first state ("0%|") as text, a bar
+    that never moves in the executed copies and the slides. Lessons pass ``progress=False`` where they
+    print a summary, and course_lib uses text bars where a bar is worth keeping."""
+    from course_lib.tooling.slides import frozen_widget
+
+    notebook_records(lesson.stem[:2])   # executed by the regression already, or now
+    executed = build_dir("test-notebooks", "solutions", create=False) / lesson.name
+    nb = nbformat.read(executed, as_version=4)
+    frozen = [(i, str(o.get("data", {}).get("text/plain", ""))[:60]) for i, c in enumerate(nb.cells)
+              for o in c.get("outputs", []) if frozen_widget(o)]
+    assert not frozen, f"{lesson.name}: frozen progress bars (cell, text) in the saved outputs: {frozen}"

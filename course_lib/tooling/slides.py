@@ -190,10 +190,26 @@ def _output_lines(outputs) -> int:
     return lines
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def frozen_widget(output) -> bool:
+    """A Jupyter-widget output (a tqdm bar under ``tqdm.auto``): a saved notebook keeps only its first
+    state as text ("0%|"), so it shows a bar that never moves. Introduced in lesson 00."""
+    return WIDGET_VIEW in output.get("data", {})
+
+
+def _last_state(text: str) -> str:
+    """A stream's text as a terminal shows it: on each line only what follows the last carriage return
+    (a text progress bar redraws itself with ``\r``)."""
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
 def prepare_for_slides(nb):
     """The notebook as the slides show it (a copy): papermill's cells removed, solutions and hidden
-    tests stripped, the slide tags applied and a tall cell's output moved to its own sub-slide (the
-    cell after it then starts a new sub-slide instead of joining that output)."""
+    tests stripped, widget outputs (frozen progress bars) dropped and text bars shown in their last
+    state, the slide tags applied and a tall cell's output moved to its own sub-slide (the cell after
+    it then starts a new sub-slide instead of joining that output)."""
     import copy
 
     nb = copy.deepcopy(nb)
@@ -216,7 +232,11 @@ def prepare_for_slides(nb):
             cells.append(cell)
             continue
         cell.source = strip_for_slides(cell.source)
-        outputs = cell.get("outputs", [])
+        cell.outputs = [o for o in cell.get("outputs", []) if not frozen_widget(o)]
+        for out in cell.outputs:
+            if out.get("output_type") == "stream" and "\r" in str(out.get("text", "")):
+                out["text"] = _last_state(str(out["text"]))
+        outputs = cell.outputs
         if TAG_HIDE_OUTPUT in tags:
             cell.outputs = []
             outputs = []
