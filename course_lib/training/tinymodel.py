@@ -454,7 +454,7 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
     context-level FIM at ``fim_rate``. Returns the log: per-step train loss, periodic held-out
     left-to-right and middle-token losses, FIM mode counts, tokens and seconds. Introduced in lesson 04."""
     import torch
-    from tqdm import tqdm   # a text bar: a saved notebook shows its last state (a widget bar saves "0%")
+    from tqdm import tqdm  # a text bar: a saved notebook shows its last state (a widget bar saves "0%")
 
     from course_lib.training.fim import apply_fim_context_level, fim_mode_counts, get_sentinels
 
