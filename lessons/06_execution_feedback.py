@@ -61,7 +61,7 @@ record("backend", BACKEND);
 # 下面用自己的话重写了讲义的 `exec()` 版本（逻辑与讲义一致：先 `compile` 查语法，再在**当前进程**里 `exec()`，
 # 取出 `solution` 逐个比对；任何异常都是 −0.5）。先看它在正常样本上的表现。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def calculate_reward_exec(code: str, test_cases: list[tuple]) -> float:
     """The lecture's reward as the lecture writes it: exec() in THIS process. Never use it on model output."""
     try:
@@ -127,7 +127,7 @@ except SystemExit:
 # 给其他进程发信号、fork bomb、`setsid` 守护进程、1 GiB 内存、死循环、无限输出、写满 `/tmp`、用 `os._exit(0)` 冒充通过）。
 # 每个攻击成功就打印 `ESCAPED`。`unsafe` 后端只是带 rlimit 的普通子进程：只跑对宿主无害的那几个，已经足够说明它**不是隔离**。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 attack_backends = [BACKEND] + [b for b, state in sandbox.available_backends().items()
                                if state == "ok" and b != BACKEND and b == "docker"] + ["unsafe"]
 with warnings.catch_warnings():
@@ -135,7 +135,7 @@ with warnings.catch_warnings():
     attack_table = pd.DataFrame(run_attacks(attack_backends, workers=S.workers)).T
 attack_table
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 escapes = {b: int(attack_table[b].str.startswith("ESCAPED").sum()) for b in attack_backends}
 print("attacks that got through, per backend:", escapes)
 record("attack_escapes_sandboxed", escapes[BACKEND])
@@ -157,7 +157,7 @@ assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 # 所以 `os._exit(0)` 提前退出、打印假的 "通过" 都骗不过去。它挡不住改掉测试本身看到的东西（`__eq__` 永远为 True 的对象）——那要靠第 3 节的隐藏测试。
 # 每个后端的完整设置、marker 的两个进程和攻击测试见 `docs/sandbox.md`。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 SQUARE_TESTS = [f"assert solution({n!r}) == {want!r}" for n, want in SQUARE_CASES]   # the course's assert form
 DEMO = {
     "correct":          (SAMPLES["correct"], SQUARE_TESTS),
@@ -189,7 +189,7 @@ assert [r.status for r in demo_results] == ["passed", "failed", "syntax_error", 
 # 失败就是 failed，numpy/pandas 可以 import。stdin 是空的：`input()` 得到 EOFError，算 runtime_error。
 # 下表左列是按讲义语义（退出码）应得的结果，右列是沙箱实际给出的状态。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 UNITTEST = ("import unittest\ndef add(a, b):\n    return a + b{bug}\n"
             "class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"
             "if __name__ == '__main__':\n    unittest.main()\n")
@@ -294,7 +294,7 @@ reward_table
 # 三个评判方式：(a) 天真的评判——把代码和可见测试拼成脚本，输出里有 "ALL TESTS PASSED" 就算过；
 # (b) 沙箱 + 可见测试 + end-of-run marker；(c) 沙箱 + 隐藏测试 + end-of-run marker。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 VISIBLE = ["import unittest\ncase = unittest.TestCase()\ncase.assertEqual(sum_of_squares([1, 2, 3]), 14)",
            "case.assertEqual(sum_of_squares([]), 0)"]
 HIDDEN = ["assert sum_of_squares([1, 2, 3]) == 14", "assert sum_of_squares([]) == 0",
@@ -326,7 +326,7 @@ hack_table = pd.DataFrame({
 }, index=list(HACKS))
 hack_table
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 hacks = [name for name in HACKS if not name.startswith("honest")]
 accepted = {col: int(sum(hack_table.loc[h, col] == "accepted" for h in hacks)) for col in hack_table.columns[:3]}
 print("hacks accepted by each judge:", accepted)
@@ -375,7 +375,7 @@ def my_pass_at_k(n: int, c: int, k: int) -> float:
 my_pass_at_k = exercises.check("06-2", my_pass_at_k)   # floats compared to a few ulps
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def pass_at_k_float_binomials(n, c, k):
     """The formula taken literally, with float binomials: fine for small n, overflows for big n."""
     return 1.0 - float(math.comb(n - c, k)) / float(math.comb(n, k))
@@ -436,7 +436,7 @@ curve.round(4)
 # 在评测进程里**不加隔离**地执行代码，本课从不调用它。每道题 = 函数签名 + docstring（prompt），
 # 隐藏测试 = `check(candidate)` 函数。先让 164 个标准解（canonical solution）全部在沙箱里跑一遍：
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 problems = humaneval.load_humaneval()
 chosen = problems[: S.humaneval_problems]
 t0 = time.monotonic()
@@ -450,7 +450,7 @@ record("humaneval_canonical_passed", counts["passed"])
 record("humaneval_canonical_total", len(chosen))
 assert counts["passed"] == len(chosen)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 broken_rows = []
 broken_items = []
 for p in problems[: S.broken_problems]:
@@ -463,7 +463,7 @@ broken = pd.DataFrame(broken_rows).assign(status=[r.status for r in broken_resul
 print(humaneval.broken_variants(problems[0])["hardcoded"])
 pd.crosstab(broken.kind, broken.status)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 record("broken_passed", int((broken.status == "passed").sum()))
 record("broken_status_by_kind", {k: sorted(set(g.status)) for k, g in broken.groupby("kind")})
 assert (broken.status != "passed").all(), "a broken variant passed"
@@ -481,7 +481,7 @@ broken.groupby("kind").reward.mean().round(2)
 # 2. **拒绝采样**：一次采 n 个，交出第一个通过可见测试的（都不通过就交第一个）；
 # 3. 用隐藏测试评估交出去的程序。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 pool = pd.DataFrame(humaneval.load_candidate_pool())
 task_ids = list(dict.fromkeys(pool.task_id))[: S.pool_problems]
 pool = pool[pool.task_id.isin(task_ids)].groupby("task_id").head(S.pool_candidates).reset_index(drop=True)
@@ -505,7 +505,7 @@ pool.reward.round(2).value_counts().sort_index().plot.bar(ax=ax, color="tab:gree
 ax.set_xlabel("reward (hidden tests)"); ax.set_ylabel("candidates"); ax.set_title("calculate_reward over the candidate pool")
 plt.tight_layout(); plt.show()
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # a stand-in for a model's preferences (its log-probabilities): a random score per candidate, with correct
 # programs favoured by +1 on average — a model that is somewhat good, but often prefers a buggy program
 score_rng = np.random.default_rng(SEED)
@@ -545,7 +545,7 @@ ax.set_ylabel("hidden-test pass rate"); ax.set_xscale("log", base=2); plt.tight_
 record("best_of_n_rejection", {int(n): round(float(v), 4) for n, v in bon["rejection sampling (visible tests)"].items()})
 bon.round(3)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 first, last = bon.index[0], bon.index[-1]
 gain = bon.loc[last, "rejection sampling (visible tests)"] - bon.loc[first, "single sample"]
 print(f"rejection sampling with n={last}: pass rate {bon.loc[first, 'single sample']:.2f} -> "
