@@ -506,8 +506,10 @@ for (p, m, s), a_base, a_nofim in list(zip(tasks, answers["base"], answers["nofi
 # - `return`：`return <表达式>` 这一行开头的缩进和 `return`（表达式留在 suffix 里）；
 # - `name_from_suffix`：`NAME = …` 这一行被赋值的名字，它**不在 prefix 里、但在 suffix 里出现**——只有读 suffix 才知道。
 #
-# 三种做法：`fim`（FIM 模型 + PSM prompt）、`nofim_psm`（no-FIM 模型 + 同样的 prompt）、`nofim_l2r`（no-FIM 模型只读 prefix 往下写——
-# 编辑器里不用 FIM 时的做法）。续写以 middle 开头就算对。每类比较"只有 FIM 对"和"只有对方对"的任务数（配对符号检验）。
+# 两种测量：**贪心续写**对不对（以 middle 开头就算对），以及模型觉得真正的 middle 有多可能——它的 loss（每个**字符**的 nats，
+# 两种分词才能比）。四种做法：FIM 模型读 PSM prompt（`fim_psm`，看得见 suffix）或只读 prefix（`fim_l2r`），no-FIM 模型同样两种
+# （`nofim_psm` 从没见过 sentinel；`nofim_l2r` 就是编辑器里不用 FIM 时的做法）。
+# "FIM 有用"的标准：`fim_psm` 给真 middle 的 loss 比 `nofim_l2r` 低的任务显著更多（配对符号检验，p < 0.05）。
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
@@ -515,8 +517,12 @@ probe = fim_probe.compare(models, tok, held_out_docs, n=N_PROBE_TASKS, seed=SEED
 probe_table = pd.DataFrame([r.row() for r in probe]).set_index("class")
 helped = [r.kind for r in probe if r.fim_helps()]
 print(f"{sum(r.tasks for r in probe)} tasks in {time.time() - t0:.0f} s")
-print("FIM right more often than both no-FIM setups (sign test p < 0.05) on:", helped or "none of the classes")
+print("greedy answers right, FIM with the suffix / no-FIM left to right:",
+      {r.kind: f"{r.right['fim_psm']} / {r.right['nofim_l2r']} of {r.tasks}" for r in probe})
+print("FIM gives the true middle a lower loss than no-FIM left to right (sign test p < 0.05) on:",
+      helped or "none of the classes")
 record("fim_probe_right", {r.kind: {"tasks": r.tasks, **r.right} for r in probe})
+record("fim_probe_nll", {r.kind: {k: round(v, 4) for k, v in r.nll.items()} for r in probe})
 _ = record("fim_probe_helps", helped)
 probe_table.T
 
@@ -528,6 +534,7 @@ for r in probe:
     print(f"   truth: {task.middle!r}")
     for name, a in answers_of.items():
         print(f"   {name:<10} {a[:40]!r}  {'✓' if fim_probe.is_right(a, task.middle) else '✗'}")
+print("─" * 80)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 实验：第03课的依赖顺序，对模型有没有用？

@@ -73,6 +73,7 @@ class _CharTokenizer:
     """One token per character, the Qwen2.5-Coder FIM sentinels as single tokens (ids 1000+)."""
 
     unk_token_id = -1
+    vocab = 1010
 
     def __init__(self):
         s = fim.get_sentinels("qwen2.5-coder")
@@ -91,17 +92,25 @@ class _CharTokenizer:
                     i += len(tok)
                     break
             else:
-                ids.append(ord(text[i]))
+                ids.append(min(ord(text[i]), 999))
                 i += 1
         return ids
+
+    def __call__(self, text, return_offsets_mapping=False, add_special_tokens=False):
+        return {"input_ids": self.encode(text), "offset_mapping": [(i, i + 1) for i in range(len(text))]}
 
     def decode(self, ids, skip_special_tokens=False):
         return "".join(self.back.get(t, "" if t >= 1000 else chr(t)) for t in ids)
 
 
+class _Out:
+    def __init__(self, logits):
+        self.logits = logits
+
+
 class _Model:
-    """generate(): the FIM stand-in answers with the true middle when it sees the suffix (it looks the
-    prompt up in ``answers``); the other writes 'x'."""
+    """The FIM stand-in knows each prompt's middle: its greedy answer is the middle, and it puts all its
+    probability on the next token when it scores a PSM sequence; the other writes 'x' and is uniform."""
 
     def __init__(self, tok, answers=None):
         self.tok, self.answers = tok, answers or {}
@@ -109,8 +118,16 @@ class _Model:
     def generate(self, ids, attention_mask=None, max_new_tokens=10, **kw):
         prompt = self.tok.decode(ids[0].tolist())
         text = self.answers.get(prompt, "x")
-        new = self.tok.encode(text)[:max_new_tokens] + [self.tok.special[fim.get_sentinels("qwen2.5-coder").eot]]
+        new = self.tok.encode(text) + [self.tok.special[fim.get_sentinels("qwen2.5-coder").eot]]
         return torch.tensor([ids[0].tolist() + new])
+
+    def __call__(self, ids):
+        seq = ids[0].tolist()
+        logits = torch.zeros(1, len(seq), self.tok.vocab)
+        if self.answers and self.tok.special[fim.get_sentinels("qwen2.5-coder").middle] in seq:
+            for t in range(len(seq) - 1):
+                logits[0, t, seq[t + 1]] = 50.0
+        return _Out(logits)
 
 
 def test_compare_counts_the_classes_where_fim_helps():
@@ -123,7 +140,10 @@ def test_compare_counts_the_classes_where_fim_helps():
     models = {"base": _Model(tok, answers), "nofim": _Model(tok)}
     results = fim_probe.compare(models, tok, texts, n=12, seed=0)
     assert [r.kind for r in results] == list(fim_probe.CLASSES)
+    uniform = math.log(tok.vocab)
     for r in results:
-        assert r.tasks == 12 and r.right == {"fim": 12, "nofim_psm": 0, "nofim_l2r": 0}
-        assert r.only_fim == {"nofim_psm": 12, "nofim_l2r": 12} and r.fim_helps()
-        assert r.row()["FIM helps (p < 0.05 vs both)"] is True and len(r.examples) == 2
+        assert r.tasks == 12 and r.right == {"fim_psm": 12, "nofim_l2r": 0}
+        assert r.nll["fim_psm"] < 1e-6 and abs(r.nll["nofim_psm"] - uniform) < 1e-4
+        assert r.nll["nofim_l2r"] == pytest.approx(uniform, rel=1e-4)   # one token per character
+        assert (r.fim_lower, r.fim_higher) == (12, 0) and r.fim_helps()
+        assert r.row()["FIM helps (p < 0.05)"] is True and len(r.examples) == 2

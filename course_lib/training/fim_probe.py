@@ -5,10 +5,11 @@ needs names, types and logic it has not learned. Whether FIM training taught it 
 question for middles it can get right — short, regular ones — and for a comparison that is fair to the
 model trained without FIM. This module builds held-out tasks of a few such classes and measures:
 
-* ``fim``: the FIM model (``base``) given the PSM prompt ``<PRE> prefix <SUF> suffix <MID>``;
-* ``nofim_psm``: the model trained without FIM given the same prompt (it never saw the sentinels);
-* ``nofim_l2r``: the model trained without FIM continuing the prefix left to right — what a causal LM
-  does in an editor without FIM (it cannot see the suffix at all).
+* ``fim_psm``: the FIM model (``base``) given the PSM prompt ``<PRE> prefix <SUF> suffix <MID>``;
+* ``fim_l2r``: the same model continuing the prefix left to right (it does not see the suffix);
+* ``nofim_psm``: the model trained without FIM given the PSM prompt (it never saw the sentinels);
+* ``nofim_l2r``: the model trained without FIM continuing the prefix — what a causal LM does in an
+  editor without FIM.
 
 Each task's cursor sits at the start of a line; the middle is the line's indentation plus a short piece:
 
@@ -17,9 +18,12 @@ Each task's cursor sits at the start of a line; the middle is the line's indenta
 * ``name_from_suffix`` — the name assigned on the line (``NAME = …``) when ``NAME`` does not occur in the
   prefix but does occur later in the suffix: only a model that reads the suffix can know it.
 
-A greedy continuation is right when it starts with the middle and the character after it (if any) does
-not continue an identifier. Per class, :func:`compare` counts the tasks each model gets right and the
-tasks where one is right and the other is not (a paired sign test, two-sided).
+Two measurements per task: is the greedy continuation right (it starts with the middle and the
+character after it, if any, does not continue an identifier), and how likely the model finds the true
+middle (its loss in nats per character, :func:`middle_nll`) — a finer signal for a model that rarely
+writes the exact answer. "FIM helps" on a class when the FIM model reading the suffix gives the middle
+a lower loss than the no-FIM model reading the prefix on significantly more tasks (paired sign test,
+two-sided, p < 0.05).
 
 Introduced in lesson 04.
 """
@@ -160,51 +164,86 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def middle_nll(model: Any, tokenizer: Any, task: InfillTask, *, setup: str = "psm",
+               sentinels: str = "qwen2.5-coder") -> float:
+    """The negative log-likelihood of the true middle, in nats per *character* (so two tokenizations
+    compare): after the PSM prompt (``"psm"``: the middle tokenized on its own, as in training), or
+    after the prefix alone (``"l2r"``: prefix and middle tokenized together, as the model read code;
+    every token that covers a middle character counts). Introduced in lesson 04."""
+    import torch
+
+    s = fim.get_sentinels(sentinels)
+    codec = fim._Codec(tokenizer)
+    if setup == "psm":
+        prompt = codec.encode(fim.fim_prompt(task.prefix, task.suffix, s, "psm"))
+        ids = prompt + codec.encode(task.middle)
+        scored = range(len(prompt), len(ids))
+    elif setup == "l2r":
+        enc = tokenizer(task.prefix + task.middle, return_offsets_mapping=True, add_special_tokens=False)
+        ids = list(enc["input_ids"])
+        scored = [t for t, (_, end) in enumerate(enc["offset_mapping"]) if end > len(task.prefix) and t > 0]
+    else:
+        raise ValueError(f"setup must be 'psm' or 'l2r', got {setup!r}")
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
+    nll = -sum(float(logp[t - 1, ids[t]]) for t in scored)
+    return nll / max(1, len(task.middle))
+
+
 @dataclass
 class ClassResult:
-    """One class: tasks, how many each setup got right, and the paired counts against ``fim``."""
+    """One class: how many tasks each model's greedy answer gets right, the middle's loss (nats per
+    character) under each setup, and the paired comparison of the FIM model reading the suffix with the
+    no-FIM model continuing the prefix."""
 
     kind: str
     tasks: int
-    right: dict = field(default_factory=dict)            # setup -> tasks right
-    only_fim: dict = field(default_factory=dict)         # other setup -> tasks only fim got right
-    only_other: dict = field(default_factory=dict)       # other setup -> tasks only it got right
-    p_value: dict = field(default_factory=dict)          # other setup -> sign-test p-value
-    examples: list = field(default_factory=list)         # (task, {setup: answer}) for a few tasks
+    right: dict = field(default_factory=dict)         # setup -> tasks whose greedy answer is right
+    nll: dict = field(default_factory=dict)           # setup -> mean nats per middle character
+    fim_lower: int = 0                                # tasks where fim_psm's loss < nofim_l2r's
+    fim_higher: int = 0
+    p_value: float = 1.0                              # sign test of fim_lower vs fim_higher
+    examples: list = field(default_factory=list)      # (task, {setup: greedy answer})
 
     def fim_helps(self, alpha: float = 0.05) -> bool:
-        """FIM beats both no-FIM setups, each with a sign-test p-value below ``alpha``."""
-        return all(self.only_fim[o] > self.only_other[o] and self.p_value[o] < alpha for o in self.only_fim)
+        """The FIM model, reading the suffix, gives the true middle a lower loss than the no-FIM model
+        reading the prefix on more tasks than not, with a sign-test p-value below ``alpha``."""
+        return self.fim_lower > self.fim_higher and self.p_value < alpha
 
     def row(self) -> dict:
         out = {"class": self.kind, "tasks": self.tasks}
-        out.update({f"right: {k}": v for k, v in self.right.items()})
-        for o in self.only_fim:
-            out[f"fim vs {o}: only fim / only {o}"] = f"{self.only_fim[o]} / {self.only_other[o]}"
-            out[f"p ({o})"] = round(self.p_value[o], 4)
-        out["FIM helps (p < 0.05 vs both)"] = self.fim_helps()
+        out.update({f"greedy right: {k}": v for k, v in self.right.items()})
+        out.update({f"loss {k} (nats/char)": round(v, 3) for k, v in self.nll.items()})
+        out["fim_psm lower / higher than nofim_l2r"] = f"{self.fim_lower} / {self.fim_higher}"
+        out["p (sign test)"] = round(self.p_value, 4)
+        out["FIM helps (p < 0.05)"] = self.fim_helps()
         return out
 
 
-SETUPS = (("fim", "base", "psm"), ("nofim_psm", "nofim", "psm"), ("nofim_l2r", "nofim", "l2r"))
+SETUPS = (("fim_psm", "base", "psm"), ("fim_l2r", "base", "l2r"), ("nofim_psm", "nofim", "psm"),
+          ("nofim_l2r", "nofim", "l2r"))
+GREEDY = ("fim_psm", "nofim_l2r")
 
 
 def compare(models: dict, tokenizer: Any, texts: Sequence[str], *, n: int = 60, seed: int = 0,
             kinds: Sequence[str] = CLASSES, examples: int = 2) -> list[ClassResult]:
-    """For each class, ``n`` held-out tasks from ``texts`` answered by the three setups (``models`` maps
-    ``"base"`` and ``"nofim"`` to transformers models); returns one :class:`ClassResult` per class.
-    Introduced in lesson 04."""
+    """For each class, ``n`` held-out tasks from ``texts``: the middle's loss under the four setups
+    (:data:`SETUPS`: each model with the PSM prompt and left to right; ``models`` maps ``"base"`` and
+    ``"nofim"`` to transformers models) and the greedy answers of ``fim_psm`` and ``nofim_l2r``.
+    Returns one :class:`ClassResult` per class. Introduced in lesson 04."""
     results = []
     for kind in kinds:
         tasks = infill_tasks(texts, kind, n, seed=seed)
-        answers = {name: [answer(models[model], tokenizer, t, setup=setup) for t in tasks]
-                   for name, model, setup in SETUPS}
-        ok = {name: [is_right(a, t.middle) for a, t in zip(answers[name], tasks)] for name in answers}
-        res = ClassResult(kind, len(tasks), right={name: sum(v) for name, v in ok.items()})
-        for other in ("nofim_psm", "nofim_l2r"):
-            res.only_fim[other] = sum(a and not b for a, b in zip(ok["fim"], ok[other]))
-            res.only_other[other] = sum(b and not a for a, b in zip(ok["fim"], ok[other]))
-            res.p_value[other] = sign_test(res.only_fim[other], res.only_other[other])
-        res.examples = [(t, {name: answers[name][i] for name in answers}) for i, t in enumerate(tasks[:examples])]
+        nll = {name: [middle_nll(models[model], tokenizer, t, setup=setup) for t in tasks]
+               for name, model, setup in SETUPS}
+        greedy = {name: [answer(models[model], tokenizer, t, setup=setup, max_new_tokens=8) for t in tasks]
+                  for name, model, setup in SETUPS if name in GREEDY}
+        lower = sum(a < b for a, b in zip(nll["fim_psm"], nll["nofim_l2r"]))
+        higher = sum(a > b for a, b in zip(nll["fim_psm"], nll["nofim_l2r"]))
+        res = ClassResult(kind, len(tasks),
+                          right={name: sum(is_right(a, t.middle) for a, t in zip(greedy[name], tasks)) for name in greedy},
+                          nll={name: sum(v) / max(1, len(v)) for name, v in nll.items()},
+                          fim_lower=lower, fim_higher=higher, p_value=sign_test(lower, higher))
+        res.examples = [(t, {name: greedy[name][i] for name in greedy}) for i, t in enumerate(tasks[:examples])]
         results.append(res)
     return results
