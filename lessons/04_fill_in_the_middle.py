@@ -432,6 +432,7 @@ plt.tight_layout(); plt.show()
 final = {name: log["eval"][-1] for name, log in logs.items()}
 for name, e in final.items():
     print(f"{name:6s} left-to-right {e['l2r_loss']:.3f}   middle {e['middle_loss']:.3f}")
+print(f"(a uniform guess over {len(tokenizer):,} tokens: ln {len(tokenizer):,} = {np.log(len(tokenizer)):.2f} nats/token)")
 print("FIM data mix of the base run:", logs["base"]["modes"])
 record("l2r_loss_nofim", round(final["nofim"]["l2r_loss"], 4))
 record("l2r_loss_fim", round(final["base"]["l2r_loss"], 4))
@@ -450,10 +451,15 @@ _ = record("middle_gap_by_step", [[st, round(g, 4)] for st, g in gaps])
 for key, what in [("l2r_loss", "left-to-right"), ("middle_loss", "middle-token")]:
     lower = "FIM" if final["base"][key] < final["nofim"][key] else "no FIM"
     print(f"this run: the {lower} model has the lower held-out {what} loss")
+### BEGIN HIDDEN TESTS
+assert all(e[k] > 5 for e in final.values() for k in ("l2r_loss", "middle_loss"))   # "两项 loss 都还在 5 以上"
+### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **怎么读这张图**：论文的 "FIM for free" 有两半：(1) FIM 几乎不改变左到右的 loss（中间那张，两条线应该挨得很近）；(2) FIM 模型的 middle loss 更低（右边那张），因为它学过利用 suffix。
-# 我们的规模是玩具级的（参数量、token 数和训练用时都打印在上面），语料是第 01–03 课的真实代码：两个模型都还很弱。**上面打印的数字和判断才是这次真正测到的结果**——说清楚测到了什么，比复述论文更重要。如果 no-FIM 模型在两项上都更低，说明在这么小的预算下，把一半样本变成 FIM 格式并不"免费"：模型要用同样多的 token 同时学两种排列。论文的结论是在大得多的规模上测出来的；middle loss 的差距在训练中怎样变化，看上面按 step 打印的那一行（本课没有在更长的训练上测过，所以不说它会怎样）。
+# 我们的规模是玩具级的（参数量、token 数和训练用时都打印在上面），语料是第 01–03 课的真实代码：两个模型都还很弱（两项 loss 都还在 5 以上，
+# 随机猜是 ln 4096 ≈ 8.3）。**上面打印的数字和 "this run" 两行才是这次测到的结果**；论文的结论是在大得多的规模上测出来的。差距在训练中
+# 怎样变化，看按 step 打印的那一行（本课没有在更长的训练上测过，所以不说它会怎样）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 看看模型补全了什么
@@ -535,6 +541,20 @@ for r in probe:
     for name, a in answers_of.items():
         print(f"   {name:<10} {a[:40]!r}  {'✓' if fim_probe.is_right(a, task.middle) else '✗'}")
 print("─" * 80)
+### BEGIN HIDDEN TESTS
+assert not helped                                                       # "三类都没有帮上忙"
+assert all(r.nll["fim_psm"] > r.nll["nofim_l2r"] and r.nll["fim_psm"] > r.nll["fim_l2r"] for r in probe)
+assert all(r.nll["fim_psm"] < r.nll["nofim_psm"] for r in probe)        # "学到了一点格式"
+### END HIDDEN TESTS
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **读表**：在这个规模上，三类短中间 FIM 都**没有**帮上忙。FIM 模型读了 suffix，给真 middle 的 loss 反而比只读 prefix 的 no-FIM 模型高
+# （`fim_psm lower / higher than nofim_l2r` 一行：高的占绝大多数）；它自己只读 prefix 时（`fim_l2r`）loss 还更低。和拿同样的 PSM prompt、
+# 却从没见过这种格式的 no-FIM 模型比（最后两行），FIM 模型的 loss 低一些：它学到了一点格式，还没学会用 suffix 里的信息。
+# 贪心续写也一样：FIM 模型写出的大多是同一串没有意义的符号（上面的例子）。
+#
+# 为什么：读 PSM 样本要"跳着读"——先读 suffix、再回到 prefix 末尾接着写——这比左到右难得多；这个模型只有约 2.4M 参数，
+# 只有一部分训练样本是 FIM 格式（上面打印的 FIM data mix）。论文的 "FIM for free" 是在大得多的模型和数据上测出来的。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 实验：第03课的依赖顺序，对模型有没有用？
@@ -593,6 +613,7 @@ else:
 # - `fim_rate`（0.5）控制多少文档做 FIM，`spm_rate` 控制 PSM/SPM 的比例；context-level FIM 保证三段落在同一个训练窗口里；
 # - label mask 决定"算哪些 loss"（L_FIM 只算 middle），attention mask 决定"能看到谁"，PSM/SPM 不需要改 attention（prefix-LM 变体才需要）；
 # - context-level FIM 放不下 sentinel 的片段保持原样，middle 永远完整；
-# - 同样的步数下两个模型的左到右 loss 和 middle loss 各差多少，以上面这次打印的数字为准；
-# - 预训练数据就是第 01–03 课的语料，一个仓库一条依赖顺序的样本，held-out 按整个仓库留出；依赖顺序 vs 打乱顺序的对比见上面的实验（数值以打印为准）；
+# - 目标：CLM 是 $-\sum_t \log P(x_t \mid x_{<t})$，FIM 学 $P(\text{Middle} \mid \text{Prefix}, \text{Suffix})$，L_FIM 只在 middle 上求和；
+# - 这个 2.4M 参数的模型补不出整行代码；三类短而规则的 middle 上，读 suffix 的 FIM 模型也不如只读 prefix 的 no-FIM 模型（上面的表）——在这个规模上 FIM 还没有帮上忙；
+# - 预训练数据就是第 01–03 课的语料，一个仓库一条依赖顺序的样本，held-out 按整个仓库留出；依赖顺序 vs 打乱顺序：单次运行要和多个种子的结果（`benchmarks/results/`）一起看；
 # - 课程的小模型就是这里的 `base`：`course_lib.training.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。

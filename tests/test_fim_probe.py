@@ -146,4 +146,5 @@ def test_compare_counts_the_classes_where_fim_helps():
         assert r.nll["fim_psm"] < 1e-6 and abs(r.nll["nofim_psm"] - uniform) < 1e-4
         assert r.nll["nofim_l2r"] == pytest.approx(uniform, rel=1e-4)   # one token per character
         assert (r.fim_lower, r.fim_higher) == (12, 0) and r.fim_helps()
+        assert (r.format_lower, r.format_higher) == (12, 0) and r.format_p_value < 0.001
         assert r.row()["FIM helps (p < 0.05)"] is True and len(r.examples) == 2

@@ -23,7 +23,8 @@ character after it, if any, does not continue an identifier), and how likely the
 middle (its loss in nats per character, :func:`middle_nll`) — a finer signal for a model that rarely
 writes the exact answer. "FIM helps" on a class when the FIM model reading the suffix gives the middle
 a lower loss than the no-FIM model reading the prefix on significantly more tasks (paired sign test,
-two-sided, p < 0.05).
+two-sided, p < 0.05); the same comparison against the no-FIM model given the same PSM prompt says
+whether FIM training at least taught the format.
 
 Introduced in lesson 04.
 """
@@ -203,6 +204,9 @@ class ClassResult:
     fim_lower: int = 0                                # tasks where fim_psm's loss < nofim_l2r's
     fim_higher: int = 0
     p_value: float = 1.0                              # sign test of fim_lower vs fim_higher
+    format_lower: int = 0                             # tasks where fim_psm's loss < nofim_psm's: the same
+    format_higher: int = 0                            # prompt, with and without FIM training
+    format_p_value: float = 1.0
     examples: list = field(default_factory=list)      # (task, {setup: greedy answer})
 
     def fim_helps(self, alpha: float = 0.05) -> bool:
@@ -217,6 +221,8 @@ class ClassResult:
         out["fim_psm lower / higher than nofim_l2r"] = f"{self.fim_lower} / {self.fim_higher}"
         out["p (sign test)"] = round(self.p_value, 4)
         out["FIM helps (p < 0.05)"] = self.fim_helps()
+        out["fim_psm lower / higher than nofim_psm"] = f"{self.format_lower} / {self.format_higher}"
+        out["p (same prompt)"] = round(self.format_p_value, 4)
         return out
 
 
@@ -240,10 +246,13 @@ def compare(models: dict, tokenizer: Any, texts: Sequence[str], *, n: int = 60, 
                   for name, model, setup in SETUPS if name in GREEDY}
         lower = sum(a < b for a, b in zip(nll["fim_psm"], nll["nofim_l2r"]))
         higher = sum(a > b for a, b in zip(nll["fim_psm"], nll["nofim_l2r"]))
+        f_lower = sum(a < b for a, b in zip(nll["fim_psm"], nll["nofim_psm"]))
+        f_higher = sum(a > b for a, b in zip(nll["fim_psm"], nll["nofim_psm"]))
         res = ClassResult(kind, len(tasks),
                           right={name: sum(is_right(a, t.middle) for a, t in zip(greedy[name], tasks)) for name in greedy},
                           nll={name: sum(v) / max(1, len(v)) for name, v in nll.items()},
-                          fim_lower=lower, fim_higher=higher, p_value=sign_test(lower, higher))
+                          fim_lower=lower, fim_higher=higher, p_value=sign_test(lower, higher),
+                          format_lower=f_lower, format_higher=f_higher, format_p_value=sign_test(f_lower, f_higher))
         res.examples = [(t, {name: greedy[name][i] for name in greedy}) for i, t in enumerate(tasks[:examples])]
         results.append(res)
     return results
