@@ -616,4 +616,4 @@ else:
 # - 目标：CLM 是 $-\sum_t \log P(x_t \mid x_{<t})$，FIM 学 $P(\text{Middle} \mid \text{Prefix}, \text{Suffix})$，L_FIM 只在 middle 上求和；
 # - 这个 2.4M 参数的模型补不出整行代码；三类短而规则的 middle 上，读 suffix 的 FIM 模型也不如只读 prefix 的 no-FIM 模型（上面的表）——在这个规模上 FIM 还没有帮上忙；
 # - 预训练数据就是第 01–03 课的语料，一个仓库一条依赖顺序的样本，held-out 按整个仓库留出；依赖顺序 vs 打乱顺序：单次运行要和多个种子的结果（`benchmarks/results/`）一起看；
-# - 课程的小模型就是这里的 `base`：`course_lib.training.tinymodel.get_tiny_model("base")` 返回一个标准 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，LLaMA-Factory 的 `template: qwen`）。
+# - 课程的小模型就是这里的 `base`：`tinymodel.get_tiny_model("base")` 返回标准的 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，`template: qwen`）。

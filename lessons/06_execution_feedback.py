@@ -8,7 +8,7 @@
 # 1. 看清讲义 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
 # 2. 用 `course_lib.evaluation.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
 # 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误（或没有 `solution`）−0.5，否则为测试通过率。
-# 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较），用隐藏测试（hidden tests）和 end-of-run marker 挡住它们。
+# 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较、改掉测试工具、伪造判决），用在沙箱外运行测试的评判者（judge）和隐藏测试（hidden tests）挡住它们。
 # 5. 实现数值稳定的无偏 pass@k，理解 n、k 与采样温度（temperature）的关系。
 # 6. 跑一个真实的反馈回路：best-of-n / 拒绝采样（rejection sampling）提高通过率。
 
@@ -152,10 +152,16 @@ assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 # | `bwrap` | 独占的无特权用户 + 新的命名空间（看不到网络、项目、家目录、环境变量）+ seccomp | cgroup：内存、进程数、1 核 CPU；16 MiB `/tmp` | ci（快：第 5 节打印每秒样本数） |
 # | `docker` | 讲义的设计：镜像 `python-sandbox`，`--network none --memory 128m`，只读、非 root、去掉全部 capability | 同上 | full |
 # | `unsafe` | 普通子进程 + rlimit，**没有隔离** | 只有 rlimit | 只在显式要求时，并大声警告 |
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 评判者（judge）：测试在沙箱外运行
 #
-# **end-of-run marker**：每次运行随机生成一个 token，全部测试都返回结果之后沙箱才打印它；宿主看到 token 才算通过，
-# 所以 `os._exit(0)` 提前退出、打印假的 "通过" 都骗不过去。它挡不住改掉测试本身看到的东西（`__eq__` 永远为 True 的对象）——那要靠第 3 节的隐藏测试。
-# 每个后端的完整设置、marker 的两个进程和攻击测试见 `docs/sandbox.md`。
+# judge 在调用方的进程里，拿着测试和期望值；样本在沙箱里只回答"`solution(3)` 返回什么"，而且只能回答普通数据（`int`、`str`、`list` ……）。
+# 所以提前退出（测试还没跑完就走了）、打印假的"通过"、返回 `__eq__` 永远为 True 的对象、改掉样本进程里的 `unittest`，
+# 都不算通过（第 3 节逐个演示）。
+#
+# **它的极限**：judge 只问测试里写了的输入。硬编码可见测试答案的样本对这些输入答得没错，它看不出来——那要靠第 3 节的隐藏测试；
+# 用样本自己的函数算期望值的测试，等于相信样本。每个后端的完整设置、judge 的协议和攻击表见 `docs/sandbox.md`。
 
 # %% slideshow={"slide_type": "subslide"}
 SQUARE_TESTS = [f"assert solution({n!r}) == {want!r}" for n, want in SQUARE_CASES]   # the course's assert form
@@ -289,10 +295,10 @@ reward_table
 # - **硬编码**可见测试的答案；
 # - **提前退出**：先打印 "ALL TESTS PASSED"，再 `os._exit(0)`；
 # - **篡改比较**：返回一个 `__eq__` 永远为 True 的对象，让每个 `x == y` 都成立；
-# - **给 assert 打补丁**：把 `unittest.TestCase.assertEqual` 换成什么都不做的函数（测试和样本在同一个进程里，样本能改掉测试用的工具）。
+# - **给 assert 打补丁**：把 `unittest.TestCase.assertEqual` 换成什么都不做的函数（测试若和样本在同一个进程里，样本就能改掉测试用的工具）。
 #
 # 三个评判方式：(a) 天真的评判——把代码和可见测试拼成脚本，输出里有 "ALL TESTS PASSED" 就算过；
-# (b) 沙箱 + 可见测试 + end-of-run marker；(c) 沙箱 + 隐藏测试 + end-of-run marker。
+# (b) 沙箱 + 课程的 judge + 可见测试；(c) 沙箱 + 课程的 judge + 隐藏测试。
 
 # %% slideshow={"slide_type": "subslide"}
 VISIBLE = ["import unittest\ncase = unittest.TestCase()\ncase.assertEqual(sum_of_squares([1, 2, 3]), 14)",
@@ -319,9 +325,10 @@ naive, visible, hidden = (run_many(items, backend=BACKEND, workers=S.workers, pr
                           for items in (naive_items, visible_items, hidden_items))
 hack_table = pd.DataFrame({
     "(a) naive: 'ALL TESTS PASSED' printed": ["accepted" if "ALL TESTS PASSED" in r.stdout else "rejected" for r in naive],
-    "(b) visible tests + marker": ["accepted" if r.passed else f"rejected ({r.status})" for r in visible],
-    "(c) hidden tests + marker": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
-                                  for r in hidden],
+    "(b) judge, visible tests": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
+                                 for r in visible],
+    "(c) judge, hidden tests": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
+                                for r in hidden],
     "reward (c)": [rewards.reward_from_result(r) for r in hidden],
 }, index=list(HACKS))
 hack_table
@@ -330,18 +337,28 @@ hack_table
 hacks = [name for name in HACKS if not name.startswith("honest")]
 accepted = {col: int(sum(hack_table.loc[h, col] == "accepted" for h in hacks)) for col in hack_table.columns[:3]}
 print("hacks accepted by each judge:", accepted)
+partial = {h: round(float(hack_table.loc[h, "reward (c)"]), 2) for h in hacks}
+print("reward (c) of each hack (hidden tests):", partial)
 record("hacks_accepted_naive", accepted[hack_table.columns[0]])
-record("hacks_accepted_hidden_and_marker", accepted[hack_table.columns[2]])
+record("hacks_accepted_visible", {h: hack_table.loc[h, hack_table.columns[1]] == "accepted" for h in hacks})
+record("hacks_accepted_hidden", accepted[hack_table.columns[2]])
+record("hacks_reward_hidden", partial)
 assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"].iloc[2] == "accepted"
+### BEGIN HIDDEN TESTS
+assert accepted[hack_table.columns[0]] == 4
+assert [h for h in hacks if hack_table.loc[h, hack_table.columns[1]] == "accepted"] == ["hard-coded"]
+assert partial["hard-coded"] == 0.5 and partial["patched =="] == 0.33
+### END HIDDEN TESTS
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 读表：
 # - 天真评判把四个作弊样本**全部放过**：它只看输出文本，而输出是样本自己能写的。
-# - end-of-run marker 挡住了"提前退出"：token 每次随机，样本不知道，也就伪造不了。
-# - 硬编码、篡改 `==`、给 `assertEqual` 打补丁都能骗过可见测试——只有**隐藏测试**（更多输入、样本改不到的普通 `assert`、
-#   `type(...) is int` 的类型检查）才能抓住它们。
-# - 看 reward 一栏：按通过率给分时，作弊样本仍拿到部分分数（篡改 `==` 得 0.83），RL 里这足以让它被强化——奖励用的测试也必须够强。
+# - 课程的 judge 只用可见测试就挡住了三种：提前退出的样本没跑完就走了，测试一个也没跑（0/0），它打印的 "ALL TESTS PASSED" 不是判决；`__eq__` 永远为 True 的 `int` 子类传出沙箱时只剩它包着的普通 `0`；
+#   样本改掉的是**它自己进程里**的 `unittest`，judge 用的是自己的。
+# - 硬编码骗过了可见测试：对这两个输入它答得确实对。只有**隐藏测试**（更多输入、`type(...) is int` 的类型检查）才能抓住它。
+# - 看 reward 一栏（上一格打印了每个作弊样本的值）：按通过率给分时，作弊样本仍拿到部分分数（硬编码 0.5，篡改 `==` 0.33：
+#   空列表的和与类型检查恰好对），RL 里这足以让它被强化——奖励用的测试也必须够强。
 #   训练时：奖励用的测试不要全部暴露给模型；评测时：要用模型没见过的测试。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -618,7 +635,8 @@ temps.round(3)
 # - `exec()` 执行模型输出 = 把训练进程交给样本：能读文件和环境变量、改掉你的函数、让训练退出。**永远在沙箱里执行**。
 # - `course_lib.evaluation.sandbox`：bubblewrap（ci，快：第 5 节打印了每秒样本数）或 Docker（讲义的设计，full）；8 种状态；输出截断；超时杀掉整个进程树。
 # - 奖励 = 语法错误 −1 / 运行错误 −0.5 / 通过率；`sandbox_error` 不给分。
-# - Reward hacking 是真实存在的：end-of-run marker 防提前退出和伪造输出，隐藏测试（含类型检查）防硬编码和篡改比较。
+# - Reward hacking 是真实存在的：测试在沙箱外的 judge 里运行、样本只能回答普通数据，提前退出、伪造输出、篡改 `==`、改掉测试工具、
+#   顺着栈帧改测试都不算通过；硬编码可见测试的答案只有隐藏测试（含类型检查）能抓住。
 # - pass@k 用无偏、数值稳定的连乘公式；n 越大方差越小；k > 1 需要采样温度带来的多样性。
 # - 执行反馈能直接提升结果：best-of-n / 拒绝采样，以及把通过的样本留作下一轮 SFT 数据。
 # - 讲义："通过 PPO 算法，我们可以最大化这个 pass_rate"。本课只用执行信号挑选和过滤输出、不更新模型；把它当作奖励、用 PPO/GRPO

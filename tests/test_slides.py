@@ -151,6 +151,7 @@ def test_the_browser_check_catches_a_scrolling_slide_and_chinese_drawn_as_boxes(
         pytest.skip("npm could not vendor reveal.js here (see README, Troubleshooting)")
     nb_path = write_notebook(tmp_path / "t.ipynb", [
         md("# 标题 Title", slide="slide"),
+        code("PROFILE = 'ci'", slide="skip", tags=["parameters"]),
         md("## 很长的一页\n\n" + "\n".join(f"- 第 {i} 条要点" for i in range(30)), slide="slide"),
         md("## 中文与代码\n\n环境检查：`代码` 和 **加粗**。", slide="slide"),
         code("x = 1  # 注释也是中文", slide="slide"),
