@@ -338,11 +338,10 @@ hacks = [name for name in HACKS if not name.startswith("honest")]
 accepted = {col: int(sum(hack_table.loc[h, col] == "accepted" for h in hacks)) for col in hack_table.columns[:3]}
 print("hacks accepted by each judge:", accepted)
 partial = {h: round(float(hack_table.loc[h, "reward (c)"]), 2) for h in hacks}
-print("reward (c) of each hack (hidden tests):", partial)
 record("hacks_accepted_naive", accepted[hack_table.columns[0]])
 record("hacks_accepted_visible", {h: hack_table.loc[h, hack_table.columns[1]] == "accepted" for h in hacks})
 record("hacks_accepted_hidden", accepted[hack_table.columns[2]])
-record("hacks_reward_hidden", partial)
+record("hacks_reward_hidden", partial)   # reward (c) of each hack, rounded
 assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"].iloc[2] == "accepted"
 ### BEGIN HIDDEN TESTS
 assert accepted[hack_table.columns[0]] == 4
