@@ -27,6 +27,6 @@ def test_lesson_05_records(notebook_records):
     before, after = rec["sft_heldout_loss"]
     assert after < 0.7 * before
     passed_before, passed_after, probed = rec["sft_probe_passed"]
-    assert passed_after is None or passed_after > passed_before
-    stopped, total = rec["sft_answers_stopped"]
-    assert 0 <= stopped <= total == probed
+    assert passed_after is None or 0 <= passed_after <= probed             # printed as it comes out (a verdict line when
+    stopped_before, stopped, total = rec["sft_answers_stopped"]            # no more pass than before)
+    assert 0 <= stopped_before < stopped <= total == probed
