@@ -8,7 +8,11 @@ copies are scored on the later half of the files of held-out repositories read i
 It prints one row per seed and the mean and standard deviation of ``shuffled - dependency``
 (positive: dependency order gives the lower loss).
 
-    PYTHONPATH=$PWD python benchmarks/bench_dependency_order.py [--profile ci] [--seeds 0 1 2]
+    PYTHONPATH=$PWD python benchmarks/bench_dependency_order.py [--profile ci] [--seeds 0 1 2] \
+        [--json benchmarks/results/bench_dependency_order.json]
+
+Lesson 04 prints the recorded result (``--json``, with the corpus fingerprint it was measured on)
+beside its single run.
 
 ci: about 35 s a seed on 2 cores once the base model is cached (``./course model`` builds it).
 """
@@ -46,7 +50,10 @@ def main(argv=None) -> dict:
         print(f"{seed:>4} {row['before']:>8.4f} {row['dependency']:>11.4f} {row['shuffled']:>9.4f} "
               f"{row['difference']:>+11.4f} {row['seconds']:>8.1f}", flush=True)
     diffs = [r["difference"] for r in rows]
-    summary = {"profile": args.profile, "seeds": seeds, "mean_difference": statistics.mean(diffs),
+    summary = {"profile": args.profile, "date": time.strftime("%Y-%m-%d"),
+               "corpus_fingerprint": tinymodel.pretraining_corpus(args.profile).info["fingerprint"],
+               "base_model": tinymodel.get_tiny_model("base", args.profile).name,
+               "seeds": seeds, "mean_difference": statistics.mean(diffs),
                "stdev_difference": statistics.stdev(diffs), "positive": sum(d > 0 for d in diffs),
                "settings": dict(get_profile(args.profile).dependency_order), "runs": rows}
     print(f"later-file loss, shuffled - dependency (nats/token): mean {summary['mean_difference']:+.4f}, "

@@ -74,20 +74,22 @@ else:
 # |---|---|---|
 # | 硬件 | CPU，2 核，每课几分钟 | 一块 GPU |
 # | 代码语料 | 本机的 Python 标准库 + site-packages（真实代码、真实 licence） | GitHub / The Stack（Hugging Face hub） |
-# | 模型 | 课程自己在 CPU 上训练的 tiny model | Qwen2.5-0.5B-Instruct，大 teacher 模型 |
-# | 训练 / 推理 | transformers on CPU | LLaMA-Factory（经 LazyLLM）、vLLM |
-# | sandbox | bubblewrap（有 daemon 时也可用 Docker） | Docker 镜像 `python-sandbox` |
+# | 模型 | 课程自己在 CPU 上预训练的 tiny model（第04课，transformers） | Qwen2.5-0.5B-Instruct，大 teacher 模型 |
+# | SFT | LLaMA-Factory（经 LazyLLM），在 CPU 上微调 tiny model | LLaMA-Factory（经 LazyLLM），在 GPU 上微调 Qwen2.5-0.5B-Instruct |
+# | 推理 | vLLM 的 CPU 版（第07课）；第05课的前后对比用 transformers `generate` | vLLM |
+# | sandbox | bubblewrap（有 Docker daemon 时第06课也演示 Docker） | Docker 镜像 `python-sandbox` |
+#
+# 下一格打印两个 profile 里决定这些行的设置（全部设置：`print(get_profile("ci").summary())`）。
 
 # %% slideshow={"slide_type": "subslide"}
 import pandas as pd
 
 ci, full = get_profile("ci"), get_profile("full")
-rows = []
-for section in ("corpus", "dedup", "fim", "sft", "sandbox"):
-    for key in getattr(ci, section):
-        rows.append({"section": section, "setting": key,
-                     "ci": getattr(ci, section)[key], "full": getattr(full, section).get(key)})
-pd.DataFrame(rows).set_index(["section", "setting"])
+KEY_SETTINGS = [("corpus", "source"), ("tiny_model", "train_steps"), ("sft", "base_model"), ("sft", "finetuning_type"),
+                ("sft", "max_steps"), ("sft", "launcher"), ("drill", "source"), ("drill", "train_size"),
+                ("drill", "inference_backend"), ("drill", "inference_fallback"), ("sandbox", "backend")]
+pd.DataFrame([{"section": sec, "setting": key, "ci": getattr(ci, sec)[key], "full": getattr(full, sec)[key]}
+              for sec, key in KEY_SETTINGS]).set_index(["section", "setting"])
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # `full` 需要：一块 CUDA GPU、能访问 Hugging Face hub（`nampdn-ai/tiny-codes` 是 gated 数据集，需要登录并接受条款）、

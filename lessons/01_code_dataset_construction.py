@@ -51,13 +51,19 @@ print(P.summary() if hasattr(P, "summary") else P)
 # | stars > N（严格大于） | 粗略的受关注度信号 | `min_stars`（ci 5，full 10） |
 # | 宽松许可证（SPDX 白名单） | 训练与再分发的法律风险；copyleft（GPL/AGPL/LGPL/MPL…）与未知许可证排除 | `PERMISSIVE_SPDX` |
 # | 最近 N 个月有 push | 排除废弃项目、过时 API | `active_within_months` |
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 两条规则的出处与本课的取舍
 #
 # **Stars 阈值是教学选择，不是已被证明的质量信号。** BigCode 的 SantaCoder 研究（"SantaCoder: don't reach for the
 # stars!"，2023）专门测过：只保留 stars ≥ 5 的仓库，训练出的模型在 MultiPL-E 上**更差**（数据少了很多，质量并没变好）；
 # The Stack / StarCoder 最终没有按 stars 过滤。讲义写"Stars > 5 或 10"；本课照做（`repo_rejection_reason` 用严格的 `>`，
 # 下面的单元格验证恰好 5 颗星会被排除），因为这一课要练的是"每条规则都说清删了谁"，不是推荐这个阈值。
 #
-# 讲义 的许可证白名单举了 MIT、Apache 2.0、BSD；本课 还允许 ISC、PSF-2.0、Unlicense、Zlib 等（`PERMISSIVE_SPDX`），因为它们同样允许商用、没有 copyleft 条款。讲义 的敏感信息列了 API Keys、密码、IP；本课 还替换 e-mail，因为作者署名是语料里最常见的个人信息（见第 4 节的统计）。
+# 讲义的许可证白名单举了 MIT、Apache 2.0、BSD；本课还允许 ISC、PSF-2.0、Unlicense、Zlib 等（`PERMISSIVE_SPDX`），因为它们同样允许商用、没有 copyleft 条款。讲义的敏感信息列了 API Keys、密码、IP；本课还替换 e-mail，因为作者署名是语料里最常见的个人信息（见第 4 节的统计）。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### ci 里的"仓库"
 #
 # 在 `ci` profile 中，"仓库"是 Python 标准库（`python/cpython`，PSF-2.0）和虚拟环境里的每个发行包。
 # 许可证来自包的元数据：`License-Expression`（PEP 639）→ trove classifiers → `License` 字段 → 许可证文件全文。
@@ -67,17 +73,17 @@ print(P.summary() if hasattr(P, "summary") else P)
 # > 离线环境无法查询 GitHub，所以 `assets/repo_metadata.csv` 里的数值由 `course_lib.data.repos.write_illustrative_metadata`
 # > 从包名哈希生成（文件头部写明了这一点），只为让筛选规则有东西可筛。许可证元数据则是**真实的**。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 all_repos, selection = select_corpus_repos(P)
 table = repos_mod.repo_table(all_repos, selection)
 print(f"候选仓库 {len(all_repos)} 个，保留 {len(selection.kept)} 个；排除原因：{selection.reasons()}")
 table.sort_values("stars", ascending=False).head(12)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 rejected = table[table.verdict != "kept"][["repo", "license", "license_source", "stars", "pushed_at", "verdict"]]
 rejected.groupby(rejected.verdict.str.split(":").str[0]).head(4).sort_values("verdict")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
 table.license.fillna("unknown").value_counts().plot.barh(ax=axes[0], color="tab:blue")
 axes[0].set_title("licence (SPDX) of the candidate repositories")
@@ -105,7 +111,7 @@ _ = record("repos_kept", len(selection.kept))
 # `OR` 有一个选项允许即可（使用者可以选），`AND` 要求**每一部分**都允许——未知的部分（`Proprietary`）或 copyleft 的部分都会否决。
 # 不是表达式的元数据名（classifier、"The MIT License (MIT)"、"MIT/X11"、许可证全文开头）先归一化成 SPDX id。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 examples = ["The MIT License (MIT)", "MIT/X11", "License :: OSI Approved :: BSD License",
             "MPL-2.0 AND (Apache-2.0 OR MIT)", "(Apache-2.0 OR MIT) AND BSD-3-Clause", "MIT AND Proprietary",
             "GPL-3.0-only OR MIT AND Apache-2.0", "Apache-2.0 OR GPL-2.0-only", "GPL-3.0-or-later",
@@ -133,11 +139,11 @@ parse_link_header('<https://api.github.com/search/repositories?q=x&page=2>; rel=
 # 每条规则有名字，**第一个命中的规则**就是这个文件被删的原因（`file_filter_reason(path, text)` 返回它，`None` 表示保留）。
 # 读文件阶段还有几个原因：`symlink`（符号链接）、`unreadable`、`not_utf8`、`binary`、`too_large`（先看文件大小，不读大文件）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 pd.DataFrame([{"order": i + 1, "rule": r.name, "removes a file when": r.description}
               for i, r in enumerate(CONTENT_RULES)])
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 good = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(8)) + "\n"
 demo = {
     ("ok.py", good): "a normal module",
@@ -156,8 +162,9 @@ pd.DataFrame([{"path": p, "what": what, "reason": file_filter_reason(p, t)} for 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 1：写一条过滤规则
 #
-# 实现 `my_low_alnum_rule(path, text) -> bool`：当 `text` 中**字母或数字**（`str.isalnum()`）所占比例低于
-# `0.25` 时返回 `True`（应删除）；空文本的比例记为 0。这是 codeparrot 用来去掉表格、ASCII 图、数据文件的规则。
+# 实现 `my_low_alnum_rule(path, text) -> bool`：当**字母或数字**（`str.isalnum()`，中文字符也算；`_` 不算）占 `text`
+# **全部字符**（空白、换行、首尾空行都算在分母里；按字符数 `len(text)`，不是 UTF-8 字节数）的比例低于 `0.25` 时返回 `True`（应删除）；
+# 空文本的比例记为 0。这是 codeparrot 用来去掉表格、ASCII 图、数据文件的规则。
 
 # %% slideshow={"slide_type": "-"}
 def my_low_alnum_rule(path: str, text: str) -> bool:
@@ -178,13 +185,13 @@ my_low_alnum_rule = exercises.check("01-1", my_low_alnum_rule)
 # 结果缓存在 `cache_dir("corpus")` 下，目录名里带着配置的哈希（配置或安装的包变了就会重建），写入是原子的（临时目录 + rename）。
 # 第一次运行要读几千个文件（耗时见下面打印的 `built in … s`），之后直接读缓存。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 ds = load_corpus(P)
 report = load_corpus_report(P)
 print(report.summary())
 ds
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 steps = report.files.funnel()
 names = [s for s, _ in steps]
 remaining = [n for _, n in steps]
@@ -250,7 +257,7 @@ for rule in sorted(report.files.removed, key=lambda r: -report.files.removed[r])
 #
 # **误报同样有代价**：把版本号 `1.2.3.4`、日期、lock 文件哈希、UUID、`example.com`、`127.0.0.1`、`8.8.8.8` 换掉会破坏代码。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 cases = labelled_cases(seed=SEED)
 show_ids = ["aws-4", "url-1", "pk-1", "mix-1", "ver-1", "lock-1", "ip-n3", "mail-n4"]
 for case in (c for c in cases if c.id in show_ids):
@@ -267,7 +274,7 @@ for case in (c for c in cases if c.id in show_ids):
 # `findings` 里的 `start`/`end` 指向**原文**，所以可以审计"删了什么"，也可以只统计不替换。
 # 真实语料里脱敏了这些（每类最多 5 个例子，只显示替换后的行）——逐条看一看：哪些是真正该删的，哪些是文档里的示例？
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print(f"{sum(report.redactions.values()):,} findings in {report.files_redacted:,} files: {dict(report.redactions)}")
 pd.DataFrame(report.redaction_examples)[["kind", "file", "line", "redacted_line"]].sort_values("kind")
 
@@ -279,7 +286,7 @@ pd.DataFrame(report.redaction_examples)[["kind", "file", "line", "redacted_line"
 # 而真正的公网主机地址很少这样（这类地址里常见的 `8.8.4.4`、`9.9.9.9`、`4.2.2.2` 是 DNS，本来就保留）。`course_lib` 于是不把它们当 IP，
 # 代价写清楚：`x.y.z.N` 形式的真实主机会漏掉。下面直接在这两个真实文件上对比。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 import ipaddress
 import re
 import sysconfig
@@ -323,20 +330,22 @@ assert v["MIT AND Proprietary"] == "unknown licence: 'Proprietary'" and v["The M
 # ### 练习 2：e-mail 脱敏规则
 #
 # 实现 `my_redact_emails(text) -> str`：把 e-mail 地址换成 `<EMAIL>`，但**保留** `example.com`、`example.org`、`example.net`
-# 下的地址（文档示例，大小写不敏感）。提示：`re.sub` 配合一个函数；域名以常见顶级域结尾（`com`、`org`、`net`、`edu`、`cn`、`io` …）——
+# 及其子域名下的地址（文档示例，如 `admin@docs.example.net`；`example-corp.com`、`example.com.cn` 不是）。域名和顶级域都不分大小写
+# （`JOHN.DOE@GMAIL.COM` 也要换掉）。提示：`re.sub` 配合一个函数；域名以常见顶级域结尾（`com`、`org`、`net`、`edu`、`cn`、`io` …）——
 # 没有顶级域列表的话，矩阵乘法 `x@self.weight` 也会被当成地址。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 import re
 
 
 def my_redact_emails(text: str) -> str:
     ### BEGIN SOLUTION
-    pattern = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]*@((?:[A-Za-z0-9-]+\.)+(?:com|org|net|edu|cn|io|uk))\b")
+    pattern = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]*@((?:[A-Za-z0-9-]+\.)+(?:com|org|net|edu|cn|io|uk))\b",
+                         re.IGNORECASE)
 
     def replace(m):
         domain = m.group(1).lower()
-        if domain in ("example.com", "example.org", "example.net"):
+        if any(domain == d or domain.endswith("." + d) for d in ("example.com", "example.org", "example.net")):
             return m.group(0)
         return "<EMAIL>"
     return pattern.sub(replace, text)
@@ -349,10 +358,11 @@ my_redact_emails = exercises.check("01-2", my_redact_emails)
 # ### 练习 3：公网 IPv4 脱敏规则
 #
 # 实现 `my_redact_public_ipv4(text) -> str`：把**公网** IPv4 地址换成 `<IP_ADDRESS>`；`ipaddress.ip_address(s).is_global`
-# 为 False 的（私有、回环、运营商 NAT `100.64.x.x`……）和知名 DNS 服务器 `8.8.8.8`、`1.1.1.1` 保持不变；**版本号**也不动：
-# 紧跟在 `==`、`>=`、`<=`、`~=`、`!=`、`v` 或 `version` 后面的（`pkg==2.0.0.1`），以及更长点分数字的一部分（`1.3.6.1.4.1.311`）。
+# 为 False 的（私有、回环、运营商 NAT `100.64.x.x`……）、知名 DNS 服务器 `8.8.8.8`、`1.1.1.1`、以及不是地址的四段数字（`300.1.2.3`）保持不变；
+# **版本号**也不动：紧跟在 `==`、`>=`、`<=`、`~=`、`!=`、`v` 后面的（`pkg==2.0.0.1`、`v1.2.3.4`），跟在 `version` 后、中间至多隔 3 个
+# 空格或标点的（`version: 1.2.3.4`；`v` 和 `version` 都不分大小写），以及更长点分数字的一部分（`1.3.6.1.4.1.311`，前后都算）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 import ipaddress
 
 
@@ -385,7 +395,7 @@ my_redact_public_ipv4 = exercises.check("01-3", my_redact_public_ipv4)
 #
 # 对比对象是 Yelp 的 `detect-secrets`（默认插件和过滤器）。它没有 e-mail 检测器，所以对比只算密钥、密码和 IP。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 SHARED = ("key", "password", "ip")
 print(f"labelled set: {len(cases)} cases ({sum(c.is_negative for c in cases)} hard negatives); "
       f"dev {sum(c.split == 'dev' for c in cases)}, heldout {sum(c.split == 'heldout' for c in cases)}")
@@ -407,7 +417,7 @@ for split in ("dev", "heldout"):
 pr_table = pd.DataFrame(rows)
 pr_table
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True)
 for ax, split in zip(axes, ("dev", "heldout")):
     names = [n for (s, n) in scores if s == split]

@@ -68,9 +68,9 @@ for g in exact_groups[:5]:
 # - **词 n-gram**（bigcode 的做法）：按 `[^A-Za-z_0-9]` 切词，取连续 5 个词；对代码的缩进、标点不敏感。
 # - **字符 n-gram**：连续 n 个字符，对很短的文本也有用，但集合大得多。
 #
-# 讲义 的伪代码用字符 5-gram（`text[i:i+k]`）、128 个哈希、16 个 band × 8 行、阈值 0.8；本课 默认用词 5-gram，哈希数、分桶和阈值与讲义相同，因为词 shingle 对缩进和空格不敏感、集合小得多（bigcode 的做法），字符 shingle 仍可用 `shingle="char5"` 选。
+# 讲义的伪代码用字符 5-gram（`text[i:i+k]`）、128 个哈希、16 个 band × 8 行、阈值 0.8；本课默认用词 5-gram，哈希数、分桶和阈值与讲义相同，因为词 shingle 对缩进和空格不敏感、集合小得多（bigcode 的做法），字符 shingle 仍可用 `shingle="char5"` 选。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 snippet = "for i in range(n):\n    total += values[i] * weight"
 print(dedup.word_tokens(snippet))
 print(sorted(dedup.word_shingles(snippet, 5))[:4])
@@ -92,8 +92,9 @@ for kind in ("word5", "word3", "char5"):
 # $h_{a,b}(x) = (a x + b) \bmod (2^{61}-1)$。`dedup.minhash_params(num_perm, seed)` 给出 $(a,b)$ 列表。
 #
 # **练习 1**：写 `my_minhash(shingle_set, params)`，返回每个 $(a,b)$ 下的最小值列表；空集合返回 $2^{61}-1$。
+# shingle 可能含中文等非 ASCII 字符：哈希的是它的 UTF-8 字节。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 import zlib
 
 PRIME = (1 << 61) - 1
@@ -109,10 +110,23 @@ def my_minhash(shingle_set, params):
 my_minhash = exercises.check("02-1", my_minhash)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 讲义的伪代码，对应到本课
+#
+# 讲义用四步伪代码写 MinHash 去重；本课每一步都是一个能运行的函数：
+#
+# 1. `get_shingles(text, k=5)`（字符 5-gram）→ `dedup.char_shingles`；本课默认用词 5-gram `dedup.word_shingles`
+# 2. `compute_minhash_signature(shingles, num_hashes=128)` → 练习 1 的 `my_minhash`；向量化版 `dedup.MinHasher`
+# 3. `lsh_bucketing(signatures, bands=16, rows=8)` → `dedup.lsh_candidate_pairs`（第 4 节）
+# 4. 同桶的候选对再算精确 Jaccard → `dedup.verify_pairs`（第 5 节）
+#
+# 讲义的 `hash_func(s, i)` 没有定义；本课取 $h_i(x) = (a_i x + b_i) \bmod (2^{61}-1)$，因为 MinHash 需要一族彼此独立的哈希函数，这是最简单的一族。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 手写版、`course_lib` 与 `datasketch` 都估得准吗？
 #
 # 取若干真实文件，各做一份"改了一部分行"的拷贝，得到一批 Jaccard 分布在 0.3–1 之间的文件对。
-# 三种实现的估计都应落在精确 Jaccard 的 ±2σ 带里（σ 的上界在 $J=0.5$ 处，下面打印）。
+# 每一对的估计误差近似正态、标准差 $\sigma=\sqrt{J(1-J)/128}$，所以**约 95%** 的点应落在 ±2σ 带里（不是全部）；
+# 下面打印三种实现各有多少比例落在带里，以及速度之比。
 
 # %% slideshow={"slide_type": "-"}
 rng = random.Random(SEED)
@@ -151,13 +165,15 @@ for i, j in pairs:
 est = pd.DataFrame(rows)
 n = len(pairs_docs)
 print(f"docs per CPU-second: scratch {n / t_scratch:,.0f}   course_lib {n / max(t_fast, 1e-9):,.0f}   "
-      f"datasketch {n / t_ds:,.0f}   (tiny sample; benchmarks/bench_dedup.py measures properly)")
+      f"datasketch {n / t_ds:,.0f}   -> course_lib / datasketch = {t_ds / max(t_fast, 1e-9):.1f}x "
+      f"(on {n} documents; benchmarks/bench_dedup.py measures on 20,000)")
+record("minhash_speedup_vs_datasketch", round(t_ds / max(t_fast, 1e-9), 2))
 errors = {k: float((est[k] - est.exact).abs().max()) for k in ("scratch", "course_lib", "datasketch")}
 print("max |estimate - exact|:", {k: round(v, 3) for k, v in errors.items()})
 print(f"largest sigma with {NUM_PERM} permutations (J = 0.5): {np.sqrt(0.25 / NUM_PERM):.3f}")
 record("minhash_max_abs_error", errors);
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 s = np.linspace(0, 1, 200)
 sd = np.sqrt(s * (1 - s) / NUM_PERM)
 fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -172,7 +188,7 @@ ax.legend()
 plt.show()
 inside = {k: float(((est[k] - est.exact).abs() <= 2 * np.sqrt(est.exact * (1 - est.exact) / NUM_PERM) + 1e-9).mean())
           for k in ("scratch", "course_lib", "datasketch")}
-print("share of pairs inside ±2σ:", inside)
+print("share of pairs inside ±2σ (about 0.95 expected):", {k: round(v, 3) for k, v in inside.items()})
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -199,7 +215,7 @@ print("share of pairs inside ±2σ:", inside)
 #
 # **练习 2**：写 `my_s_curve(s, bands, rows)`（`s` 可以是 numpy 数组）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def my_s_curve(s, bands, rows):
     ### BEGIN SOLUTION
     s = np.asarray(s, dtype=float)
@@ -209,7 +225,7 @@ def my_s_curve(s, bands, rows):
 
 my_s_curve = exercises.check("02-2", my_s_curve)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 s = np.linspace(0, 1, 400)
 fig, ax = plt.subplots(figsize=(7, 4.5))
 for b, r in [(32, 4), (16, 8), (12, 10), (9, 13), (4, 32)]:
@@ -230,7 +246,7 @@ plt.show()
 # 候选对之后还会**验证**（算精确 Jaccard），假阳性只多花一次检查，假阴性却是留下的重复——所以把
 # $w_{FN}$ 调高：`course_lib` 默认 0.95，得到 (16, 8)。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 table = []
 for w_fn in (0.5, 0.8, 0.9, 0.95, 0.99):
     b, r = dedup.choose_bands(CFG.threshold, CFG.num_perm, 1 - w_fn, w_fn)
@@ -248,7 +264,7 @@ pd.DataFrame(table)
 # **保留规则**（Stack v2 的做法）：来自 stars 最多的仓库的那份；一样多时取路径最短的；再一样按 (repo, path)
 # 字母序——确定性的。注意近似重复**不传递**：簇里两个文件可能只是通过第三个文件连在一起。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 exact_gone = {i for g in exact_groups for i in g[1:]}
 survivors = [i for i in range(len(docs)) if i not in exact_gone]
 sub_docs = [docs[i] for i in survivors]
@@ -286,7 +302,7 @@ for c in clusters[:6]:
 # 先看真实语料（第02课产物的报告里已经算好），再看一个**人工植入**的近似重复集：真实文件 + 编辑过的拷贝，
 # 相似度密集地分布在阈值附近，是更难的考题。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 deduped = dedup.load_deduped_corpus(P)
 report = dedup.load_dedup_report(P)
 q = report["quality"]
@@ -301,7 +317,7 @@ record("dedup_kept", report["kept"])
 record("dedup_removed", report["removed"])
 pd.DataFrame(report["removed_files"])[["repo", "path", "reason", "duplicate_of_repo", "duplicate_of_path", "jaccard"]].head(12)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 rng = random.Random(SEED)
 base_idx = sorted(rng.sample(survivors, min(CFG.bench_docs, len(survivors))))
 planted_docs, planted = dedup.plant_near_duplicates([docs[i] for i in base_idx], CFG.bench_docs // 4,
@@ -363,7 +379,7 @@ print("keep rule:", report["keep_rule"], "| stars known:", report["stars_known"]
 # `dedup.partially_removed_repos` 数出文件级去重让多少仓库缺了文件；`dedup.repo_level_duplicates` 做仓库级去重。
 # 真实语料里的仓库是互不相同的发行包，所以再植入一个"fork"（一个真实仓库的拷贝，改一个文件）看它被整个找出来。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 partial = dedup.partially_removed_repos(report["removed_files"], repos)
 print(f"file-level dedup left {len(partial)} of {len(set(repos))} repositories incomplete, e.g.",
       dict(list(partial.items())[:5]))
@@ -400,13 +416,10 @@ assert fork_pairs and fork_pairs[0][2] >= CFG.threshold
 # `LocalPipelineExecutor` 在一台机器上用多进程跑；换成 `SlurmPipelineExecutor`（每个阶段一个 Slurm array job，
 # `depends=` 串起来）或 `RayPipelineExecutor`（Ray 集群），阶段代码不变——这就是去 TB 级语料的路。
 #
-# **环境**：datatrove 0.10 需要 numpy ≥ 2 和新版 huggingface-hub，而第05/07课的 LLaMA-Factory 栈需要 numpy < 2，
-# 两者装不进同一个环境。所以 `course_lib.data.dedup_scaleout` 给它单独建一个小环境 `.venv-datatrove`
-# （`./course setup` 会建好它，也可以手动 `python -m course_lib.data.dedup_scaleout setup`；不含 torch），把语料写成 JSONL，在那个环境里
-# 以子进程运行四个阶段（脚本有 `if __name__ == "__main__":` 保护——local executor 用 forkserver 启动 worker，
-# 没有它会卡住），再读回它删了哪些文件。分词器传了自己的 `[A-Za-z_0-9]+`，不需要 spacy。
+# datatrove 和课程的训练栈装不进同一个环境，所以它在自己的小环境 `.venv-datatrove` 里以子进程运行（`./course setup` 会建好；
+# 为什么、怎么建、踩过的坑见 `docs/dedup_deps.md` 的 "datatrove scale-out"）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 status = environments.status("datatrove")
 if DATATROVE == "build" and not status["ready"]:
     environments.ensure("datatrove")
@@ -456,7 +469,7 @@ else:
 # ## 小结
 #
 # - 精确去重：空白归一化 + SHA-256；近似去重：词 5-gram shingle + Jaccard。
-# - MinHash：最小值相等的概率 = Jaccard；向量化（前缀和哈希 + 排列矩阵 + `reduceat`）比 datasketch 快数倍，估计误差相同。
+# - MinHash：最小值相等的概率 = Jaccard；向量化（前缀和哈希 + 排列矩阵 + `reduceat`）比 datasketch 快（倍数见第 3 节打印的小样本和 `benchmarks/bench_dedup.py`），估计误差同样约 95% 落在 ±2σ 内。
 # - LSH：$P(s)=1-(1-s^r)^b$；有验证步骤时把 FN 权重调高（128 个排列、阈值 0.8 → 16×8），再用精确 Jaccard 验证——精确率按构造为 1，要看的是召回率（上面打印的数值）。
 # - 文件级 vs 仓库级：文件级去重会让仓库缺文件；DeepSeek-Coder 把整个仓库拼成一条样本再去重，仓库要么整个保留、要么整个删除。
 # - union-find 聚类 + 确定性的保留规则（stars → 路径长度 → 字母序），每个被删文件都有记录。

@@ -27,6 +27,7 @@ import pandas as pd
 
 from course_lib import exercises, get_profile, record
 from course_lib.data import deps
+from course_lib.data.redaction import redact_secrets
 
 P = get_profile(PROFILE)
 print(P.summary().splitlines()[0])
@@ -45,7 +46,7 @@ print(P.summary().splitlines()[0])
 # 再用 networkx 拓扑排序；有环时打印警告并**退回输入顺序**。`deps.lecture_parse_imports` / `deps.lecture_topological_sort_files`
 # 是它的复述（返回值多一个"是否退回"的标记，代替讲义的 print），先照原样跑讲义的例子：
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 LECTURE_FILES = {
     "train.py": "from model import MyModel\n...",
     "utils.py": "def help(): pass",
@@ -80,7 +81,7 @@ assert course_cycle_order.index("utils.py") < course_cycle_order.index("model.py
 ### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 讲义 用一条正则解析 import、有环时退回输入顺序；本课 用 AST 解析（第 2–3 节）并把环缩成一个点（第 5 节），因为正则读不懂相对导入、
+# 讲义用一条正则解析 import、有环时退回输入顺序；本课用 AST 解析（第 2–3 节）并把环缩成一个点（第 5 节），因为正则读不懂相对导入、
 # 缩进里的导入和字符串，而退回输入顺序会连环外的边一起放弃。
 #
 # ### 正则会踩的坑
@@ -88,7 +89,7 @@ assert course_cycle_order.index("utils.py") < course_cycle_order.index("model.py
 # 下面这个文件把正则会踩的坑都放在一起。`deps.lecture_parse_imports` 是讲义的正则（`\w+`）；`deps.regex_imports` 是常见的变体
 # （允许缩进，取 `\S+`），两者都错，错法不同。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 TRICKY = '''"""Module docs. Example:
 import this_is_documentation
 """
@@ -135,7 +136,7 @@ print("variant regex:", deps.regex_imports(TRICKY))
 # `ast.parse` 之后遍历 `Import` / `ImportFrom` 节点：字符串和注释天然被排除，`level` 告诉我们相对导入有几个点，
 # 遍历时记下导入所在的上下文（top / try / function / class / type_checking / if）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 refs = deps.ast_imports(TRICKY)
 pd.DataFrame([{"written": r.written(), "names": ", ".join(r.names), "line": r.lineno, "context": r.context}
               for r in refs])
@@ -168,7 +169,7 @@ print(parser, [r.written() for r in refs])
 #
 # **练习 1**：写 `my_relative_to_absolute(importer, is_package, level, module)`；点数超过顶层包时返回 `None`。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def my_relative_to_absolute(importer, is_package, level, module):
     ### BEGIN SOLUTION
     if level <= 0:
@@ -184,7 +185,7 @@ def my_relative_to_absolute(importer, is_package, level, module):
 
 my_relative_to_absolute = exercises.check("03-1", my_relative_to_absolute)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 SRC_REPO = {
     "pyproject.toml": "[project]\nname = 'demo'\n",
     "src/demo/__init__.py": "from .api import get\n",
@@ -205,8 +206,9 @@ for ref in deps.ast_imports(SRC_REPO["src/demo/api.py"]):
 # `deps.import_graph(files)`：每个文件一个节点，每条解析到仓库内文件的导入一条边 **依赖 → 导入者**
 # （边上记着导入出现的上下文）。下面是一个已安装的真实包的图；同色节点属于同一个强连通分量（SCC），也就是一个导入环。
 
-# %% slideshow={"slide_type": "-"}
-pkg_files = deps.installed_package_files(DRAW_PACKAGE)
+# %% slideshow={"slide_type": "subslide"}
+# an installed package is raw code: redact it as lesson 01 redacted the corpus (authors' e-mails are in it)
+pkg_files = {path: redact_secrets(text).text for path, text in deps.installed_package_files(DRAW_PACKAGE).items()}
 stats = deps.ParseStats()
 G = deps.import_graph(pkg_files, stats)
 print(f"{DRAW_PACKAGE}: {stats.python_files} files, {stats.imports} imports "
@@ -248,7 +250,7 @@ plt.show()
 #
 # **练习 2**：写 DeepSeek 规则 `my_deepseek_order(G)`：每步取"(剩余入度, 文件名)"最小的文件（入度只数来自剩余文件、非自环的边）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def my_deepseek_order(G):
     ### BEGIN SOLUTION
     remaining = set(G.nodes)
@@ -272,7 +274,7 @@ def graph(edges, extra=()):
 my_deepseek_order = exercises.check("03-2", my_deepseek_order)
 print(my_deepseek_order(graph([("a", "a"), ("c", "b")])))   # a self-loop is not a dependency
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 for name, fn in deps.STRATEGIES.items():
     o = fn(G)
     r = deps.edge_respect(o, G)
@@ -284,7 +286,7 @@ for name, fn in deps.STRATEGIES.items():
 #
 # `deps.compare_strategies` 对每个包、每种策略算出"依赖在前"的 import 边占比（全部边 / 环外的边 / 环内的边）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 repos = {}
 for name in PACKAGES:
     try:
@@ -324,7 +326,7 @@ record("scc_acyclic_min", float(acyclic["scc"]));
 # - `markers=True`：Qwen2.5-Coder 的仓库格式 `<|repo_name|>name\n<|file_sep|>path\ncontent\n<|file_sep|>...`，
 #   第04课的 tokenizer 把这些标记当作特殊 token。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print(deps.repo_to_sample({k: v for k, v in SRC_REPO.items() if k.endswith(".py")}, "demo"))
 print("-" * 60)
 sample = deps.repo_to_sample(pkg_files, DRAW_PACKAGE, markers=True)

@@ -2,25 +2,31 @@
 # # 第05课 指令数据与 SFT：从真实代码到 LazyLLM 数据管道，再到 LLaMA-Factory 微调
 #
 # 预训练得到的代码模型只会"续写"。要让它**听指令写代码**，需要指令数据（instruction data）和有监督微调（SFT）。
-# 本课沿着原课的路线走一遍，每一步都在本机真实运行：
-#
+# 本课沿着讲义的路线走一遍，每一步都在本机真实运行。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **学习目标**
-# 1. 认识四类代码指令数据——代码生成、代码解释、代码翻译、单元测试生成——及其 `instruction / input / output` 格式（原课的斐波那契例子）。
+# 1. 认识四类代码指令数据——代码生成、代码解释、代码翻译、单元测试生成——及其 `instruction / input / output` 格式（讲义的斐波那契例子）。
 # 2. 从真实代码（第 01–03 课语料里带 docstring 的函数）构造指令样本，并在沙箱里**运行参考答案**验证它们。
 # 3. 用 tokenizer 的 chat template（Qwen 的 `<|im_start|>` 格式）排版对话，构造**只在答案上计算 loss** 的 label mask，理解 packing。
 # 4. 用 LazyLLM 的 codegen 数据管道（`CodeInstructionGenerator → ScriptSynthesizer → LogicIntegrityAuditor → ThresholdSieve → CodeFeedbackFormatter`）清洗数据，并看清它每一步保留/丢弃了什么、为什么。
-# 5. 用 LazyLLM `TrainableModule(...).finetune_method(finetune.llamafactory)` 调用 LLaMA-Factory 微调课程的小模型：loss 曲线、微调前后的生成对比；认识 full 配置下原课的超参数。
+# 5. 用 LazyLLM `TrainableModule(...).finetune_method(finetune.llamafactory)` 调用 LLaMA-Factory 微调课程的小模型：loss 曲线、微调前后的生成对比；认识 full 配置下讲义的超参数。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"        # "ci": CPU, offline teacher, tiny model; "full": GPU, vLLM teacher, Qwen2.5-0.5B-Instruct
 SEED = 0
 PIPELINE_ROWS = None  # None: pipeline.max_rows of the profile
 SFT_STEPS = None      # None: sft.max_steps of the profile (ci: a fixed CPU budget)
+SFT_TASK_ROWS = 300   # tiny-codes-shaped training rows sent through the pipeline for the SFT demo
+SFT_EVAL_ROWS = 40    # held-out tasks for the held-out loss
+SFT_PROBE = 8         # of which the model answers this many (run against their hidden tests)
 BASE_MODEL = None     # None: sft.base_model of the profile (ci: the tiny model of lesson 04); or a model folder
 
 # %% slideshow={"slide_type": "skip"}
+import collections
 import json
 import os
+import textwrap
 import time
 from functools import partial
 
@@ -35,7 +41,7 @@ from IPython.display import HTML, display
 from course_lib import exercises, get_profile, record
 from course_lib.evaluation import sandbox
 from course_lib.paths import display_path
-from course_lib.training import codegen, instructions, sft, teacher
+from course_lib.training import codegen, instructions, sft, sft_demo, teacher
 from course_lib.paths import cache_dir
 
 P = get_profile(PROFILE)
@@ -55,7 +61,7 @@ T0 = time.time()
 #
 # 沙箱是第06课的主题；本课把它当作工具（`sandbox.run_code` / `sandbox.run_many` 作为参数传进去），靠真正运行答案来检查它。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 FIB = instructions.FIBONACCI_EXAMPLE
 print(json.dumps(FIB, ensure_ascii=False, indent=2))
 fib_code = FIB["output"].removeprefix("```python\n").removesuffix("```")
@@ -78,6 +84,8 @@ else:
 # | 单元测试生成 unittest | "为这个函数写单元测试" | 代码 | 测试代码 |
 #
 # 讲义把 SFT 数据分成三类（生成、解释、翻译），单元测试生成单列一节；本课把它当作第四类，因为它的样本格式与前三类相同，只是 output 里是测试。
+# 讲义的翻译例子是 Java → Python；本课用 JavaScript → Python，因为源语言版本要从 Python 参考代码自动造出来，Python → JavaScript 的小转译器
+# （`instructions.to_javascript`）比 Java 简单得多（Java 还要类型声明和类包装）。
 #
 # 下面从**真实代码**构造这四类数据。代码来自第 01–03 课的语料（有许可证、过滤、脱敏、去重、依赖排序），
 # 和第04课预训练读的是同一份、经同一个入口（`instructions.corpus_sources` → `tinymodel.corpus_repositories`）：
@@ -85,7 +93,7 @@ else:
 # docstring 的第一段变成指令，函数本身就是参考答案；doctest 例子变成单元测试；一个很小的 Python→JavaScript 转译器
 # （`instructions.to_javascript`）给翻译任务造出 JavaScript 版本。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 sources = instructions.corpus_sources(P)       # every Python file of lessons 01-03's corpus
 print(f"{len(sources):,} Python files from {len({name.split(':')[0] for name, _ in sources})} repositories of the corpus")
 ins = instructions.load_instruction_set(P, run_many=run_many)   # built once, then cached in the course cache
@@ -136,7 +144,7 @@ else:
 #
 # 这和 LLaMA-Factory 的 `train_on_prompt: false`、TRL 的 completion-only loss 是同一件事。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 from transformers import AutoTokenizer
 
 base_model = sft.resolve_base_model(BASE_MODEL, P)   # ci: the tiny model of lesson 04 (cached)
@@ -195,7 +203,7 @@ plt.show()
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. LazyLLM 代码数据管道
 #
-# 原课用 LazyLLM 的 `codegen_ops` 组成一条管道，把原始指令加工成高质量训练数据：
+# 讲义用 LazyLLM 的 `codegen_ops` 组成一条管道，把原始指令加工成高质量训练数据：
 #
 # 1. **CodeInstructionGenerator**：把原始请求改写成标准格式（一句英文指令 + 函数骨架）；
 # 2. **ScriptSynthesizer**：根据标准指令生成代码；
@@ -207,6 +215,27 @@ plt.show()
 # Qwen3-30B-A3B-Instruct 老师模型）。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# ### `build_codegen_pipeline`：五个算子接成一条 `lazyllm.pipeline`
+#
+# 讲义的 `build_codegen_pipeline(model, input_key='messages', min_score=7, max_score=10)` 就是下面这几行（本课自己的写法，键名与讲义相同；
+# `ops` 是 `lazyllm.tools.data.codegen_ops`，每个算子读 `input_key`、写 `output_key`；`course_lib.training.codegen` 的版本还在算子之间插了计数探针）。
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ```python
+# with lazyllm.pipeline() as ppl:
+#     ppl.code_instruction_generator = ops.CodeInstructionGenerator(model=model, input_key="messages",
+#                                                                   output_key="instruction")
+#     ppl.script_synthesizer = ops.ScriptSynthesizer(model=model, input_key="instruction", output_key="new_code")
+#     ppl.logic_integrity_auditor = ops.LogicIntegrityAuditor(
+#         model=model, input_instruction_key="instruction", input_code_key="new_code",
+#         output_score_key="quality_score", output_feedback_key="feedback")
+#     ppl.threshold_sieve = ops.ThresholdSieve(min_score=7, max_score=10, input_score_key="quality_score",
+#                                              output_key="quality_score_filter_label")
+#     ppl.code_feedback_formatter = ops.CodeFeedbackFormatter(instruction_key="messages", input_code_key="new_code",
+#                                                             feedback_key="feedback", output_key="formatted_data")
+# ```
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### ci 配置里的"老师"：不是大模型，而是写明规则的离线老师
 #
 # CPU 上跑不动 30B 老师模型。ci 配置在 127.0.0.1 上启动 `course_lib.training.teacher.TeacherServer`，同一个 OpenAI 接口，但回答它的是
@@ -216,7 +245,7 @@ plt.show()
 # * 合成：直接返回数据集自带的参考答案（原样返回，让 LazyLLM 自己解析代码块）；
 # * 审核：**执行驱动（execution-grounded）**——在沙箱里运行代码（有测试就带上测试），按固定评分表打分：
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 pd.Series(teacher.AUDIT_RUBRIC, name="score").to_frame()
 
 
@@ -275,7 +304,7 @@ display(report.funnel())
 display(report.dropped_table())
 pd.DataFrame(report.notes)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 fig, ax = plt.subplots(figsize=(6, 3))
 report.plot_scores(ax, min_score=P.pipeline.min_score)
 plt.show()
@@ -293,7 +322,7 @@ pd.DataFrame(kept)[["row_id", "quality_score", "feedback", "standardized_instruc
 #
 # 下面让一个"故障老师"把某一行的分数写成字符串 `"8.5"`，对比关掉/打开分数规范化的结果：
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 base = teacher.OfflineTeacher(run_code=run_code)
 
 def string_score_teacher(messages):
@@ -315,7 +344,7 @@ print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "plante
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. SFT：LazyLLM → LLaMA-Factory
 #
-# 原课的训练代码：
+# 讲义的训练代码：
 #
 # ```python
 # model = lazyllm.TrainableModule(base_model, target_path) \
@@ -327,7 +356,7 @@ print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "plante
 # `course_lib.training.sft.finetune` 就是这段调用（两个配置同一条代码路径），外加 LazyLLM 不做的检查：合并后的权重存在、日志里有
 # `train_runtime`、loss 确实下降；否则停下来并打印日志的最后几行。下表第一列是讲义 `finetune.llamafactory` 字典的每一个键和值，后两列是两个配置实际交给 LazyLLM 的值（full 与讲义逐项相同，测试会渲染 full 的 YAML 逐项核对）：
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 keys = list(sft.LESSON_HYPERPARAMETERS) + ["finetuning_type", "max_steps", "train_on_prompt", "use_cpu"]
 cfgs = {p: sft.llamafactory_config(p) for p in ("ci", "full")}
 table = pd.DataFrame({"lecture": {k: sft.LESSON_HYPERPARAMETERS.get(k, "—") for k in keys},
@@ -351,48 +380,99 @@ table
 # * 讲义微调 Qwen2.5-0.5B-Instruct；ci 微调第 04 课训练的小模型，因为 ci 不联网、只有 CPU。
 # * 讲义的 `model.update()` 训练完还把模型部署成推理服务；本课的 `deploy_method` 是不起服务的 `sft.train_only_deploy()`，因为训练好的模型由本课自己加载（transformers；第 07 课用 vLLM）。
 
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ### 一个一分钟学得会的任务
+#
+# 第 5 节管道的输出来自真实代码，题目五花八门：2.4M 参数的模型在 CPU 的一分钟预算里很难从中学出看得见的东西。
+# 为了让 SFT 的效果**看得见**，这里换一个窄而有规律的任务族：课程的 tiny-codes 形状样本（`assets/tiny_codes/`，第07课 drill 的数据）——
+# "返回列表里偶数的和""数出字符串里的元音"……每题带隐藏测试。训练行同样先过第 5 节的管道，去掉只有文字、代码写错、跑不起来、被截断的答案。
+# 评估用**没训练过**的题（同样的任务族，新的函数名和数值）：它们的答案 loss、以及生成的代码能不能通过隐藏测试。
+#
+# 讲义说 tiny-codes 的列是 `instruction` / `input` / `output` / `programming_language`；本课按 hub 上 `nampdn-ai/tiny-codes` 的真实列读
+# （`prompt`、`response` 等，下一格打印），因为 hub 上的数据集就是这个形状、课程的 ci 样本和它同形。
+
 # %% slideshow={"slide_type": "subslide"}
-probe = ["Write a Python function `double(x)` that does the following: return twice the value x.",
-         code_rows[-1]["instruction"]]
-MAX_NEW = 48
-before = sft.generate(base_model, probe, max_new_tokens=MAX_NEW, details=True)
+task_rows = sft_demo.load_task_rows("train", SFT_TASK_ROWS, seed=SEED)
+eval_rows = sft_demo.load_task_rows("eval", SFT_EVAL_ROWS, seed=SEED)      # never trained on
+print("columns of a row (the hub's):", [c for c in task_rows[0] if c not in ("tests", "entry_point", "code", "defect")])
+task_kept, task_report = codegen.run_codegen_pipeline(task_rows, profile=P, run_code=run_code, verbose=False)
+print(f"pipeline: {len(task_rows)} training rows in, {len(task_kept)} kept; dropped by reason:",
+      dict(collections.Counter(d["reason"].split(":")[0] for d in task_report.dropped)))
+print(f"held out: {len(eval_rows)} tasks (new function names and values)")
+print("a training row after the pipeline:\n  instruction:", task_kept[0]["instruction"][:100],
+      "\n  output:\n" + textwrap.indent(task_kept[0]["output"], "    "))
+record("sft_task_rows", [len(task_rows), len(task_kept)])
+
+# %% slideshow={"slide_type": "subslide"}
+MAX_NEW = 96
+probe_rows = eval_rows[:SFT_PROBE]
+loss_before = sft_demo.answer_loss(base_model, eval_rows)
+before = sft.generate(base_model, [r["prompt"] for r in probe_rows], max_new_tokens=MAX_NEW, details=True)
 steps = SFT_STEPS or P.sft.max_steps
 out_dir = cache_dir("sft", f"run-{PROFILE}")
-result = sft.finetune(base_model, kept, out_dir, profile=P, max_steps=steps)
-print(f"trained in {result.train_runtime:.1f}s of trainer time ({result.seconds:.0f}s with LLaMA-Factory start-up)")
+result = sft.finetune(base_model, task_kept, out_dir, profile=P, max_steps=steps)
+print(f"{steps} steps in {result.train_runtime:.1f}s of trainer time ({result.seconds:.0f}s with LLaMA-Factory start-up)")
 print("merged model:", display_path(result.merged_model))
 for note in result.notes:
     print("note:", note)
-record("sft_train_rows", len(kept))
+loss_after = sft_demo.answer_loss(result.merged_model, eval_rows)
+after = sft.generate(result.merged_model, [r["prompt"] for r in probe_rows], max_new_tokens=MAX_NEW, details=True)
+record("sft_train_rows", len(task_kept))
 record("sft_loss_first", result.loss_curve[0][1])
-_ = record("sft_loss_last", result.loss_curve[-1][1])
+record("sft_loss_last", result.loss_curve[-1][1])
+record("sft_heldout_loss", [round(loss_before, 4), round(loss_after, 4)])
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 fig, ax = plt.subplots(figsize=(6, 3))
 result.plot_loss(ax)
+ax.axhline(loss_before, color="tab:red", ls=":", label=f"held-out answer loss before ({loss_before:.2f})")
+ax.axhline(loss_after, color="tab:green", ls=":", label=f"held-out answer loss after ({loss_after:.2f})")
+ax.legend(fontsize=8)
 plt.show()
-after = sft.generate(result.merged_model, probe, max_new_tokens=MAX_NEW, details=True)
+if run_many is not None:
+    passed_before, _ = sft_demo.pass_rate([b["text"] for b in before], probe_rows, run_many)
+    passed_after, statuses = sft_demo.pass_rate([a["text"] for a in after], probe_rows, run_many)
+else:
+    passed_before = passed_after = None
+    print("no sandbox here: the generated code was not run")
+first, last = result.loss_curve[0][1], result.loss_curve[-1][1]
+print(f"training loss (logged by LLaMA-Factory): first step {first:.3f} -> last step {last:.3f}")
+print(f"held-out answer loss ({len(eval_rows)} tasks never trained on): {loss_before:.3f} -> {loss_after:.3f}")
+if passed_after is not None:
+    print(f"held-out tasks whose generated code passes the hidden tests: {passed_before} -> {passed_after} of {len(probe_rows)}"
+          f" (after SFT: {dict(collections.Counter(statuses))})")
+n_stopped_before, n_stopped = sum(b["stopped"] for b in before), sum(a["stopped"] for a in after)
+print(f"answers that end with <|im_end|> within {MAX_NEW} tokens: {n_stopped_before} -> {n_stopped} of {len(after)}")
+if passed_after is not None and passed_after <= passed_before:
+    print("verdict: no more held-out tasks pass after SFT than before: the model learned the answers' shape "
+          "(loss, <|im_end|>), not yet code that works on new tasks")
+record("sft_answers_stopped", [n_stopped_before, n_stopped, len(after)])
+_ = record("sft_probe_passed", [passed_before, passed_after, len(probe_rows)])
+### BEGIN HIDDEN TESTS
+assert loss_after < 0.7 * loss_before, (loss_before, loss_after)      # "学会了": the held-out loss falls a lot
+assert n_stopped > n_stopped_before                                    # it learned to end its answer
+### END HIDDEN TESTS
 
+# %% slideshow={"slide_type": "subslide"}
 def ending(g):
     return (f"stopped at <|im_end|> after {g['new_tokens']} tokens" if g["stopped"]
             else f"no <|im_end|>: ran to the {MAX_NEW}-token limit")
 
-for q, b, a in zip(probe, before, after):
-    print("=" * 80, "\nQ:", q[:120])
-    print(f"--- before SFT ({ending(b)}):\n" + b["text"][:200])
-    print(f"--- after SFT ({ending(a)}):\n" + a["text"][:200])
-n_stopped = sum(a["stopped"] for a in after)
-print(f"\nafter SFT, {n_stopped} of {len(after)} answers end with <|im_end|> within {MAX_NEW} tokens")
-_ = record("sft_answers_stopped", [n_stopped, len(after)])
+for r, b, a in list(zip(probe_rows, before, after))[:2]:
+    print("=" * 80, "\nQ:", r["prompt"][:150])
+    print(f"--- before SFT ({ending(b)}):\n" + b["text"][:160])
+    print(f"--- after SFT ({ending(a)}):\n" + a["text"][:300])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 小模型只训练了几十步，答案未必正确。每条回答后面的括号里打印了它是自己在 `<|im_end|>` 处停下，还是写满了 token 上限——训练数据的每个答案都以 `<|im_end|>` 结尾（label 里算 loss），学会"停下来"需要的步数比这里的预算多时，回答就会一直写到上限，以上面打印的为准。
-# loss 曲线来自 LLaMA-Factory 自己的 `trainer_log.jsonl`。
+# 读上面打印的三组数：LLaMA-Factory 日志里的训练 loss（第一步对最后一步）、**没训练过的题**上的答案 loss（训练前对训练后）、
+# 以及生成的代码有几题通过隐藏测试。`sft.finetune` 自己的检查只看日志：最后几步的平均 loss 必须低于**第一步**的 loss，
+# 否则报错停下；held-out loss 和隐藏测试才说明模型学会的东西能用在新题上。通过数没有增加时，上一格最后打印一行 `verdict`：
+# 这时模型只学会了答案的样子（loss 降了、会在 `<|im_end|>` 停下），还写不出能在新题上运行的代码——看上面打印的回答。
 #
 # **full 配置**：同一个 `sft.finetune(...)`，基座换成 `Qwen/Qwen2.5-0.5B-Instruct`，参数就是上表讲义那一列（LazyLLM 默认的 LoRA）；
 # 数据管道的老师是 vLLM 上的 Qwen3-30B-A3B-Instruct（`vllm serve ...`，再把 `COURSE_TEACHER_URL` 指向它）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("full-profile teacher command: python", " ".join(teacher.VLLMTeacher().command()[1:]))
 print("full-profile SFT:", {k: cfgs["full"][k] for k in ("learning_rate", "cutoff_len", "max_samples", "val_size",
                                                           "bf16", "num_train_epochs", "finetuning_type")})
@@ -407,3 +487,4 @@ _ = record("notebook_seconds", round(time.time() - T0, 1))
 # * LazyLLM 的 codegen 管道是"标准化 → 合成 → 审核 → 过滤 → 格式化"；要看清它丢了什么、为什么，就在每一步计数并保留原因。
 # * 审核可以不靠大模型打分，而靠**执行**：能跑、测试通过，分数才高。
 # * 同一段 `TrainableModule(...).finetune_method(finetune.llamafactory)` 在 CPU 小模型和 GPU 大模型上都能跑；讲义的每个超参数都在 full 配置里，launcher 是配置项；跑完一定要检查权重、日志和 loss。
+# * "学会了"要在**没训练过的题**上看：held-out 的答案 loss 和隐藏测试的通过数（第 6 节打印的训练前后对比），而不只是训练日志里的 loss。

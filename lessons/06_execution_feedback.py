@@ -5,10 +5,10 @@
 # 通过率（pass rate）和 pass@k——并且认真对待一件事：**执行的是不受信任的代码**。
 #
 # **学习目标**
-# 1. 看清原课 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
+# 1. 看清讲义 `calculate_reward` 用 `exec()` 执行样本的风险：恶意样本能读文件、看环境变量、改掉训练进程里的函数、直接让训练退出。
 # 2. 用 `course_lib.evaluation.sandbox`（bubblewrap / Docker）隔离执行，读懂 8 种结果状态（status）。
 # 3. 写出经过沙箱的 `calculate_reward`：语法错误 −1，运行错误（或没有 `solution`）−0.5，否则为测试通过率。
-# 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较），用隐藏测试（hidden tests）和 end-of-run marker 挡住它们。
+# 4. 认识 reward hacking（硬编码可见测试、提前退出、篡改 `==` 比较、改掉测试工具、伪造判决），用在沙箱外运行测试的评判者（judge）和隐藏测试（hidden tests）挡住它们。
 # 5. 实现数值稳定的无偏 pass@k，理解 n、k 与采样温度（temperature）的关系。
 # 6. 跑一个真实的反馈回路：best-of-n / 拒绝采样（rejection sampling）提高通过率。
 
@@ -30,7 +30,6 @@ import pandas as pd
 import course_lib
 from course_lib import exercises, get_profile, record
 from course_lib.evaluation import humaneval, metrics, rewards, sandbox
-from course_lib.exercises.lesson06 import as_outcome
 from course_lib.evaluation.sandbox import SandboxResult, run_code, run_many, summarize
 from course_lib.evaluation.sandbox.attacks import run_attacks
 
@@ -48,9 +47,9 @@ record("backend", BACKEND);
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 1. 原课的 `calculate_reward`：直接 `exec()`
+# ## 1. 讲义的 `calculate_reward`：直接 `exec()`
 #
-# 原课用执行反馈给强化学习（RL）打分：
+# 讲义用执行反馈给强化学习（RL）打分：
 #
 # | 结果 | 奖励 |
 # |---|---|
@@ -58,11 +57,11 @@ record("backend", BACKEND);
 # | 运行错误（runtime error），或者代码里没有 `solution` 函数 | −0.5 |
 # | 其余 | 通过的测试数 / 测试总数 |
 #
-# 原课的约定：样本定义一个入口函数 `solution`，测试用例是 `(input, expected)` 对，`solution(input) == expected` 算通过。
-# 下面用自己的话重写了原课的 `exec()` 版本（逻辑与原课一致：先 `compile` 查语法，再在**当前进程**里 `exec()`，
+# 讲义的约定：样本定义一个入口函数 `solution`，测试用例是 `(input, expected)` 对，`solution(input) == expected` 算通过。
+# 下面用自己的话重写了讲义的 `exec()` 版本（逻辑与讲义一致：先 `compile` 查语法，再在**当前进程**里 `exec()`，
 # 取出 `solution` 逐个比对；任何异常都是 −0.5）。先看它在正常样本上的表现。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def calculate_reward_exec(code: str, test_cases: list[tuple]) -> float:
     """The lecture's reward as the lecture writes it: exec() in THIS process. Never use it on model output."""
     try:
@@ -128,7 +127,7 @@ except SystemExit:
 # 给其他进程发信号、fork bomb、`setsid` 守护进程、1 GiB 内存、死循环、无限输出、写满 `/tmp`、用 `os._exit(0)` 冒充通过）。
 # 每个攻击成功就打印 `ESCAPED`。`unsafe` 后端只是带 rlimit 的普通子进程：只跑对宿主无害的那几个，已经足够说明它**不是隔离**。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 attack_backends = [BACKEND] + [b for b, state in sandbox.available_backends().items()
                                if state == "ok" and b != BACKEND and b == "docker"] + ["unsafe"]
 with warnings.catch_warnings():
@@ -136,7 +135,7 @@ with warnings.catch_warnings():
     attack_table = pd.DataFrame(run_attacks(attack_backends, workers=S.workers)).T
 attack_table
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 escapes = {b: int(attack_table[b].str.startswith("ESCAPED").sum()) for b in attack_backends}
 print("attacks that got through, per backend:", escapes)
 record("attack_escapes_sandboxed", escapes[BACKEND])
@@ -146,26 +145,25 @@ assert escapes[BACKEND] == 0, "the sandbox let an attack through"
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. 沙箱：`course_lib.evaluation.sandbox`
 #
-# 一个接口，多个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
+# 一个接口 `run_code(code, tests)` / `run_many(items)`，三个后端（`backend=` 参数或环境变量 `SANDBOX_BACKEND`）：
 #
-# - **bwrap**（bubblewrap）：先用 `setpriv` 降到本次运行独占的无特权 uid，再进入新的 user/pid/net/ipc/uts 命名空间；
-#   `--disable-userns` 让样本无法再建 user namespace（也就拿不回 capabilities），seccomp 过滤器拒绝 `mount`、`unshare`、`ptrace`、
-#   `bpf`、`keyctl` 和 netlink/packet socket；只读挂载系统 `/usr`（沙箱里跑的是**系统 Python**，不是课程的 venv）和只读的 numpy/pandas 运行时；
-#   私有 16 MiB 的 tmpfs `/tmp`；看不到项目目录、家目录和 Docker socket；清空环境变量。
-#   每个样本一个 cgroup：内存、进程数、CPU（1 核）按**整个样本**算，fork 出的子进程和 memfd 都算在内。
-# - **docker**：原课的设计，镜像 `python-sandbox`（同样带 numpy/pandas），`--network none --memory 128m`，外加 `--pids-limit`、`--cpus 1`、
-#   `--read-only`、tmpfs `/tmp`、`--cap-drop ALL`、`no-new-privileges`、默认 seccomp（harness 再叠加课程自己的 seccomp 过滤器，
-#   因为 Docker 默认允许 netlink socket）、非 root 用户；超时按容器名 kill。
-# - **unsafe**：普通子进程 + rlimit，**不是隔离**，只有显式要求时才用，并会大声警告。
-#
-# **end-of-run marker**：沙箱里的 harness 分成两个进程。父进程拿着每次运行随机生成的 token，内存不可被读（non-dumpable）；
-# 子进程先清零 token，再运行代码，然后父进程**一个一个**要测试结果，每个测试必须回答一次。全部测试返回之后父进程才打印 token。
-# 宿主只有看到 token、并且每个测试都有结果才算通过——`os._exit(0)`、打印假 marker、顺着栈帧或 `gc` 找报告函数、用 `ctypes`
-# 扫内存找 token，这些伪造都得到 failed（攻击测试逐个验证）。
-# **它的极限**：断言式测试和样本在同一个进程里，样本仍能改掉测试看到的东西（`__eq__` 永远为 True 的对象、改掉 `unittest`，
-# 甚至自己读写 harness 的管道）。对付这些要靠第 3 节的隐藏测试，以及把期望值留在样本够不着的地方。
+# | 后端 | 隔离 | 资源上限（按整个样本算） | 用在 |
+# |---|---|---|---|
+# | `bwrap` | 独占的无特权用户 + 新的命名空间（看不到网络、项目、家目录、环境变量）+ seccomp | cgroup：内存、进程数、1 核 CPU；16 MiB `/tmp` | ci（快：第 5 节打印每秒样本数） |
+# | `docker` | 讲义的设计：镜像 `python-sandbox`，`--network none --memory 128m`，只读、非 root、去掉全部 capability | 同上 | full |
+# | `unsafe` | 普通子进程 + rlimit，**没有隔离** | 只有 rlimit | 只在显式要求时，并大声警告 |
 
-# %% slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 评判者（judge）：测试在沙箱外运行
+#
+# judge 在调用方的进程里，拿着测试和期望值；样本在沙箱里只回答"`solution(3)` 返回什么"，而且只能回答普通数据（`int`、`str`、`list` ……）。
+# 所以提前退出（测试还没跑完就走了）、打印假的"通过"、返回 `__eq__` 永远为 True 的对象、改掉样本进程里的 `unittest`，
+# 都不算通过（第 3 节逐个演示）。
+#
+# **它的极限**：judge 只问测试里写了的输入。硬编码可见测试答案的样本对这些输入答得没错，它看不出来——那要靠第 3 节的隐藏测试；
+# 用样本自己的函数算期望值的测试，等于相信样本。每个后端的完整设置、judge 的协议和攻击表见 `docs/sandbox.md`。
+
+# %% slideshow={"slide_type": "subslide"}
 SQUARE_TESTS = [f"assert solution({n!r}) == {want!r}" for n, want in SQUARE_CASES]   # the course's assert form
 DEMO = {
     "correct":          (SAMPLES["correct"], SQUARE_TESTS),
@@ -178,7 +176,7 @@ DEMO = {
     "early os._exit(0)": ("import os\nos._exit(0)\n", SQUARE_TESTS),
 }
 demo_results = run_many([{"code": c, "tests": t, "timeout_s": S.loop_timeout_s} for c, t in DEMO.values()],
-                        backend=BACKEND, workers=S.workers)
+                        backend=BACKEND, workers=S.workers, progress=False)
 pd.DataFrame([{"sample": name, "status": r.status, "tests passed": f"{r.tests_passed}/{r.tests_total}",
                "seconds": round(r.duration_s, 2), "detail": r.detail[:70]}
               for name, r in zip(DEMO, demo_results)])
@@ -190,14 +188,14 @@ assert [r.status for r in demo_results] == ["passed", "failed", "syntax_error", 
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 评判规则：和原课的 `docker run python` 一致
+# ### 评判规则：和讲义的 `docker run python` 一致
 #
-# 原课把程序交给 `docker run python` 运行，退出码 0 就算通过。本课的沙箱照此评判没有隐藏测试的程序：程序作为文件 `solution.py`
+# 讲义把程序交给 `docker run python` 运行，退出码 0 就算通过。本课的沙箱照此评判没有隐藏测试的程序：程序作为文件 `solution.py`
 # 以 `__main__` 运行，`site` 打开（`exit()`、`quit()`、`__file__` 都能用），`sys.exit(0)` 是通过，程序自己的 `unittest.main()`
 # 失败就是 failed，numpy/pandas 可以 import。stdin 是空的：`input()` 得到 EOFError，算 runtime_error。
-# 下表左列是按原课语义（退出码）应得的结果，右列是沙箱实际给出的状态。
+# 下表左列是按讲义语义（退出码）应得的结果，右列是沙箱实际给出的状态。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 UNITTEST = ("import unittest\ndef add(a, b):\n    return a + b{bug}\n"
             "class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"
             "if __name__ == '__main__':\n    unittest.main()\n")
@@ -228,7 +226,7 @@ judging_table
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 1：写奖励函数
 #
-# 把沙箱结果（`SandboxResult`）变成原课的奖励：`syntax_error` → −1；`runtime_error`，以及超时、内存超限、输出超限（它们也是"程序崩了"）→ −0.5；
+# 把沙箱结果（`SandboxResult`）变成讲义的奖励：`syntax_error` → −1；`runtime_error`，以及超时、内存超限、输出超限（它们也是"程序崩了"）→ −0.5；
 # 其余（`passed` / `failed`）→ `result.tests_passed / result.tests_total`（没有测试时：通过为 1，否则为 0）。
 # `sandbox_error` 不是样本的错，应当抛出异常而不是给分。
 
@@ -248,12 +246,11 @@ def my_reward(result: SandboxResult) -> float:
     ### END SOLUTION
 
 
-checked = exercises.check("06-1", as_outcome(my_reward))   # as_outcome: "must raise" becomes a checkable value
-my_reward = getattr(checked, "wrapped", checked)
+my_reward = exercises.check("06-1", my_reward)   # a case that must raise is compared as "raises (any exception)"
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 现在把原课的 `calculate_reward` 放进沙箱：`course_lib.evaluation.rewards.calculate_reward(code, test_cases)` 接受原课的
+# 现在把讲义的 `calculate_reward` 放进沙箱：`course_lib.evaluation.rewards.calculate_reward(code, test_cases)` 接受讲义的
 # `(input, expected)` 对（入口函数 `solution`），也接受本课的断言字符串（用你的 `my_reward` 计分）。
 # 下表逐个样本对比三列；`agree` 一行由代码算出，是否一致以它为准。
 
@@ -282,11 +279,11 @@ assert all(agree[name] for name in SAMPLES) and not agree["sys.exit(0)"] and not
 reward_table
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 读表：原课的五个普通样本（包括函数名写错的 `misnamed`：没有 `solution`，−0.5），沙箱版和 `exec()` 版给的奖励一样；
+# 读表：讲义的五个普通样本（包括函数名写错的 `misnamed`：没有 `solution`，−0.5），沙箱版和 `exec()` 版给的奖励一样；
 # `sys.exit(0)` 在 `exec()` 版里直接让训练进程退出，在沙箱里只是一个没有 `solution` 的样本（−0.5）。
-# 本课的断言式写法（`assert solution(0) == 0` …，用 `my_reward` 计分）在这组样本上和原课写法给分一致：上面打印的差异列表为空。
+# 本课的断言式写法（`assert solution(0) == 0` …，用 `my_reward` 计分）在这组样本上和讲义写法给分一致：上面打印的差异列表为空。
 #
-# 讲义 在训练进程里 `exec()` 样本；本课 在沙箱里运行同一个奖励规则，因为样本是不受信任的代码（见第 1 节的四个演示）。
+# 讲义在训练进程里 `exec()` 样本；本课在沙箱里运行同一个奖励规则，因为样本是不受信任的代码（见第 1 节的四个演示）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Reward hacking：钻测试的空子
@@ -298,12 +295,12 @@ reward_table
 # - **硬编码**可见测试的答案；
 # - **提前退出**：先打印 "ALL TESTS PASSED"，再 `os._exit(0)`；
 # - **篡改比较**：返回一个 `__eq__` 永远为 True 的对象，让每个 `x == y` 都成立；
-# - **给 assert 打补丁**：把 `unittest.TestCase.assertEqual` 换成什么都不做的函数（测试和样本在同一个进程里，样本能改掉测试用的工具）。
+# - **给 assert 打补丁**：把 `unittest.TestCase.assertEqual` 换成什么都不做的函数（测试若和样本在同一个进程里，样本就能改掉测试用的工具）。
 #
 # 三个评判方式：(a) 天真的评判——把代码和可见测试拼成脚本，输出里有 "ALL TESTS PASSED" 就算过；
-# (b) 沙箱 + 可见测试 + end-of-run marker；(c) 沙箱 + 隐藏测试 + end-of-run marker。
+# (b) 沙箱 + 课程的 judge + 可见测试；(c) 沙箱 + 课程的 judge + 隐藏测试。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 VISIBLE = ["import unittest\ncase = unittest.TestCase()\ncase.assertEqual(sum_of_squares([1, 2, 3]), 14)",
            "case.assertEqual(sum_of_squares([]), 0)"]
 HIDDEN = ["assert sum_of_squares([1, 2, 3]) == 14", "assert sum_of_squares([]) == 0",
@@ -328,29 +325,39 @@ naive, visible, hidden = (run_many(items, backend=BACKEND, workers=S.workers, pr
                           for items in (naive_items, visible_items, hidden_items))
 hack_table = pd.DataFrame({
     "(a) naive: 'ALL TESTS PASSED' printed": ["accepted" if "ALL TESTS PASSED" in r.stdout else "rejected" for r in naive],
-    "(b) visible tests + marker": ["accepted" if r.passed else f"rejected ({r.status})" for r in visible],
-    "(c) hidden tests + marker": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
-                                  for r in hidden],
+    "(b) judge, visible tests": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
+                                 for r in visible],
+    "(c) judge, hidden tests": ["accepted" if r.passed else f"rejected ({r.status}, {r.tests_passed}/{r.tests_total})"
+                                for r in hidden],
     "reward (c)": [rewards.reward_from_result(r) for r in hidden],
 }, index=list(HACKS))
 hack_table
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 hacks = [name for name in HACKS if not name.startswith("honest")]
 accepted = {col: int(sum(hack_table.loc[h, col] == "accepted" for h in hacks)) for col in hack_table.columns[:3]}
 print("hacks accepted by each judge:", accepted)
+partial = {h: round(float(hack_table.loc[h, "reward (c)"]), 2) for h in hacks}
 record("hacks_accepted_naive", accepted[hack_table.columns[0]])
-record("hacks_accepted_hidden_and_marker", accepted[hack_table.columns[2]])
+record("hacks_accepted_visible", {h: hack_table.loc[h, hack_table.columns[1]] == "accepted" for h in hacks})
+record("hacks_accepted_hidden", accepted[hack_table.columns[2]])
+record("hacks_reward_hidden", partial)   # reward (c) of each hack, rounded
 assert accepted[hack_table.columns[2]] == 0 and hack_table.loc["honest, correct"].iloc[2] == "accepted"
+### BEGIN HIDDEN TESTS
+assert accepted[hack_table.columns[0]] == 4
+assert [h for h in hacks if hack_table.loc[h, hack_table.columns[1]] == "accepted"] == ["hard-coded"]
+assert partial["hard-coded"] == 0.5 and partial["patched =="] == 0.33
+### END HIDDEN TESTS
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 读表：
 # - 天真评判把四个作弊样本**全部放过**：它只看输出文本，而输出是样本自己能写的。
-# - end-of-run marker 挡住了"提前退出"：token 每次随机，样本不知道，也就伪造不了。
-# - 硬编码、篡改 `==`、给 `assertEqual` 打补丁都能骗过可见测试——只有**隐藏测试**（更多输入、样本改不到的普通 `assert`、
-#   `type(...) is int` 的类型检查）才能抓住它们。
-# - 看 reward 一栏：按通过率给分时，作弊样本仍拿到部分分数（篡改 `==` 得 0.83），RL 里这足以让它被强化——奖励用的测试也必须够强。
+# - 课程的 judge 只用可见测试就挡住了三种：提前退出的样本没跑完就走了，测试一个也没跑（0/0），它打印的 "ALL TESTS PASSED" 不是判决；`__eq__` 永远为 True 的 `int` 子类传出沙箱时只剩它包着的普通 `0`；
+#   样本改掉的是**它自己进程里**的 `unittest`，judge 用的是自己的。
+# - 硬编码骗过了可见测试：对这两个输入它答得确实对。只有**隐藏测试**（更多输入、`type(...) is int` 的类型检查）才能抓住它。
+# - 看 reward 一栏（上一格打印了每个作弊样本的值）：按通过率给分时，作弊样本仍拿到部分分数（硬编码 0.5，篡改 `==` 0.33：
+#   空列表的和与类型检查恰好对），RL 里这足以让它被强化——奖励用的测试也必须够强。
 #   训练时：奖励用的测试不要全部暴露给模型；评测时：要用模型没见过的测试。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -398,8 +405,9 @@ assert forged == {"naive in-process judge": "passed", "course judge (sandbox)": 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 练习 2：实现 pass@k
 #
-# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，不要构造巨大的二项式系数（提示：`np.arange` 和 `np.prod`，按 i 从小到大连乘）。
-# 检查逐位比较结果：用精确整数二项式再相除，在 n=2000, c=13, k=100 上会差最后一位——它不是本题要的写法。
+# 用上面的连乘公式实现 `my_pass_at_k(n, c, k)`，返回 Python `float`，不要用浮点数算二项式系数（提示：`np.arange` 和 `np.prod`）。
+# 检查允许几个 ulp（最后一位）的舍入差：按 i 从大到小连乘、或用精确的整数二项式相除，结果只差最后一位，同样算对；
+# 浮点二项式在 n=2000, k=1000 时溢出（下面一格演示），"先估 p̂ = c/n" 的写法是另一个数，都会被指出。
 
 # %% slideshow={"slide_type": "-"}
 def my_pass_at_k(n: int, c: int, k: int) -> float:
@@ -411,10 +419,10 @@ def my_pass_at_k(n: int, c: int, k: int) -> float:
     ### END SOLUTION
 
 
-my_pass_at_k = exercises.check("06-2", my_pass_at_k)   # compared bit for bit with the product formula
+my_pass_at_k = exercises.check("06-2", my_pass_at_k)   # floats compared to a few ulps
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def pass_at_k_float_binomials(n, c, k):
     """The formula taken literally, with float binomials: fine for small n, overflows for big n."""
     return 1.0 - float(math.comb(n - c, k)) / float(math.comb(n, k))
@@ -439,7 +447,7 @@ assert max_err < 1e-12
 # 设一道题的真实单次通过率 p = 0.05（真值：pass@1 = 0.05，pass@10 = 1 − 0.95¹⁰ ≈ 0.40）。对不同的样本数 n 反复模拟：
 # 无偏估计的**均值**始终落在真值上，n 越大**方差**越小；而看似自然的"先估 p̂ = c/n 再算 1 − (1 − p̂)^k"是**有偏**的（系统性偏低）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 p_true, trials = 0.05, 2000
 ns = [10, 20, 50, 100, 200]
 rows = []
@@ -475,11 +483,12 @@ curve.round(4)
 # 在评测进程里**不加隔离**地执行代码，本课从不调用它。每道题 = 函数签名 + docstring（prompt），
 # 隐藏测试 = `check(candidate)` 函数。先让 164 个标准解（canonical solution）全部在沙箱里跑一遍：
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 problems = humaneval.load_humaneval()
 chosen = problems[: S.humaneval_problems]
 t0 = time.monotonic()
-canonical_results = run_many([humaneval.sandbox_item(p) for p in chosen], backend=BACKEND, workers=S.workers)
+canonical_results = run_many([humaneval.sandbox_item(p) for p in chosen], backend=BACKEND, workers=S.workers,
+                             progress=False)
 elapsed = time.monotonic() - t0
 counts = summarize(canonical_results)
 print(f"{len(chosen)} canonical solutions in {elapsed:.1f} s ({len(chosen) / elapsed:.1f} samples/s): "
@@ -488,20 +497,20 @@ record("humaneval_canonical_passed", counts["passed"])
 record("humaneval_canonical_total", len(chosen))
 assert counts["passed"] == len(chosen)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 broken_rows = []
 broken_items = []
 for p in problems[: S.broken_problems]:
     for kind, src in humaneval.broken_variants(p).items():
         broken_rows.append({"task_id": p["task_id"], "kind": kind})
         broken_items.append({"code": src, "tests": humaneval.hidden_tests(p), "timeout_s": S.loop_timeout_s})
-broken_results = run_many(broken_items, backend=BACKEND, workers=S.workers)
+broken_results = run_many(broken_items, backend=BACKEND, workers=S.workers, progress=False)
 broken = pd.DataFrame(broken_rows).assign(status=[r.status for r in broken_results],
                                           reward=[rewards.reward_from_result(r) for r in broken_results])
 print(humaneval.broken_variants(problems[0])["hardcoded"])
 pd.crosstab(broken.kind, broken.status)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 record("broken_passed", int((broken.status == "passed").sum()))
 record("broken_status_by_kind", {k: sorted(set(g.status)) for k, g in broken.groupby("kind")})
 assert (broken.status != "passed").all(), "a broken variant passed"
@@ -519,7 +528,7 @@ broken.groupby("kind").reward.mean().round(2)
 # 2. **拒绝采样**：一次采 n 个，交出第一个通过可见测试的（都不通过就交第一个）；
 # 3. 用隐藏测试评估交出去的程序。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 pool = pd.DataFrame(humaneval.load_candidate_pool())
 task_ids = list(dict.fromkeys(pool.task_id))[: S.pool_problems]
 pool = pool[pool.task_id.isin(task_ids)].groupby("task_id").head(S.pool_candidates).reset_index(drop=True)
@@ -528,8 +537,8 @@ items_visible = [{"code": row.code, "tests": humaneval.visible_tests(by_id[row.t
                  for row in pool.itertuples()]
 items_hidden = [{"code": row.code, "tests": humaneval.hidden_tests(by_id[row.task_id]), "timeout_s": S.loop_timeout_s}
                 for row in pool.itertuples()]
-res_visible = run_many(items_visible, backend=BACKEND, workers=S.workers)
-res_hidden = run_many(items_hidden, backend=BACKEND, workers=S.workers)
+res_visible = run_many(items_visible, backend=BACKEND, workers=S.workers, progress=False)
+res_hidden = run_many(items_hidden, backend=BACKEND, workers=S.workers, progress=False)
 pool["visible_ok"] = [r.passed for r in res_visible]
 pool["hidden_ok"] = [r.passed for r in res_hidden]
 pool["reward"] = [rewards.reward_from_result(r) for r in res_hidden]
@@ -543,7 +552,7 @@ pool.reward.round(2).value_counts().sort_index().plot.bar(ax=ax, color="tab:gree
 ax.set_xlabel("reward (hidden tests)"); ax.set_ylabel("candidates"); ax.set_title("calculate_reward over the candidate pool")
 plt.tight_layout(); plt.show()
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # a stand-in for a model's preferences (its log-probabilities): a random score per candidate, with correct
 # programs favoured by +1 on average — a model that is somewhat good, but often prefers a buggy program
 score_rng = np.random.default_rng(SEED)
@@ -583,7 +592,7 @@ ax.set_ylabel("hidden-test pass rate"); ax.set_xscale("log", base=2); plt.tight_
 record("best_of_n_rejection", {int(n): round(float(v), 4) for n, v in bon["rejection sampling (visible tests)"].items()})
 bon.round(3)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 first, last = bon.index[0], bon.index[-1]
 gain = bon.loc[last, "rejection sampling (visible tests)"] - bon.loc[first, "single sample"]
 print(f"rejection sampling with n={last}: pass rate {bon.loc[first, 'single sample']:.2f} -> "
@@ -623,10 +632,13 @@ temps.round(3)
 # ## 小结
 #
 # - `exec()` 执行模型输出 = 把训练进程交给样本：能读文件和环境变量、改掉你的函数、让训练退出。**永远在沙箱里执行**。
-# - `course_lib.evaluation.sandbox`：bubblewrap（快，每个样本约 0.1 s）或 Docker（原课设计，约 0.5–1 s）；8 种状态；输出截断；超时杀掉整个进程树。
+# - `course_lib.evaluation.sandbox`：bubblewrap（ci，快：第 5 节打印了每秒样本数）或 Docker（讲义的设计，full）；8 种状态；输出截断；超时杀掉整个进程树。
 # - 奖励 = 语法错误 −1 / 运行错误 −0.5 / 通过率；`sandbox_error` 不给分。
-# - Reward hacking 是真实存在的：end-of-run marker 防提前退出和伪造输出，隐藏测试（含类型检查）防硬编码和篡改比较。
+# - Reward hacking 是真实存在的：测试在沙箱外的 judge 里运行、样本只能回答普通数据，提前退出、伪造输出、篡改 `==`、改掉测试工具、
+#   顺着栈帧改测试都不算通过；硬编码可见测试的答案只有隐藏测试（含类型检查）能抓住。
 # - pass@k 用无偏、数值稳定的连乘公式；n 越大方差越小；k > 1 需要采样温度带来的多样性。
 # - 执行反馈能直接提升结果：best-of-n / 拒绝采样，以及把通过的样本留作下一轮 SFT 数据。
+# - 讲义："通过 PPO 算法，我们可以最大化这个 pass_rate"。本课只用执行信号挑选和过滤输出、不更新模型；把它当作奖励、用 PPO/GRPO
+#   更新模型本身，是第10课 `10_rl_execution_feedback` 的内容（讲义 5.3 的第一个改进方向：以 RSR 为奖励的强化学习）。
 #
 # 下一课（第07课）用这个沙箱评测微调后的小模型。

@@ -8,13 +8,17 @@ VENV="$(mkdir -p "$(dirname "$VENV")" && cd "$(dirname "$VENV")" && pwd)/$(basen
 T0=$SECONDS
 say() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$((SECONDS - T0))" "$*"; }
 
-# 1. System packages: bubblewrap (sandbox), chromium + chromium-driver (slide tests), docker.io (Docker sandbox), rsync (LLaMA-Factory full
+# 1. System packages: bubblewrap (sandbox), chromium + chromium-driver + a CJK font (slide tests), docker.io (Docker sandbox), rsync (LLaMA-Factory full
 #    fine-tuning copies with it). Installed when we are root with apt; otherwise we say what is missing.
 need=()
 command -v bwrap   >/dev/null || need+=(bubblewrap)
 # headless Chromium + ChromeDriver: tests/test_slides.py measures every slide deck in a real browser
 command -v chromium     >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# ... and a font with Chinese glyphs, without which every Chinese character of the decks is a box (and
+# the slide test measures boxes): the decks' CSS names Noto Sans CJK SC, PingFang SC, Microsoft YaHei and
+# WenQuanYi; WenQuanYi Micro Hei is the small one (~5 MB) Debian packages.
+{ command -v fc-list >/dev/null && [[ -n "$(fc-list :lang=zh family)" ]]; } || need+=(fonts-wqy-microhei)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v rsync   >/dev/null || need+=(rsync)
 if ((${#need[@]})); then

@@ -1,11 +1,13 @@
 """Exercise checks: a wrong answer is caught, strict raises, unfinished work returns the reference."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from course_lib import check_function, check_value, record
-from course_lib.tooling.checks import Case, ExerciseCheckError, values_equal
+from course_lib.exercises.checks import Case, ExerciseCheckError, floats_close, values_equal
 
 
 def reference(xs, k=1):
@@ -96,12 +98,28 @@ def test_values_equal_tolerates_rounding_but_not_differences():
 
     assert values_equal(0.1 + 0.2, 0.3)
     assert not values_equal(0.3, 0.31)
-    assert values_equal(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]))
+    two_ulps = 2.0 + 2 * math.ulp(2.0)
+    assert values_equal(np.array([1.0, 2.0]), np.array([1.0, two_ulps]))
+    assert not values_equal(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]))   # far more than a few ulps
     assert not values_equal(np.array([1, 2]), np.array([1, 2, 3]))
     assert values_equal(torch.tensor([1.5]), np.array([1.5]))
-    assert values_equal({"a": [1, (2.0, 3)]}, {"a": [1, (2.0 + 1e-12, 3)]})
+    assert values_equal(np.float32(1 / 3), np.float32(1) / np.float32(3) + np.float32(1e-7))  # float32's ulps
+    assert values_equal({"a": [1, (2.0, 3)]}, {"a": [1, (two_ulps, 3)]})
     assert not values_equal({"a": 1}, {"b": 1})
     assert not values_equal("1", 1)
+    assert values_equal(float("nan"), float("nan")) and not values_equal(float("inf"), 1e308)
+    assert values_equal(0.3, 0.31, rel=0.1) and not values_equal(0.3, 0.31, rel=1e-3)
+
+
+def test_floats_close_counts_ulps_no_finer_than_at_one():
+    # a product taken in a different order differs in its last bit: still the same answer
+    forward = 1.0 - float(np.prod(1.0 - 100 / np.arange(1988, 2001)))
+    backward = 1.0 - float(np.prod((1.0 - 100 / np.arange(1988, 2001))[::-1]))
+    assert floats_close(forward, backward)
+    # a probability computed as 1 - x is compared on the scale of 1, not of its own size
+    assert floats_close(1e-17, 0.0) and not floats_close(1e-14, 0.0)
+    assert floats_close(1e6, 1e6 + 2 * math.ulp(1e6)) and not floats_close(1e6, 1e6 + 1e-6)
+
 
 
 def test_check_value(capsys):

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.tooling.checks import RECORD_MIME
+from course_lib.tooling.records import RECORD_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
 EXECUTED = Path(os.environ.get("COURSE_EXECUTED_DIR", ROOT / "build" / "test-notebooks" / "solutions"))

@@ -15,7 +15,10 @@ def test_lesson_06_records(notebook_records):
     assert all(agree[name] for name in ("correct", "wrong", "syntax error", "runtime error", "misnamed"))
     assert agree["sys.exit(0)"] is False
     assert rec["judging_table_as_expected"] is True
-    assert rec["hacks_accepted_naive"] == 4 and rec["hacks_accepted_hidden_and_marker"] == 0
+    assert rec["hacks_accepted_naive"] == 4 and rec["hacks_accepted_hidden"] == 0
+    # issue 24: with the tests in the judge, only the hard-coded answers pass the visible tests; the prose's rewards
+    assert [h for h, ok in rec["hacks_accepted_visible"].items() if ok] == ["hard-coded"]
+    assert rec["hacks_reward_hidden"]["hard-coded"] == 0.5 and rec["hacks_reward_hidden"]["patched =="] == 0.33
     # issue 24: a frame walk beats a judge that runs the tests in the program's process, not the course's
     assert rec["frame_walk_forgery"] == {"naive in-process judge": "passed", "course judge (sandbox)": "failed"}
     assert rec["pass_at_k_max_abs_error_vs_exact"] < 1e-12

@@ -142,6 +142,16 @@ def test_placeholders_and_original_offsets():
 
 
 @pytest.mark.parametrize("text", [
+    '__author_email__ = "me@kennethreitz.org"',            # "me" on a real domain is a person
+    "# Author: Marius <marius@pov.lt>",                      # a country TLD the first list lacked
+    "    :copyright: me@radimrehurek.com",
+])
+def test_authors_addresses_are_redacted(text):
+    """Issue 27: these three stayed in lesson 01's corpus (and lesson 03 printed the first)."""
+    assert [f.kind for f in redact_secrets(text).findings] == ["email"]
+
+
+@pytest.mark.parametrize("text", [
     '__version__ = "1.2.3.4"', "pkg==2.0.0.1", "date = '2023-01-15'", "id = '550e8400-e29b-41d4-a716-446655440000'",
     "mail = 'someone@example.com'", "HOST = '127.0.0.1'", "ns 8.8.8.8 and 1.1.1.1", "'2001:4860:4860::8888'",
     "addr = '10.1.2.3'", "y = x@self.weight", "password = os.environ['PW']", "password = None",

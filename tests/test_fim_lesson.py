@@ -22,3 +22,12 @@ def test_lesson_04_records(notebook_records):
     assert 0 <= rec["context_fim_kept_plain_share"] < 0.5
     gaps = rec["middle_gap_by_step"]
     assert len(gaps) >= 3 and gaps[-1][0] > gaps[0][0] and all(len(g) == 2 for g in gaps)
+    # issue 27: infill classes with short, regular middles, each over at least 50 held-out tasks ...
+    probe = rec["fim_probe_nll"]
+    assert set(probe) == {"closing", "return", "name_from_suffix"}
+    assert all(rec["fim_probe_right"][k]["tasks"] >= 50 for k in probe)
+    assert all(set(v) == {"fim_psm", "fim_l2r", "nofim_psm", "nofim_l2r"} for v in probe.values())
+    assert set(rec["fim_probe_helps"]) <= set(probe)
+    # ... and the dependency-order experiment printed beside the benchmark's multi-seed result
+    bench = rec["order_benchmark"]
+    assert bench["seeds"] >= 3 and bench["status"] == "ok" and bench["sd"] > 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from course_lib.tooling.checks import RECORD_MIME
 from course_lib.tooling.nbtools import (
     NotebookFormatError,
     build_notebooks,
@@ -21,6 +20,7 @@ from course_lib.tooling.nbtools import (
     read_records,
     write_notebook,
 )
+from course_lib.tooling.records import RECORD_MIME
 
 
 def _nb(*cells):

@@ -152,6 +152,11 @@ def test_verify_run_catches_silent_failures(tmp_path):
     run = _fake_run(tmp_path / "b", "{'train_runtime': 1.0}", [3.0, 3.1, 3.2, 3.3, 3.4])
     with pytest.raises(sft.FinetuneError, match="did not fall"):
         sft.verify_run(run, None, "full")
+    # issue 27: a run that jumped up at once and crept back (5.65 → 7.0 → ... → 6.05) beat its own first
+    # fifth without learning anything; the check compares with the first logged loss
+    run = _fake_run(tmp_path / "d", "{'train_runtime': 1.0}", [5.65, 7.0, 6.8, 6.5, 6.3, 6.2, 6.1, 6.05, 6.0, 6.05])
+    with pytest.raises(sft.FinetuneError, match="first logged loss"):
+        sft.verify_run(run, None, "full")
     run = _fake_run(tmp_path / "c", "{'train_runtime': 1.0}", [3.0, 2.0], weights=False)
     with pytest.raises(sft.FinetuneError, match="no merged"):
         sft.verify_run(run, None, "lora")

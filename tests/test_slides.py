@@ -1,4 +1,5 @@
-"""Slides: every `##` section of a lesson becomes at least one slide, and the export opens offline."""
+"""Slides: every `##` section of a lesson becomes at least one slide, the export opens offline, and in a
+real browser at 1280×720 no slide scrolls as a whole and no Chinese character is drawn as a box."""
 from __future__ import annotations
 
 import re
@@ -124,6 +125,58 @@ def test_every_deck_fits_the_screen_in_headless_chromium(tmp_path, repo, vendor)
     assert not problems, "\n".join(problems)
 
 
+def _latin_only_fontconfig(tmp_path: Path) -> dict:
+    """An environment whose fontconfig sees only the DejaVu fonts (no CJK glyphs), as on a bare server."""
+    import os
+    import subprocess
+
+    files = subprocess.run(["fc-list", ":family=DejaVu Sans", "file"], capture_output=True, text=True).stdout
+    dirs = sorted({str(Path(line.split(":")[0]).parent) for line in files.splitlines() if line.strip()})
+    if not dirs:
+        pytest.skip("fontconfig lists no DejaVu fonts here")
+    conf = tmp_path / "fonts.conf"
+    conf.write_text('<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd"><fontconfig>'
+                    + "".join(f"<dir>{d}</dir>" for d in dirs)
+                    + f"<cachedir>{tmp_path / 'fc-cache'}</cachedir></fontconfig>", encoding="utf-8")
+    return {**os.environ, "FONTCONFIG_FILE": str(conf)}
+
+
+def test_the_browser_check_catches_a_scrolling_slide_and_chinese_drawn_as_boxes(tmp_path, vendor):
+    """The deck test's two newest rules, on a deck built to break them: a slide taller than the screen
+    is reported (only a code or output box may scroll), and so is Chinese text when the browser has no
+    font with CJK glyphs — while the same text passes where one is installed."""
+    from course_lib.tooling.slides import SlidesError, browser, cjk_font_families, measure_deck
+
+    if vendor is None:
+        pytest.skip("npm could not vendor reveal.js here (see README, Troubleshooting)")
+    nb_path = write_notebook(tmp_path / "t.ipynb", [
+        md("# 标题 Title", slide="slide"),
+        code("PROFILE = 'ci'", slide="skip", tags=["parameters"]),
+        md("## 很长的一页\n\n" + "\n".join(f"- 第 {i} 条要点" for i in range(30)), slide="slide"),
+        md("## 中文与代码\n\n环境检查：`代码` 和 **加粗**。", slide="slide"),
+        code("x = 1  # 注释也是中文", slide="slide"),
+    ])
+    html = export_slides(nb_path, tmp_path / "out")
+    assert cjk_font_families(), "no font with Chinese glyphs is installed: run scripts/setup.sh (fonts-wqy-microhei)"
+    try:
+        driver = browser(1280, 720)
+    except SlidesError as exc:
+        pytest.fail(str(exc))
+    try:
+        _, problems = measure_deck(driver, html)
+    finally:
+        driver.quit()
+    assert [p for p in problems if "很长的一页" in p and "must not scroll as a whole" in p], problems
+    assert not [p for p in problems if "CJK glyphs" in p], problems
+    driver = browser(1280, 720, env=_latin_only_fontconfig(tmp_path))
+    try:
+        _, problems = measure_deck(driver, html, cjk_families=set())
+    finally:
+        driver.quit()
+    boxes = [p for p in problems if "falls back to a font without CJK glyphs" in p]
+    assert {"<h2>", "<p>"} <= {p.split(" in ")[1].split(" ")[0] for p in boxes}, problems
+
+
 def test_slides_strip_solutions_and_hidden_tests_and_split_tall_cells(tmp_path, vendor):
     from course_lib.tooling.slides import TAG_HIDE_CODE, prepare_for_slides
 
@@ -145,3 +198,33 @@ def test_slides_strip_solutions_and_hidden_tests_and_split_tall_cells(tmp_path, 
     path = tmp_path / "t.ipynb"
     nbformat.write(nb, path)
     assert "BEGIN SOLUTION" not in export_slides(path, tmp_path).read_text(encoding="utf-8")
+
+
+def test_slides_drop_frozen_widget_bars_and_show_a_text_bar_in_its_last_state():
+    from course_lib.tooling.slides import WIDGET_VIEW, prepare_for_slides
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code("run()", slide="slide")]
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "x"},
+                                                     "text/plain": "sandbox:   0%|          | 0/8"}),
+        nbformat.v4.new_output("stream", name="stderr", text="train:   0%|  | 0/3\rtrain:  67%|# | 2/3\rtrain: 100%|##| 3/3\n"),
+    ]
+    shown = prepare_for_slides(nb).cells[0].outputs
+    assert len(shown) == 1 and shown[0]["text"] == "train: 100%|##| 3/3\n"
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("lesson", lesson_paths("solutions"), ids=lambda p: p.stem)
+def test_executed_lessons_save_no_frozen_progress_bar(lesson, notebook_records):
+    """A ``tqdm.auto`` bar is a widget: the saved notebook keeps its first state ("0%|") as text, a bar
+    that never moves in the executed copies and the slides. Lessons pass ``progress=False`` where they
+    print a summary, and course_lib uses text bars where a bar is worth keeping."""
+    from course_lib.tooling.slides import frozen_widget
+
+    notebook_records(lesson.stem[:2])   # executed by the regression already, or now
+    executed = build_dir("test-notebooks", "solutions", create=False) / lesson.name
+    nb = nbformat.read(executed, as_version=4)
+    frozen = [(i, str(o.get("data", {}).get("text/plain", ""))[:60]) for i, c in enumerate(nb.cells)
+              for o in c.get("outputs", []) if frozen_widget(o)]
+    assert not frozen, f"{lesson.name}: frozen progress bars (cell, text) in the saved outputs: {frozen}"

@@ -105,7 +105,7 @@ def build_corpus_rows(repos: Iterable[Repo], cfg, report: CorpusReport, *,
 
     Introduced in lesson 01.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # a text bar: a saved notebook shows its last state (a widget bar saves "0%")
 
     from course_lib.data.filters import CONTENT_RULES
 

@@ -38,11 +38,14 @@ WELL_KNOWN_DNS = frozenset({
 EXAMPLE_IPS = frozenset({"1.2.3.4", "123.45.67.89", "12.34.56.78", "11.22.33.44"})
 EXAMPLE_DOMAINS = ("example.com", "example.org", "example.net", "example.edu", "test", "example",
                    "invalid", "localhost", "domain.com", "email.com", "yourdomain.com")
+# Local parts that name a role or a placeholder, not a person ("me" is not one: me@kennethreitz.org is
+# an author's address).
 NON_PERSONAL_LOCAL_PARTS = frozenset({"git", "noreply", "no-reply", "donotreply", "user", "username",
-                                      "name", "email", "you", "your.name", "someone", "foo", "me"})
+                                      "name", "email", "you", "your.name", "someone", "foo"})
 # A finite TLD list keeps ``x@self.weight`` (matrix product) from looking like an address.
 _TLDS = ("com|org|net|edu|gov|mil|int|io|ai|dev|app|info|biz|co|me|tv|cc|us|uk|de|fr|it|es|nl|be|ch|"
          "at|se|no|dk|fi|pl|cz|ru|ua|cn|jp|kr|tw|hk|sg|in|au|nz|ca|br|mx|ar|za|il|ie|pt|gr|hu|ro|tr|"
+         "lt|lv|ee|sk|si|hr|bg|rs|lu|vn|cl|"
          "eu|xyz|tech|cloud|online|site|email|name|pro|mobi|asia")
 PLACEHOLDER_VALUES = frozenset({
     "password", "passwd", "secret", "changeme", "change_me", "changeit", "xxx", "xxxx", "xxxxxx",

@@ -111,7 +111,8 @@ def _run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | Non
 def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: float | None = None,
                      memory_mb: int | None = None, backend: str | None = None) -> list[dict]:
     """One report row per record of ``inference_results.json``; nothing is dropped. ``timeout_s`` /
-    ``memory_mb`` None: the active profile's ``sandbox`` section.
+    ``memory_mb`` None: the sandbox's defaults (:data:`~course_lib.evaluation.sandbox.DEFAULT_TIMEOUT_S`,
+    :data:`~course_lib.evaluation.sandbox.DEFAULT_MEMORY_MB`), as in :func:`~course_lib.evaluation.sandbox.run_code`.
 
     Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
     ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without

@@ -14,14 +14,16 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from course_lib.tooling.checks import check_function
+from course_lib.exercises.checks import check_function
 
 
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: ``id`` "NN-k" (lesson NN, k-th exercise), the function name the notebook uses,
-    the reference implementation, the cases (as :func:`course_lib.check_function` takes them) and an
-    optional comparison."""
+    the reference implementation, the cases (as :func:`course_lib.check_function` takes them), an
+    optional comparison, and an optional ``adapt`` that wraps the student's function before it is
+    compared (06-1 turns "raised" into a value with it); ``reference`` is already in that form and
+    an adapted function keeps the original as ``.wrapped``."""
 
     id: str
     name: str
@@ -29,6 +31,7 @@ class Exercise:
     cases: Sequence[Any]
     compare: Callable[[Any, Any], bool] | None = None
     description: str = field(default="", compare=False)
+    adapt: Callable[[Callable], Callable] | None = None
 
 
 def _lesson_modules() -> list[str]:
@@ -60,7 +63,11 @@ def get(exercise_id: str) -> Exercise:
 
 def check(exercise_id: str, student: Callable, *, strict: bool | None = None) -> Callable:
     """Check ``student`` against exercise ``exercise_id`` (see :func:`course_lib.check_function`);
-    returns the function the notebook uses next."""
+    returns the function the notebook uses next (the student's own, or the reference)."""
     ex = get(exercise_id)
-    return check_function(student, ex.reference, ex.cases, name=ex.name, compare=ex.compare,
-                          strict=strict)
+    candidate = ex.adapt(student) if ex.adapt else student
+    chosen = check_function(candidate, ex.reference, ex.cases, name=ex.name, compare=ex.compare,
+                            strict=strict)
+    if chosen is candidate:
+        return student
+    return getattr(chosen, "wrapped", chosen) if ex.adapt else chosen

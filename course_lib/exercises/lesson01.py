@@ -43,8 +43,15 @@ EXERCISES = [
         cases=[("a.py", _GOOD), ("a.py", "# ----- ===== +++++\n" * 5), ("a.py", ""), ("a.py", "ab!!!!!!"),
                ("a.py", "ab!!!!!"), ("a.py", "变量 = 1  # 中文注释也算字母\n"),
                ("a.py", "x = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"),          # digits count: isalnum, not isalpha
-               ("a.py", "数据 = [((1)), ((2))]  ##\n")],
-        description="True when fewer than 25% of the characters are str.isalnum(); empty text counts 0."),
+               ("a.py", "数据 = [((1)), ((2))]  ##\n"),
+               ("a.py", "            pass\n"),                # whitespace is in the denominator
+               ("a.py", "\t\t\t\t\t\t\t\tok()\n"),
+               ("a.py", "# 数据，见说明。\n"),                  # characters, not UTF-8 bytes
+               ("a.py", "\n" * 7 + "x = 1\n" + "\n" * 7),    # the whole text, not text.strip()
+               ("a.py", "# " + "_" * 40 + "\nx = 1\n"),       # '_' is not alphanumeric
+               ("a.py", "x" * 100 + "\n" + "}\n" * 10)],      # one fraction over the text, not a mean of lines
+        description="True when fewer than 25% of all characters (whitespace included; characters, not "
+                    "bytes) are str.isalnum(); empty text counts 0."),
     Exercise(
         id="01-2", name="e-mail redaction", reference=redact_emails,
         cases=["# Author: Wang Fang <wang.fang.dev@gmail.com>",
@@ -54,14 +61,25 @@ EXERCISES = [
                "no address here: x = a @ b",
                "y = x@self.weight  # a matrix product, not an address",
                "out = attn@value.transpose(-1, -2)",
-               "ops-team+alerts@acme-corp.io and jane@example.org"],
-        description="E-mails → <EMAIL> except example.com/.org/.net; the domain must end in a real TLD."),
+               "ops-team+alerts@acme-corp.io and jane@example.org",
+               "# Reported-by: JOHN.DOE@GMAIL.COM",                     # the TLD in capitals
+               "see admin@docs.example.net for the template",           # a subdomain of example.net
+               "sales@example-corp.com, hr@examples.com, it@notexample.org",   # contain 'example', are not it
+               "office: zhang.wei@example.com.cn"],                      # example.com.cn is not example.com
+        description="E-mails → <EMAIL> except under example.com/.org/.net (subdomains too, any case); the "
+                    "domain must end in a real TLD (any case)."),
     Exercise(
         id="01-3", name="public IPv4 redaction", reference=redact_public_ipv4,
         cases=["SERVER = '52.14.3.9'", "local 192.168.1.20 and 127.0.0.1", "nameserver 8.8.8.8",
                "ssh deploy@104.16.7.9 -p 22", "ALLOWED = ['10.0.0.1', '151.42.17.188']",
                "requires = ['pkg==2.0.0.1', 'other>=10.1.0.2']", "release = 'v52.14.3.9'",
                "carrier-grade NAT 100.64.0.1", "see 1.3.6.1.4.1.311; host 151.42.17.188",
-               "1.1.1.1 is a resolver"],
+               "1.1.1.1 is a resolver",
+               "pins = ['a<=52.14.3.9', 'b~=52.14.3.9', 'c!=52.14.3.9']",   # every operator the text lists
+               "built with version 151.42.17.188",
+               "VERSION: 52.14.3.9  # and V52.14.3.9",                   # case-insensitive, ': ' between
+               "mib = '1.3.6.1.4.1.193.0.2.1'",                         # the tail of a longer dotted number
+               "build 52.14.3.9.1 of the image",                        # the head of one
+               "not an address: 300.14.3.9"],                            # octet > 255: not an IP at all
         description="Public IPv4 → <IP_ADDRESS>; private/loopback/shared, 8.8.8.8, 1.1.1.1, versions kept."),
 ]

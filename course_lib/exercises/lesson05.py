@@ -23,7 +23,10 @@ EXERCISES = [
                ("passed", True, True, True), ("passed",), ("passed", False, False, True),
                ("passed", False, True), ("not run", True, True, True), ("not run", False, False, True),
                ("failed", True, False, True), ("failed", True, False, False), ("timeout", True),
-               ("runtime_error",), ("memory_limit", True, True, True)],
+               ("runtime_error",), ("memory_limit", True, True, True),
+               ("output_limit", True, True, True), ("output_limit",),          # a crash like the others
+               ("sandbox_error", True, True, True), ("sandbox_error", False, False, False)],
         description="0 no code; 2 syntax error; 7 (+1 defines, +1 documented, +1 tests run and passed) "
-                    "for passed / not run; 5 failed with tests; else 4."),
+                    "for passed / not run; 5 failed with tests; else 4 (runtime error, timeout, memory or "
+                    "output limit, sandbox error)."),
 ]

@@ -8,6 +8,7 @@ from course_lib.drill.evaluate import category_of
 from course_lib.drill.extract import extract_code
 from course_lib.drill.scoreboard import LECTURE_COUNTS, drill_metrics, summary_from_counts
 from course_lib.exercises import Exercise
+from course_lib.exercises.checks import values_equal
 
 RATE_KEYS = ("Pass@1", "FCR", "SER", "RSR", "Fail rate")
 
@@ -19,8 +20,9 @@ def lecture_rates(summary: dict) -> dict:
 
 
 def _close(a, b) -> bool:
+    """The same five rates, each a number within a few ulps of the reference."""
     return (isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b)
-            and all(isinstance(a[k], (int, float)) and abs(a[k] - b[k]) < 1e-9 for k in b))
+            and all(isinstance(a[k], (int, float)) and values_equal(float(a[k]), float(b[k])) for k in b))
 
 
 def _summary(fenced_gap: int = 0, **counts) -> dict:
@@ -42,6 +44,11 @@ EXTRACT_CASES = [
     ("no code at all",),
     ("```python\nx = 1\ny = 2",),
     ("",),
+    ("```ipython\nIn [1]: x = 1\n```",),                           # every tag the text lists
+    ("```pycon\n>>> 1 + 1\n2\n```",),
+    ("Steps:\n1. Define it:\n   ```python\n   def f():\n       return 1\n   ```\n2. Done.",),   # indented fence
+    ("````python\nx = 1\n````\nExplanation: x is one.",),         # four backticks open and close
+    ("``` python\nx = 1\n```",),                                   # a space before the tag
 ]
 
 RATE_CASES = [

@@ -4,7 +4,7 @@ the top-k gate. Introduced in lesson 09."""
 from __future__ import annotations
 
 from course_lib.exercises import Exercise
-from course_lib.tooling.checks import values_equal
+from course_lib.exercises.checks import values_equal
 
 
 def reference_group_advantages(rewards, eps=1e-6):

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import nbformat
 
 from course_lib.paths import repo_root
-from course_lib.tooling.checks import RECORD_MIME
+from course_lib.tooling.records import RECORD_MIME
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"

@@ -41,7 +41,6 @@ TAG_HIDE_CODE = "slide-hide-code"        # show the cell's output only
 TAG_HIDE_OUTPUT = "slide-hide-output"    # show the cell's code only
 TAG_OUTPUT_OWN = "slide-output-own"      # the output goes to its own sub-slide after the code
 TAG_OUTPUT_INLINE = "slide-output-inline"  # keep the output under the code even when the cell is tall
-SLIDE_TAGS = (TAG_HIDE_CODE, TAG_HIDE_OUTPUT, TAG_OUTPUT_OWN, TAG_OUTPUT_INLINE)
 # Automatic rule: a cell whose code plus output is taller than this many lines (an image counts
 # IMAGE_LINES, a table TABLE_LINES) shows its output on its own sub-slide.
 TALL_CELL_LINES = 16
@@ -191,17 +190,40 @@ def _output_lines(outputs) -> int:
     return lines
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def frozen_widget(output) -> bool:
+    """A Jupyter-widget output (a tqdm bar under ``tqdm.auto``): a saved notebook keeps only its first
+    state as text ("0%|"), so it shows a bar that never moves. Introduced in lesson 00."""
+    return WIDGET_VIEW in output.get("data", {})
+
+
+def _last_state(text: str) -> str:
+    """A stream's text as a terminal shows it: on each line only what follows the last carriage return
+    (a text progress bar redraws itself with ``\r``)."""
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
 def prepare_for_slides(nb):
     """The notebook as the slides show it (a copy): papermill's cells removed, solutions and hidden
-    tests stripped, the slide tags applied and a tall cell's output moved to its own sub-slide."""
+    tests stripped, widget outputs (frozen progress bars) dropped and text bars shown in their last
+    state, the slide tags applied and a tall cell's output moved to its own sub-slide (the cell after
+    it then starts a new sub-slide instead of joining that output)."""
     import copy
 
     nb = copy.deepcopy(nb)
     cells = []
+    after_own_output = False   # the previous cell's output has a sub-slide of its own: do not add to it
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
         if tags & set(REMOVED_TAGS):
             continue
+        slide_type = cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "-")
+        if after_own_output and slide_type in ("-", "fragment"):
+            cell.metadata["slideshow"] = {"slide_type": "subslide"}
+        if slide_type not in ("skip", "notes"):
+            after_own_output = False
         if cell.cell_type == "markdown":
             cell.source = _fix_markdown_math(cell.source)
             cells.append(cell)
@@ -210,7 +232,11 @@ def prepare_for_slides(nb):
             cells.append(cell)
             continue
         cell.source = strip_for_slides(cell.source)
-        outputs = cell.get("outputs", [])
+        cell.outputs = [o for o in cell.get("outputs", []) if not frozen_widget(o)]
+        for out in cell.outputs:
+            if out.get("output_type") == "stream" and "\r" in str(out.get("text", "")):
+                out["text"] = _last_state(str(out["text"]))
+        outputs = cell.outputs
         if TAG_HIDE_OUTPUT in tags:
             cell.outputs = []
             outputs = []
@@ -228,6 +254,7 @@ def prepare_for_slides(nb):
             if "id" in output_only:
                 output_only["id"] = f"{cell['id']}-out"  # cell ids stay unique (nbformat 4.5)
             cells += [code_only, output_only]
+            after_own_output = True
         else:
             cells.append(cell)
     nb.cells = cells
@@ -402,34 +429,85 @@ _MEASURE_JS = r"""
 const done = arguments[arguments.length - 1];
 const prefix = document.querySelector('link[href$="dist/reveal.css"]').getAttribute('href').replace(/reveal\.css$/, '');
 require([prefix + 'reveal.js'], function (Reveal) {
-const out = [];
+window.__courseReveal = Reveal;
+const CJK = /[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]/g;
+const out = [], probes = [], seen = new Set();
 const slides = Reveal.getSlides();
 for (let i = 0; i < slides.length; i++) {
   const s = slides[i];
   const idx = Reveal.getIndices(s);
   Reveal.slide(idx.h, idx.v);
   const where = `slide ${idx.h + 1}.${(idx.v || 0) + 1}`;
-  const style = getComputedStyle(s);
-  const scrolls = ['auto', 'scroll'].includes(style.overflowY);
-  if (s.scrollHeight > s.clientHeight + 2 && !scrolls)
-    out.push(`${where}: content runs ${s.scrollHeight - s.clientHeight}px past the slide and cannot be scrolled`);
+  const title = (s.querySelector('h1, h2, h3') || {}).textContent || '';
+  const label = title ? ` ("${title.replace(/¶/g, '').trim().slice(0, 40)}")` : '';
+  if (s.scrollHeight > s.clientHeight + 2)
+    out.push(`${where}${label}: runs ${s.scrollHeight - s.clientHeight}px past the screen — ` +
+             'a slide must not scroll as a whole; split it');
   if (s.scrollWidth > s.clientWidth + 2)
-    out.push(`${where}: content ${s.scrollWidth - s.clientWidth}px wider than the slide`);
+    out.push(`${where}${label}: content ${s.scrollWidth - s.clientWidth}px wider than the slide`);
   for (const pre of s.querySelectorAll('pre')) {
-    let el = pre, clipped = false;
     if (pre.scrollWidth > pre.clientWidth + 2 && !['auto', 'scroll'].includes(getComputedStyle(pre).overflowX))
-      clipped = true;
-    if (clipped) out.push(`${where}: a code line is cut off: ${pre.textContent.slice(0, 60)}`);
+      out.push(`${where}: a code line is cut off: ${pre.textContent.slice(0, 60)}`);
+  }
+  // one element per (tag, font) with Chinese text of its own: its fonts are checked afterwards
+  for (const el of s.querySelectorAll('*')) {
+    if (el.closest('.MathJax, .MathJax_CHTML, .mjx-chtml, script, style')) continue;
+    let own = '';
+    for (const n of el.childNodes) if (n.nodeType === 3) own += n.textContent;
+    const cjk = (own.match(CJK) || []).length;
+    if (!cjk || !el.getClientRects().length) continue;
+    const st = getComputedStyle(el);
+    const key = [el.tagName, st.fontFamily, st.fontWeight, st.fontStyle].join('|');
+    if (seen.has(key)) continue;
+    seen.add(key);
+    el.setAttribute('data-course-font-probe', String(probes.length));
+    probes.push({h: idx.h, v: idx.v || 0, where: where, tag: el.tagName.toLowerCase(), cjk: cjk,
+                 text: own.trim().slice(0, 30), font: st.fontFamily});
   }
 }
-done([slides.length, out]);
+done([slides.length, out, probes]);
 });
 """
 
 
-def browser(width: int = 1280, height: int = 720):
+def cjk_font_families() -> set[str]:
+    """Every family name (with its aliases) fontconfig lists as covering Chinese (``fc-list :lang=zh``);
+    empty when fontconfig is missing. Introduced in lesson 00."""
+    fc = shutil.which("fc-list")
+    if not fc:
+        return set()
+    proc = subprocess.run([fc, ":lang=zh", "family"], capture_output=True, text=True, timeout=60)
+    return {name.strip() for line in proc.stdout.splitlines() for name in line.split(",") if name.strip()}
+
+
+def _font_problems(driver, probes: list[dict], cjk_families: set[str]) -> list[str]:
+    """For each probe element (one per tag and font stack with Chinese text), ask Chromium which
+    platform fonts drew its text; a problem when fewer of its Chinese characters than it holds were drawn
+    by a font with CJK glyphs (the rest became boxes)."""
+    problems = []
+    driver.execute_cdp_cmd("DOM.enable", {})
+    driver.execute_cdp_cmd("CSS.enable", {})
+    for i, probe in enumerate(probes):
+        driver.execute_script("window.__courseReveal.slide(arguments[0], arguments[1]);", probe["h"], probe["v"])
+        root = driver.execute_cdp_cmd("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        node = driver.execute_cdp_cmd("DOM.querySelector", {"nodeId": root,
+                                                            "selector": f'[data-course-font-probe="{i}"]'})
+        if not node.get("nodeId"):
+            continue
+        fonts = driver.execute_cdp_cmd("CSS.getPlatformFontsForNode", {"nodeId": node["nodeId"]}).get("fonts", [])
+        drawn_cjk = sum(f.get("glyphCount", 0) for f in fonts if f.get("familyName") in cjk_families)
+        if drawn_cjk < probe["cjk"]:
+            used = ", ".join(f"{f.get('familyName')} ({f.get('glyphCount')} glyphs)" for f in fonts) or "no font"
+            problems.append(f"{probe['where']}: Chinese text in <{probe['tag']}> ({probe['text']!r}) falls back to "
+                            f"a font without CJK glyphs — drawn with {used}; install a CJK font "
+                            f"(scripts/setup.sh: fonts-wqy-microhei) and name it in the deck's CSS")
+    return problems
+
+
+def browser(width: int = 1280, height: int = 720, *, env: dict | None = None):
     """A headless Chromium (Debian's ``chromium`` + ``chromium-driver``) driven by Selenium, logging
-    every network request; raises :class:`SlidesError` saying what to install when one is missing."""
+    every network request; ``env`` is the browser's environment (default: this process's). Raises
+    :class:`SlidesError` saying what to install when one is missing."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -447,13 +525,15 @@ def browser(width: int = 1280, height: int = 720):
     opts.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='course-chromium-')}")
     opts.add_argument(f"--window-size={width},{height}")
     opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    return webdriver.Chrome(service=Service(driver_bin), options=opts)
+    return webdriver.Chrome(service=Service(driver_bin, env=env), options=opts)
 
 
-def measure_deck(driver, html: str | Path) -> tuple[int, list[str]]:
-    """Open an exported deck in ``driver`` and return (number of slides, problems): a slide whose
-    content runs past it without a scroll bar, content wider than the slide, a cut-off code line,
-    a solution or hidden-test marker, a request that leaves the machine."""
+def measure_deck(driver, html: str | Path, *, cjk_families: set[str] | None = None) -> tuple[int, list[str]]:
+    """Open an exported deck in ``driver`` and return (number of slides, problems): a slide taller than
+    the screen (a projected slide must not scroll as a whole; only a code or output box may scroll inside
+    it), content wider than the slide, a cut-off code line, Chinese text drawn by a font without CJK
+    glyphs (``cjk_families``: default :func:`cjk_font_families`), a solution or hidden-test marker, a
+    request that leaves the machine."""
     import json
 
     html = Path(html).resolve()
@@ -467,7 +547,8 @@ def measure_deck(driver, html: str | Path) -> tuple[int, list[str]]:
     else:
         return 0, [f"{html.name}: reveal.js or MathJax never finished loading"]
     driver.set_script_timeout(60)
-    count, problems = driver.execute_async_script(_MEASURE_JS)
+    count, problems, probes = driver.execute_async_script(_MEASURE_JS)
+    problems += _font_problems(driver, probes, cjk_font_families() if cjk_families is None else cjk_families)
     text = driver.execute_script("return document.querySelector('.reveal .slides').textContent")
     problems += [f"shows the marker {m!r}" for m in SOLUTION_MARKERS if m in text]
     for entry in driver.get_log("performance"):

@@ -56,6 +56,79 @@ def extract_any_language(answer):          # keeps bash and json blocks too
     return _join([("", ls) for _, ls in blocks], ALL_TAGS)
 
 
+def extract_without_ipython_pycon(answer):  # the four common tags only
+    return _join(_blocks(answer), {"python", "py", "python3", "py3"})
+
+
+def extract_unindented_fences_only(answer):  # line.startswith("```") without strip(): a fence in a list is missed
+    blocks, inside, tag, lines = [], False, "", []
+    for line in (answer or "").splitlines():
+        if line.startswith("```"):
+            if not inside:
+                inside, lines = True, []
+                words = line.strip("`").split()
+                tag = words[0].lower() if words else ""
+                continue
+            if line.strip("`").strip() == "":
+                blocks.append((tag, lines))
+                inside = False
+                continue
+        if inside:
+            lines.append(line)
+    if inside and lines:
+        blocks.append((tag, lines))
+    return _join(blocks, ALL_TAGS)
+
+
+def extract_closes_on_three_only(answer):    # a "````" line does not close: the block runs on
+    blocks, inside, tag, lines = [], False, "", []
+    for line in (answer or "").splitlines():
+        s = line.strip()
+        if not inside and s.startswith("```"):
+            inside, lines = True, []
+            words = s.strip("`").split()
+            tag = words[0].lower() if words else ""
+            continue
+        if inside and s == "```":
+            blocks.append((tag, lines))
+            inside = False
+            continue
+        if inside:
+            lines.append(line)
+    if inside and lines:
+        blocks.append((tag, lines))
+    return _join(blocks, ALL_TAGS)
+
+
+def extract_tag_after_three_chars(answer):   # tag = fence[3:]: "````python" has the tag "`python"
+    blocks, inside, tag, lines = [], False, "", []
+    for line in (answer or "").splitlines():
+        s = line.strip()
+        if s.startswith("```"):
+            if not inside:
+                inside, lines = True, []
+                tag = s[3:].strip().lower()
+                continue
+            if s.strip("`") == "":
+                blocks.append((tag, lines))
+                inside = False
+                continue
+        if inside:
+            lines.append(line)
+    if inside and lines:
+        blocks.append((tag, lines))
+    return _join([(t.split()[0] if t.split() else "", ls) for t, ls in blocks], ALL_TAGS)
+
+
+def extract_with_a_regex(answer):            # the classic one-liner: only closed blocks, tag right after ```
+    import re
+
+    kept = [code.rstrip("\n") for tag, code in re.findall(r"```(\w*)\n(.*?)```", answer or "", re.S)
+            if tag.lower() in ALL_TAGS or tag == ""]
+    kept = [c for c in kept if c.strip()]
+    return "\n\n".join(kept) + "\n" if kept else None
+
+
 def _r(a, b):
     return a / b if b else 0.0
 
@@ -104,7 +177,8 @@ def category_memory_is_error(status):       # a memory blow-up is the program's 
 
 WRONG_ANSWERS = {
     "07-1": [extract_case_sensitive, extract_without_python3, extract_first_block_only, extract_closed_only,
-             extract_any_language],
+             extract_any_language, extract_without_ipython_pycon, extract_unindented_fences_only,
+             extract_closes_on_three_only, extract_tag_after_three_chars, extract_with_a_regex],
     "07-2": [rates_course_fcr, rates_ser_among_code, rates_rsr_over_code, rates_fail_with_timeout],
     "07-3": [category_sandbox_error_is_fail, category_sandbox_error_is_zero, category_timeout_is_fail,
              category_memory_is_error],

@@ -169,7 +169,7 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
     context-level FIM at ``fim_rate``. Returns the log: per-step train loss, periodic held-out
     left-to-right and middle-token losses, FIM mode counts, tokens and seconds. Introduced in lesson 04."""
     import torch
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # a text bar: a saved notebook shows its last state (a widget bar saves "0%")
 
     from course_lib.training.fim import apply_fim_context_level, fim_mode_counts, get_sentinels
 
@@ -188,7 +188,7 @@ def pretrain(model, tokenizer, windows: list[list[int]], *, fim_rate: float, spm
     fim_rng = random.Random(seed + 1)
     start = time.time()
     model.train()
-    bar = tqdm(range(steps), desc=f"pretrain fim_rate={fim_rate}", disable=not progress)
+    bar = tqdm(range(steps), desc=f"pretrain fim_rate={fim_rate}", disable=not progress, mininterval=2.0)
     for step in bar:
         if eval_sets and step % eval_every == 0:
             log["eval"].append({"step": step, **_eval_losses(model, *eval_sets, pad_id=pad_id)})

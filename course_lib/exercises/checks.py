@@ -1,22 +1,28 @@
-"""Exercise checks: run a student's function against the reference and explain the first difference.
+"""The exercise checker: run a student's function against the reference and explain the first difference.
 
 In a student notebook an unfinished exercise (``raise NotImplementedError``) prints "not done yet" and
 the notebook goes on with the reference implementation, so "Run All" always works. A wrong answer
 prints the first failing case (input, expected, got); when checks are strict (the solutions
 regression sets ``COURSE_CHECKS=strict``) it raises :class:`ExerciseCheckError` instead.
 
+Floats are compared to a few units in the last place (:func:`values_equal`), so a correct answer that
+rounds differently (a product taken in another order) passes, and a different formula does not.
+The registry of exercises is this package (``course_lib.exercises``); notebooks call
+``exercises.check("NN-k", fn)``.
+
 Introduced in lesson 00.
 """
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-RECORD_MIME = "application/vnd.course.record+json"
+ULPS = 4
+"""Default float tolerance of :func:`values_equal`, in units in the last place."""
 
 
 class ExerciseCheckError(AssertionError):
@@ -59,8 +65,34 @@ def _short(x: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 20] + f"... ({len(text)} chars)"
 
 
-def values_equal(a: Any, b: Any, *, rel: float = 1e-6, abs_: float = 1e-9) -> bool:
-    """Equality that tolerates float rounding and understands numpy arrays and torch tensors."""
+def _float_eps(x: Any) -> float:
+    """Machine epsilon of ``x``'s float type (numpy float32 is coarser than a Python float)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and getattr(dtype, "kind", "") in "fc":
+        import numpy as np
+
+        return float(np.finfo(dtype).eps)
+    return sys.float_info.epsilon
+
+
+def floats_close(a: float, b: float, *, ulps: int = ULPS, eps: float | None = None) -> bool:
+    """``a`` and ``b`` differ by at most ``ulps`` units in the last place of the larger one, counted no
+    finer than at 1.0 — so a quantity computed as ``1 - x`` (pass@k, an S-curve) is compared on the
+    scale it was computed at. NaN equals NaN; infinities must match exactly. Introduced in lesson 00."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    eps = sys.float_info.epsilon if eps is None else eps
+    return abs(a - b) <= ulps * eps * max(abs(a), abs(b), 1.0)
+
+
+def values_equal(a: Any, b: Any, *, ulps: int = ULPS, rel: float | None = None,
+                 abs_: float | None = None) -> bool:
+    """Equality that tolerates float rounding (``ulps`` units in the last place, see
+    :func:`floats_close`) and understands numpy arrays and torch tensors. ``rel``/``abs_`` replace the
+    ulps rule with :func:`math.isclose`-style tolerances (for values that are themselves estimates).
+    Introduced in lesson 00."""
     if hasattr(a, "detach") and hasattr(a, "cpu"):
         a = a.detach().cpu().numpy()
     if hasattr(b, "detach") and hasattr(b, "cpu"):
@@ -72,18 +104,31 @@ def values_equal(a: Any, b: Any, *, rel: float = 1e-6, abs_: float = 1e-9) -> bo
         if a_arr.shape != b_arr.shape:
             return False
         if a_arr.dtype.kind in "fc" or b_arr.dtype.kind in "fc":
-            return bool(np.allclose(a_arr, b_arr, rtol=rel, atol=abs_, equal_nan=True))
+            if a_arr.dtype.kind not in "biufc" or b_arr.dtype.kind not in "biufc":
+                return False
+            if rel is not None or abs_ is not None:
+                return bool(np.allclose(a_arr, b_arr, rtol=rel or 0.0, atol=abs_ or 0.0, equal_nan=True))
+            eps = max(_float_eps(a_arr), _float_eps(b_arr))
+            x, y = a_arr.astype(np.float64), b_arr.astype(np.float64)
+            both_nan = np.isnan(x) & np.isnan(y)
+            scale = np.maximum(np.maximum(np.abs(x), np.abs(y)), 1.0)
+            with np.errstate(invalid="ignore"):
+                close = (x == y) | (np.abs(x - y) <= ulps * eps * scale)
+            return bool(np.all(close | both_nan))
         return bool(np.array_equal(a_arr, b_arr))
     if isinstance(a, float) or isinstance(b, float):
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            if math.isnan(a) and math.isnan(b):
-                return True
-            return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+                and not isinstance(a, bool) and not isinstance(b, bool):
+            if rel is not None or abs_ is not None:
+                if math.isnan(a) and math.isnan(b):
+                    return True
+                return math.isclose(a, b, rel_tol=rel or 0.0, abs_tol=abs_ or 0.0)
+            return floats_close(float(a), float(b), ulps=ulps)
         return False
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(values_equal(x, y, rel=rel, abs_=abs_) for x, y in zip(a, b))
+        return len(a) == len(b) and all(values_equal(x, y, ulps=ulps, rel=rel, abs_=abs_) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(values_equal(a[k], b[k], rel=rel, abs_=abs_) for k in a)
+        return a.keys() == b.keys() and all(values_equal(a[k], b[k], ulps=ulps, rel=rel, abs_=abs_) for k in a)
     return a == b
 
 
@@ -160,22 +205,3 @@ def check_value(name: str, got: Any, expected: Any, *, hint: str = "",
     _fail(f"✗ {name}: expected {_short(expected)}, got {_short(got)}" + (f"\n  hint: {hint}" if hint else ""),
           strict)
     return False
-
-
-def record(name: str, value: Any) -> Any:
-    """Record a value in the notebook's output so tests can read it back from the executed notebook
-    (``course_lib.tooling.nbtools.read_records``). Returns ``value``. Introduced in lesson 00."""
-    try:
-        payload = json.loads(json.dumps(value, default=float))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"record({name!r}, ...) needs a JSON-serialisable value: {exc}") from None
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-
-        if get_ipython() is not None:
-            display({RECORD_MIME: {name: payload}, "text/plain": f"{name} = {_short(value, 200)}"},
-                    raw=True)
-    except ImportError:  # pragma: no cover - IPython is a dependency
-        pass
-    return value
