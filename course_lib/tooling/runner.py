@@ -35,7 +35,7 @@ from course_lib.tooling.nbtools import KERNEL_NAME
 DEFAULT_TIMEOUT_S = 900          # per notebook; the ci budget is 3 min a lesson (8 for the drill)
 # notebooks whose clean-cache run needs more than the default: the drill trains two SFT models on the CPU
 # (about 7 minutes on 2 idle cores with bf16 instructions, longer in fp32 or on busy cores; docs/drill.md "Times")
-NOTEBOOK_TIMEOUT_S = {"07_tiny_codes_drill": 1800}
+NOTEBOOK_TIMEOUT_S = {"07_tiny_codes_drill": 1800, "10_rl_execution_feedback": 1800}   # they train; 2x their budget on a loaded CPU
 _SKIPPED_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 
 
