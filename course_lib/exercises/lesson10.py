@@ -4,7 +4,7 @@ Introduced in lesson 10."""
 from __future__ import annotations
 
 from course_lib.exercises import Exercise
-from course_lib.tooling.checks import values_equal
+from course_lib.exercises.checks import values_equal
 
 
 def reference_trl_advantages(rewards, group_size):
