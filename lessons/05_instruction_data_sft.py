@@ -17,9 +17,10 @@ PROFILE = "ci"        # "ci": CPU, offline teacher, tiny model; "full": GPU, vLL
 SEED = 0
 PIPELINE_ROWS = None  # None: pipeline.max_rows of the profile
 SFT_STEPS = None      # None: sft.max_steps of the profile (ci: a fixed CPU budget)
-SFT_TASK_ROWS = 300   # tiny-codes-shaped training rows sent through the pipeline for the SFT demo
-SFT_EVAL_ROWS = 40    # held-out tasks for the held-out loss
-SFT_PROBE = 8         # of which the model answers this many (run against their hidden tests)
+SFT_TASKS = ["list/sum"]  # the demo's one task ("sum of the numbers of a list that pass a filter"); None: all 15
+SFT_TASK_ROWS = 300   # at most this many tiny-codes-shaped training rows (list/sum has 80) go through the pipeline
+SFT_EVAL_ROWS = 40    # at most this many held-out tasks for the held-out loss (list/sum has 10)
+SFT_PROBE = 10        # of which the model answers this many (run against their hidden tests)
 BASE_MODEL = None     # None: sft.base_model of the profile (ci: the tiny model of lesson 04); or a model folder
 
 # %% slideshow={"slide_type": "skip"}
@@ -384,17 +385,20 @@ table
 # ### 一个一分钟学得会的任务
 #
 # 第 5 节管道的输出来自真实代码，题目五花八门：2.4M 参数的模型在 CPU 的一分钟预算里很难从中学出看得见的东西。
-# 为了让 SFT 的效果**看得见**，这里换一个窄而有规律的任务族：课程的 tiny-codes 形状样本（`assets/tiny_codes/`，第07课 drill 的数据）——
-# "返回列表里偶数的和""数出字符串里的元音"……每题带隐藏测试。训练行同样先过第 5 节的管道，去掉只有文字、代码写错、跑不起来、被截断的答案。
-# 评估用**没训练过**的题（同样的任务族，新的函数名和数值）：它们的答案 loss、以及生成的代码能不能通过隐藏测试。
+# 为了让 SFT 的效果**看得见**，这里换一个窄而有规律的任务：课程的 tiny-codes 形状样本（`assets/tiny_codes/`，第07课 drill 的数据）里的
+# 一个任务 `list/sum`——"返回列表里（满足某个条件的）数的和"，每题带隐藏测试（`SFT_TASKS = None` 用样本里的全部任务）。训练行同样先过第 5 节的管道，去掉只有文字、代码写错、跑不起来、被截断的答案。
+# 评估用**没训练过**的题（同一任务，新的函数名、参数名和数值）：它们的答案 loss、以及生成的代码能不能通过隐藏测试。
+# 评估协议：回答的开头给定该题的 `def 函数名(参数):` 一行（HumanEval 的做法，也是第07课 test pass@1 的做法），模型写函数体。
 #
 # 讲义说 tiny-codes 的列是 `instruction` / `input` / `output` / `programming_language`；本课按 hub 上 `nampdn-ai/tiny-codes` 的真实列读
 # （`prompt`、`response` 等，下一格打印），因为 hub 上的数据集就是这个形状、课程的 ci 样本和它同形。
 
 # %% slideshow={"slide_type": "subslide"}
-task_rows = sft_demo.load_task_rows("train", SFT_TASK_ROWS, seed=SEED)
-eval_rows = sft_demo.load_task_rows("eval", SFT_EVAL_ROWS, seed=SEED)      # never trained on
-print("columns of a row (the hub's):", [c for c in task_rows[0] if c not in ("tests", "entry_point", "code", "defect")])
+task_rows = sft_demo.load_task_rows("train", SFT_TASK_ROWS, seed=SEED, operations=SFT_TASKS)
+eval_rows = sft_demo.load_task_rows("eval", SFT_EVAL_ROWS, seed=SEED, operations=SFT_TASKS)  # never trained on
+print("columns of a row (the hub's):",
+      [c for c in task_rows[0] if c not in ("tests", "entry_point", "code", "defect", "signature", "task")])
+print("tasks:", dict(collections.Counter(r["task"] for r in task_rows)))
 task_kept, task_report = codegen.run_codegen_pipeline(task_rows, profile=P, run_code=run_code, verbose=False)
 print(f"pipeline: {len(task_rows)} training rows in, {len(task_kept)} kept; dropped by reason:",
       dict(collections.Counter(d["reason"].split(":")[0] for d in task_report.dropped)))
@@ -407,7 +411,9 @@ record("sft_task_rows", [len(task_rows), len(task_kept)])
 MAX_NEW = 96
 probe_rows = eval_rows[:SFT_PROBE]
 loss_before = sft_demo.answer_loss(base_model, eval_rows)
-before = sft.generate(base_model, [r["prompt"] for r in probe_rows], max_new_tokens=MAX_NEW, details=True)
+prefixes = [sft_demo.answer_prefix(r) for r in probe_rows]          # the signature is given (HumanEval's protocol)
+before = sft.generate(base_model, [r["prompt"] for r in probe_rows], max_new_tokens=MAX_NEW, details=True,
+                      answer_prefixes=prefixes)
 steps = SFT_STEPS or P.sft.max_steps
 out_dir = cache_dir("sft", f"run-{PROFILE}")
 result = sft.finetune(base_model, task_kept, out_dir, profile=P, max_steps=steps)
@@ -416,7 +422,8 @@ print("merged model:", display_path(result.merged_model))
 for note in result.notes:
     print("note:", note)
 loss_after = sft_demo.answer_loss(result.merged_model, eval_rows)
-after = sft.generate(result.merged_model, [r["prompt"] for r in probe_rows], max_new_tokens=MAX_NEW, details=True)
+after = sft.generate(result.merged_model, [r["prompt"] for r in probe_rows], max_new_tokens=MAX_NEW, details=True,
+                     answer_prefixes=prefixes)
 record("sft_train_rows", len(task_kept))
 record("sft_loss_first", result.loss_curve[0][1])
 record("sft_loss_last", result.loss_curve[-1][1])
@@ -430,7 +437,7 @@ ax.axhline(loss_after, color="tab:green", ls=":", label=f"held-out answer loss a
 ax.legend(fontsize=8)
 plt.show()
 if run_many is not None:
-    passed_before, _ = sft_demo.pass_rate([b["text"] for b in before], probe_rows, run_many)
+    passed_before, statuses_before = sft_demo.pass_rate([b["text"] for b in before], probe_rows, run_many)
     passed_after, statuses = sft_demo.pass_rate([a["text"] for a in after], probe_rows, run_many)
 else:
     passed_before = passed_after = None
@@ -439,14 +446,22 @@ first, last = result.loss_curve[0][1], result.loss_curve[-1][1]
 print(f"training loss (logged by LLaMA-Factory): first step {first:.3f} -> last step {last:.3f}")
 print(f"held-out answer loss ({len(eval_rows)} tasks never trained on): {loss_before:.3f} -> {loss_after:.3f}")
 if passed_after is not None:
-    print(f"held-out tasks whose generated code passes the hidden tests: {passed_before} -> {passed_after} of {len(probe_rows)}"
-          f" (after SFT: {dict(collections.Counter(statuses))})")
+    print(f"held-out tasks whose generated code passes the hidden tests (signature given): {passed_before} -> "
+          f"{passed_after} of {len(probe_rows)}")
+    print("  sandbox status before SFT:", dict(collections.Counter(statuses_before)),
+          "| after SFT:", dict(collections.Counter(statuses)))
+n_arg_before = sum(sft_demo.uses_argument(b["text"], r) for b, r in zip(before, probe_rows))
+n_arg = sum(sft_demo.uses_argument(a["text"], r) for a, r in zip(after, probe_rows))
+print(f"answers whose body uses the argument the signature names: {n_arg_before} -> {n_arg} of {len(after)}")
 n_stopped_before, n_stopped = sum(b["stopped"] for b in before), sum(a["stopped"] for a in after)
 print(f"answers that end with <|im_end|> within {MAX_NEW} tokens: {n_stopped_before} -> {n_stopped} of {len(after)}")
 if passed_after is not None and passed_after <= passed_before:
     print("verdict: no more held-out tasks pass after SFT than before: the model learned the answers' shape "
-          "(loss, <|im_end|>), not yet code that works on new tasks")
+          "(loss, <|im_end|>, the loop), not yet code that works on new tasks")
+elif passed_after is not None:
+    print(f"verdict: {passed_after - passed_before} more held-out tasks pass after SFT than before")
 record("sft_answers_stopped", [n_stopped_before, n_stopped, len(after)])
+record("sft_answers_use_argument", [n_arg_before, n_arg, len(after)])
 _ = record("sft_probe_passed", [passed_before, passed_after, len(probe_rows)])
 ### BEGIN HIDDEN TESTS
 assert loss_after < 0.7 * loss_before, (loss_before, loss_after)      # "学会了": the held-out loss falls a lot
@@ -468,6 +483,8 @@ for r, b, a in list(zip(probe_rows, before, after))[:2]:
 # 以及生成的代码有几题通过隐藏测试。`sft.finetune` 自己的检查只看日志：最后几步的平均 loss 必须低于**第一步**的 loss，
 # 否则报错停下；held-out loss 和隐藏测试才说明模型学会的东西能用在新题上。通过数没有增加时，上一格最后打印一行 `verdict`：
 # 这时模型只学会了答案的样子（loss 降了、会在 `<|im_end|>` 停下），还写不出能在新题上运行的代码——看上面打印的回答。
+# 两行诊断说明差在哪里：沙箱状态从训练前的 `syntax_error` 变成什么，以及函数体有没有用签名给的参数名——
+# 一个参数名在训练里换来换去（`xs`、`nums`、`points`……）的小模型，要学会"照抄上一行的参数名"，需要的步数比 ci 的预算多（第07课的 drill 训练得久得多，`SFT_STEPS` 可以自己加大试试）。
 #
 # **full 配置**：同一个 `sft.finetune(...)`，基座换成 `Qwen/Qwen2.5-0.5B-Instruct`，参数就是上表讲义那一列（LazyLLM 默认的 LoRA）；
 # 数据管道的老师是 vLLM 上的 Qwen3-30B-A3B-Instruct（`vllm serve ...`，再把 `COURSE_TEACHER_URL` 指向它）。

@@ -30,3 +30,5 @@ def test_lesson_05_records(notebook_records):
     assert passed_after is None or 0 <= passed_after <= probed             # printed as it comes out (a verdict line when
     stopped_before, stopped, total = rec["sft_answers_stopped"]            # no more pass than before)
     assert 0 <= stopped_before < stopped <= total == probed
+    arg_before, arg_after, arg_total = rec["sft_answers_use_argument"]          # the signature is given: does the
+    assert arg_total == probed and 0 <= arg_before <= probed and 0 <= arg_after <= probed   # body use its argument?

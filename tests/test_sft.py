@@ -222,3 +222,19 @@ def test_train_only_deploy_serves_nothing_and_is_not_registered():
     assert issubclass(cls, lazyllm.components.deploy.base.LazyLLMDeployBase)
     assert "TrainOnlyDeploy" not in lazyllm.deploy and "trainonlydeploy" not in lazyllm.deploy
     assert cls(launcher=lazyllm.launchers.remote(sync=False), stream=False)("target", "base") == ""
+
+
+def test_sft_demo_one_task_with_signature_given():
+    from course_lib.training import sft_demo
+
+    train = sft_demo.load_task_rows("train", operations=["list/sum"])
+    held = sft_demo.load_task_rows("eval", operations=["list/sum"])
+    assert train and held and {r["task"] for r in train + held} == {"list/sum"}
+    assert not {r["entry_point"] for r in held} & {r["entry_point"] for r in train}
+    row = held[0]
+    prefix = sft_demo.answer_prefix(row)
+    assert prefix == row["signature"] + "\n" and prefix.startswith(f"def {row['entry_point']}(")
+    arg = row["signature"].split("(")[1].split(")")[0]
+    assert sft_demo.uses_argument(prefix + f"    return sum({arg})\n", row)
+    assert not sft_demo.uses_argument(prefix + "    return sum(xs_other)\n", row)
+    assert not sft_demo.uses_argument(prefix + "    return 0\n", row)       # the def line itself does not count

@@ -563,12 +563,14 @@ def finetune(base_model_path: str | os.PathLike, train_rows: Sequence[Mapping[st
 # --- before / after ------------------------------------------------------------------------------
 
 def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_new_tokens: int = 64,
-             system: str | None = None, details: bool = False) -> list:
+             system: str | None = None, details: bool = False,
+             answer_prefixes: Sequence[str | None] | None = None) -> list:
     """Greedy answers of a chat model (transformers ``generate`` on the chat template,
     :func:`course_lib.training.instructions.chat_prompt`), for before/after comparisons. With ``details`` each
     answer is ``{"text", "new_tokens", "stopped"}``: ``stopped`` is True when the model ended the
     answer itself (``<|im_end|>`` / ``<|endoftext|>``), False when it ran to ``max_new_tokens``.
-    Introduced in lesson 05."""
+    ``answer_prefixes``: per instruction, the start of the answer given to the model (e.g. the task's
+    ``def`` line, HumanEval's protocol); it is part of the returned text. Introduced in lesson 05."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -580,14 +582,15 @@ def generate(model_path: str | os.PathLike, instructions: Sequence[str], *, max_
     stop = [t for t in (tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>"),
                         tok.eos_token_id) if isinstance(t, int) and t >= 0]
     outs = []
-    for text in instructions:
-        prompt = chat_prompt(tok, text, system=system)
+    prefixes = list(answer_prefixes) if answer_prefixes is not None else [None] * len(instructions)
+    for text, prefix in zip(instructions, prefixes):
+        prompt = chat_prompt(tok, text, system=system) + (prefix or "")
         ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
         with torch.no_grad():
             gen = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
                                  pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else stop[0])
         new = gen[0, ids["input_ids"].shape[1]:].tolist()
-        answer = tok.decode(new, skip_special_tokens=True)
+        answer = (prefix or "") + tok.decode(new, skip_special_tokens=True)
         if details:
             stopped = bool(new) and new[-1] in stop
             outs.append({"text": answer, "new_tokens": len(new) - int(stopped), "stopped": stopped})

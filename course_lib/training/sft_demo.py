@@ -27,14 +27,17 @@ from course_lib.paths import assets_dir
 _FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.S)
 
 
-def load_task_rows(split: str, n: int | None = None, *, seed: int = 0) -> list[dict]:
+def load_task_rows(split: str, n: int | None = None, *, seed: int = 0,
+                   operations: Sequence[str] | None = None) -> list[dict]:
     """Rows of the tiny-codes-shaped sample with their hidden tests, in a seeded order.
 
     ``split="train"``: the training rows (their defects included: prose-only, wrong, broken, truncated
     answers — the pipeline is there to remove them); ``split="eval"``: the held-out "new instances"
     rows (task families seen in training, new function names and values; no defects). Each row has the
-    hub's ``prompt`` / ``response`` / ``idx`` plus ``tests``, ``entry_point``, ``code`` (the reference
-    function, for eval rows) and ``defect``. Introduced in lesson 05."""
+    hub's ``prompt`` / ``response`` / ``idx`` plus ``tests``, ``entry_point``, ``signature`` (the task's
+    ``def`` line), ``task`` (``"family/operation"``, e.g. ``"list/sum"``), ``code`` (the reference
+    function, for eval rows) and ``defect``. ``operations``: keep only rows of these tasks
+    (``"family/operation"`` names). Introduced in lesson 05."""
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
     folder = assets_dir("tiny_codes")
@@ -52,8 +55,12 @@ def load_task_rows(split: str, n: int | None = None, *, seed: int = 0) -> list[d
                 continue
             if (split == "train") != (not t["holdout"]) or (split == "eval" and t["eval_part"] != "new instances"):
                 continue
+            task = f"{t['family']}/{t['operation']}"
+            if operations is not None and task not in operations:
+                continue
             m = _FENCE.search(row["response"])
             rows.append({**row, "tests": t["tests"], "entry_point": t["entry_point"], "defect": t["defect"],
+                         "signature": t["signature"], "task": task,
                          "code": m.group(1).rstrip("\n") if m else None})
     rows.sort(key=lambda r: r["idx"])
     random.Random(seed).shuffle(rows)
@@ -113,3 +120,19 @@ def pass_rate(answers: Sequence[str], rows: Sequence[dict], run_many: Callable[.
                        progress=False)
     statuses = [res.status for res in results]
     return sum(s == "passed" for s in statuses), statuses
+
+
+def answer_prefix(row: dict) -> str:
+    """The start of the answer that the demo gives the model for a task row: the task's ``def`` line (its
+    name and argument, HumanEval's protocol, as the drill's test pass@1 gives them,
+    :func:`course_lib.drill.inference.signature_prefix`), in the format of the pipeline's training
+    answers (bare code, no fence). Introduced in lesson 05."""
+    return row["signature"] + "\n"
+
+
+def uses_argument(answer: str, row: dict) -> bool:
+    """Whether the body of ``answer`` (after the task's ``def`` line) uses the argument that the
+    signature names. Introduced in lesson 05."""
+    arg = row["signature"].split("(", 1)[1].split(")", 1)[0].split(",")[0].strip()
+    body = code_of_answer(answer).split(row["signature"], 1)[-1]
+    return bool(arg) and re.search(rf"\b{re.escape(arg)}\b", body) is not None
