@@ -405,7 +405,7 @@ print(f"pipeline: {len(task_rows)} training rows in, {len(task_kept)} kept; drop
 print(f"held out: {len(eval_rows)} tasks (new function names and values)")
 print("a training row after the pipeline:\n  instruction:", task_kept[0]["instruction"][:100],
       "\n  output:\n" + textwrap.indent(task_kept[0]["output"], "    "))
-record("sft_task_rows", [len(task_rows), len(task_kept)])
+_ = record("sft_task_rows", [len(task_rows), len(task_kept)])
 
 # %% slideshow={"slide_type": "subslide"}
 MAX_NEW = 96
@@ -427,7 +427,7 @@ after = sft.generate(result.merged_model, [r["prompt"] for r in probe_rows], max
 record("sft_train_rows", len(task_kept))
 record("sft_loss_first", result.loss_curve[0][1])
 record("sft_loss_last", result.loss_curve[-1][1])
-record("sft_heldout_loss", [round(loss_before, 4), round(loss_after, 4)])
+_ = record("sft_heldout_loss", [round(loss_before, 4), round(loss_after, 4)])
 
 # %% slideshow={"slide_type": "subslide"}
 fig, ax = plt.subplots(figsize=(6, 3))

@@ -200,7 +200,7 @@ my_extract_code = exercises.check("07-1", my_extract_code)
 # 像讲义里老师检查斐波那契函数那样）在沙箱里运行，按第 05 课的评分表打分。隐藏测试只用于评测（以及第 10 课的强化学习奖励），流水线从来拿不到。
 # 读不懂的指令，老师不写代码，这一行在阈值处被丢掉并写明原因。漏斗告诉我们每一层留下了多少、为什么丢掉（讲义的真实运行：5,000 条留下 4,987 条）。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
 info = drill.step_pipeline(cfg) if cfg.use_pipeline else {"skipped": "no pipeline"}
 funnel = json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())
@@ -210,7 +210,7 @@ print(f"pipeline kept {funnel['kept']} of {funnel['input']} training rows")
 stages = funnel["report"].get("stages", []) if isinstance(funnel["report"], dict) else []
 pd.DataFrame(stages)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 dropped = funnel["report"].get("dropped", []) if isinstance(funnel["report"], dict) else []
 print(len(dropped), "rows dropped" + (": reasons" if dropped else " (the rules read every instruction of the sample)"))
 pd.DataFrame(dropped[:8], columns=["row_id", "stage", "reason"])
@@ -455,7 +455,7 @@ if bench:
     print(f"benchmark: {precision}, {bench['date']}, seeds {bench['seeds']}, {bench['cores']} cores"
           + ("" if same else " — measured with other settings than this run: rerun it to compare"))
 else:
-    print(f"no {precision} benchmark in {saved_path.name}: run `python benchmarks/bench_drill_pipeline.py --json {saved_path}`")
+    print(f"no {precision} benchmark in {saved_path.name}: run `python benchmarks/bench_drill_pipeline.py --json benchmarks/results/{saved_path.name}`")
 verdicts = {}
 if {"raw_sft", "pipeline_sft"} <= set(by_variant):
     for key in ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "FCR", "closed-fence rate"):
@@ -509,7 +509,7 @@ for fmt in ("PPL (raw format)", "PPL (pipeline format)"):
 # 讲义的 Pass 只要求代码运行不报错。一个 `return 0` 的函数也能 Pass。
 # 下面把自由回答的类别和**同一个回答**的隐藏测试结果交叉统计：`Pass` 行里 `tests fail` 的就是"能跑但不对"的回答；HumanEval 则是一个外部的、更难的正确性检查。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 for v in cfg.variants():
     rows = drill.load_report(cfg, v).to_dict("records")
     for r in rows:
@@ -559,7 +559,7 @@ for v, c in copy_loss.items():
 # **ci 只是玩具规模的彩排**：几 M 参数的小模型、课程自己生成的模板化数据、CPU 上几分钟的训练。
 # 它证明整条流水线能跑通、指标能算、SFT 确实带来提升；绝对数字不能和讲义比较。
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 sft_v = "pipeline_sft" if "pipeline_sft" in by_variant else "raw_sft"
 lesson = pd.DataFrame({
     "lesson (full, GPU)": ["58.1%", "87.7%", "99.1%", "950/1000", "4987/5000"],
@@ -572,7 +572,7 @@ lesson = pd.DataFrame({
     ]}, index=["Pass@1 base", "Pass@1 raw SFT", "Pass@1 pipeline SFT", "one-click run passes", "pipeline kept"])
 lesson
 
-# %% slideshow={"slide_type": "-"} tags=["slide-output-own"]
+# %% slideshow={"slide_type": "subslide"} tags=["slide-output-own"]
 base, after = by_variant["base"], by_variant[sft_v]
 keys = ("Pass@1", "FCR", "closed-fence rate", "SER", "RSR", "Fail rate", "PPL", "PPL (pipeline format)", "test pass@1",
         "test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
