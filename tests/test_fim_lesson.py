@@ -30,4 +30,6 @@ def test_lesson_04_records(notebook_records):
     assert set(rec["fim_probe_helps"]) <= set(probe)
     # ... and the dependency-order experiment printed beside the benchmark's multi-seed result
     bench = rec["order_benchmark"]
-    assert bench["seeds"] >= 3 and bench["status"] == "ok" and bench["sd"] > 0
+    # the ci corpus is this machine's installed packages: a new release of any of them (lxml 6.2.0 -> 6.2.1 between
+    # two clean clones an hour apart) makes it "other corpus", which the lesson then says beside the numbers
+    assert bench["seeds"] >= 3 and bench["status"] in ("ok", "other corpus") and bench["sd"] > 0
