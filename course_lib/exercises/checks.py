@@ -132,6 +132,16 @@ def values_equal(a: Any, b: Any, *, ulps: int = ULPS, rel: float | None = None,
     return a == b
 
 
+def numbers_close(got: Any, expected: Any, tol: float) -> bool:
+    """``got`` (a number or a list of numbers, as a student may return numpy values) within ``tol``
+    (relative and absolute) of ``expected``; anything that is not a number is simply not close."""
+    try:
+        got = [float(x) for x in got] if isinstance(expected, list) else float(got)
+    except (TypeError, ValueError):
+        return False
+    return values_equal(got, expected, rel=tol, abs_=tol)
+
+
 def _fail(message: str, strict: bool) -> None:
     if strict:
         raise ExerciseCheckError(message)
