@@ -6,8 +6,8 @@ tokenizer.json, tokenizer_config.json, special_tokens_map.json, generation_confi
 ``template: qwen``. It is built on first call (same code, same seed) and cached after, keyed by the
 config that made it:
 
-1. a code corpus: Python standard-library source of the running interpreter, cut into snippets
-   (held-out files kept apart for evaluation);
+1. a code corpus: lessons 01-03's corpus (``pretraining_data.corpus_repositories``: the repositories' files
+   in dependency order), cut into snippets, held-out repositories kept apart for evaluation;
 2. a byte-level BPE tokenizer (``tokenizers``, 4,096 tokens, Qwen2's pre-tokenizer regex) with
    ``<|endoftext|>``, ChatML markers and both styles of FIM sentinels as special tokens;
 3. a Qwen2-architecture decoder of ~2.4M parameters pretrained for a fixed number of steps with

@@ -1,19 +1,5 @@
-"""The tiny model itself: its tokenizer, its config, its pretraining loop, and the cached build.
-
-``get_tiny_model("base")`` returns a standard Hugging Face folder (config.json, model.safetensors,
-tokenizer.json, tokenizer_config.json, special_tokens_map.json, generation_config.json) that
-``AutoModelForCausalLM`` / ``AutoTokenizer`` load like any hub model and that LLaMA-Factory trains with
-``template: qwen``. It is built on first call (same code, same seed) and cached after, keyed by the
-config that made it:
-
-1. a code corpus: Python standard-library source of the running interpreter, cut into snippets
-   (held-out files kept apart for evaluation);
-2. a byte-level BPE tokenizer (``tokenizers``, 4,096 tokens, Qwen2's pre-tokenizer regex) with
-   ``<|endoftext|>``, ChatML markers and both styles of FIM sentinels as special tokens;
-3. a Qwen2-architecture decoder of ~2.4M parameters pretrained for a fixed number of steps with
-   context-level FIM (``course_lib.training.fim``) at ``fim_rate`` 0.5 ("base") or without FIM ("nofim", the
-   lesson's control run).
-
+"""The tiny model itself: its tokenizer, its config, its pretraining loop, and the cached build (what the
+folder holds and how it is built: the package docstring, :mod:`course_lib.training.tinymodel`).
 Introduced in lesson 04.
 """
 from __future__ import annotations
