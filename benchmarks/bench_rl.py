@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 from course_lib import drill
-from course_lib.drill.outputs import read_json_output, setup_logging
+from course_lib.paths import display_path
+from course_lib.drill.outputs import DrillPaths, read_json_output, setup_logging
 from course_lib.rl import REWARDS, greedy_test_pass1, rl_settings, sample_pass_at_k, train_grpo
 
 PARTS = ("new instances", "held-out combinations")
@@ -49,6 +50,14 @@ def measure(model: str, evals: list, settings, passk_prompts: int) -> dict:
         out["pass@k"] = {part: [res[f"pass@{k}"] for k in range(1, pk["n"] + 1)] for part, res in pk["parts"].items()}
     out["eval_seconds"] = round(time.monotonic() - t0, 1)
     return out
+
+
+def sft_settings_of(cfg) -> dict:
+    """The SFT settings pipeline_sft was trained with (bf16, max_steps, seed ...), from its step-3 marker."""
+    marker = Path(str(cfg.paths.model_record("pipeline_sft")) + ".done.json")
+    conf = json.loads(marker.read_text(encoding="utf-8")).get("config", {}) if marker.exists() else {}
+    keys = ("bf16", "max_steps", "per_device_train_batch_size", "learning_rate", "seed")
+    return {k: {**conf.get("settings", {}), **conf.get("overrides", {})}.get(k) for k in keys}
 
 
 def verdict(diffs: dict[str, list[float]]) -> dict:
@@ -70,12 +79,16 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=None, help="RL steps (default: the profile's)")
     p.add_argument("--passk-prompts", type=int, default=10, help="eval prompts per part for pass@k (0: none)")
     p.add_argument("--out", type=Path, default=None, help="where the RL runs go (default: <drill root>/bench_rl)")
+    p.add_argument("--drill-root", type=Path, default=None,
+                   help="the ci drill's folder whose pipeline_sft RL starts from (default: the course cache's "
+                        "drill/ci), e.g. a seed folder of bench_drill_pipeline.py: .cache/course/drill/"
+                        "bench_drill_pipeline/fp32/seed0")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
     p.add_argument("--merge", action="store_true",
                    help="keep the runs of other rewards already in --json (same steps), e.g. to add a reward later")
     args = p.parse_args(argv)
 
-    cfg = drill.config_from_profile("ci")
+    cfg = drill.config_from_profile("ci", paths=DrillPaths.under(args.drill_root) if args.drill_root else None)
     setup_logging(cfg.paths.log_dir, quiet=True)
     problems = drill.check_prerequisites(cfg, ["rl"])
     if problems:
@@ -125,7 +138,10 @@ def main(argv=None) -> int:
     print("\n".join(f"{k}: {v['text']}" for k, v in summary.items()))
     print("VERDICT:", text)
     result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "seeds": args.seeds, "rewards": rewards,
-              "settings": base_settings.as_dict(), "target_held_out": TARGET_HELD_OUT, "pipeline_sft": sft,
+              "settings": base_settings.as_dict(), "target_held_out": TARGET_HELD_OUT,
+              "start": {"drill_root": display_path(cfg.paths.data_dir.parent),
+                        "sft_settings": sft_settings_of(cfg)},
+              "pipeline_sft": sft,
               "runs": runs, "summary": {k: {kk: vv for kk, vv in v.items() if kk != "text"} | {"verdict": v["text"]}
                                         for k, v in summary.items()},
               "verdict": text, "seconds": round(time.monotonic() - t_all, 1)}

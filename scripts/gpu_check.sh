@@ -8,8 +8,12 @@ usage() {
 usage: COURSE_SFT_MODEL=/path/to/Qwen2.5-0.5B-Instruct [COURSE_TEACHER_MODEL=/path/to/teacher] scripts/gpu_check.sh
 
 Runs `python -m course_lib.drill --profile full` at toy size (32 train / 16 eval rows, 4 HumanEval
-problems, 10 SFT steps) on one GPU without internet, then prints the metric tables
+problems, 10 SFT steps, 4 RL steps in step 6) on one GPU without internet, then prints the metric tables
 (output/drill_metrics.json) and the run manifest (output/run_manifest.json).
+
+Step 6 (rl, lesson 10) runs when step 2 runs (it starts from pipeline SFT) and the TRL environment has
+vLLM and a CUDA torch (TRL's colocated vLLM generation): create it, with the package index reachable, by
+`$PYTHON -m course_lib.rl setup --full`. Otherwise the script says why and runs the drill with --no-rl.
 
 Environment:
   COURSE_SFT_MODEL      required: local folder of the base model (config.json + weights)
@@ -59,6 +63,15 @@ rm -rf "$ROOT"
 ARGS=(--profile full --root "$ROOT" --sft-model "$COURSE_SFT_MODEL"
       --data-files assets/tiny_codes/tiny_codes_sample.jsonl --hidden-tests assets/tiny_codes/hidden_tests.jsonl
       --train-size 32 --eval-size 16 --humaneval-subset 4 --sft-steps 10)
+# step 6: TRL's GRPOTrainer in the TRL environment with vLLM generation on the GPU (the full profile's rl section)
+TRL_PY="$("$PY" -c "from course_lib.rl.trl_env import trl_python; print(trl_python()[0] or '')")"
+if [ -n "$TRL_PY" ] && "$TRL_PY" -c "import trl, vllm, torch, sys; print('TRL env: trl', trl.__version__, '| vllm', vllm.__version__); sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  ARGS+=(--rl-steps 4)
+else
+  echo "gpu_check: step 6 (rl) skipped: the TRL environment (${TRL_PY:-missing}) lacks vLLM or a CUDA torch;" \
+       "create it with \`$PY -m course_lib.rl setup --full\` (needs the package index)"
+  ARGS+=(--no-rl)
+fi
 
 SERVER_PID=""
 stop_teacher() {

@@ -43,14 +43,17 @@ fi
 [[ -n "$PY" ]] || { echo "The course needs Python 3.11 (python3.11 on PATH, or COURSE_PYTHON=/path/to/python3.11)." >&2; exit 1; }
 [[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install --upgrade pip >/dev/null
+# the course venv's versions are pinned (scripts/constraints.txt says why: they decide the ci corpus)
+PINS=(-c "$ROOT/scripts/constraints.txt")
+[[ "${COURSE_UNPINNED:-}" == 1 ]] && { say "COURSE_UNPINNED=1: installing without scripts/constraints.txt"; PINS=(); }
+"${PIP[@]}" install --upgrade pip "${PINS[@]}" >/dev/null
 
 # 3. torch first: torch==2.13.0 is the local CPU build; any other spec pulls a multi-GB CUDA build.
 "$VENV/bin/python" -c 'import torch' 2>/dev/null || { say "installing torch==2.13.0 (CPU)"; "${PIP[@]}" install torch==2.13.0; }
 
 # 4. The course package with its dev extra.
 say "installing course_lib and its dependencies"
-"${PIP[@]}" install -e "$ROOT[dev]"
+"${PIP[@]}" install -e "$ROOT[dev]" "${PINS[@]}"
 
 # 5. The Jupyter kernel the lesson notebooks name.
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name code-llm-course \

@@ -59,6 +59,12 @@ REHEARSAL: dict[str, dict[str, Any]] = {
     # model (the course's tiny model) is filled in by rehearsal_overrides()
     "sft": {"bf16": False, "max_samples": 40},
     "pipeline": {"max_rows": 24},
+    # step 6 (lesson 10) at toy size: 2 GRPO steps x 2 prompts x the full profile's K = 8, short answers;
+    # fp32 on the CPU and TRL's own (transformers) generation: TRL's colocated vLLM generation needs a GPU
+    # and vLLM 0.22-0.31 in the TRL environment (the full profile's `trl[vllm]` extra), which a CPU
+    # rehearsal cannot run. Everything else (the reward, the judge in Docker, the learning rate) is full's.
+    "rl": {"steps": 2, "prompts_per_step": 2, "max_completion_length": 48, "bf16": False, "use_cpu": True,
+           "use_vllm": False, "threads": 2, "worker_timeout_s": 600.0},
 }
 """Profile overrides of the rehearsal (section → key → value), applied to ``full`` only."""
 

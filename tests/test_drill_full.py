@@ -311,6 +311,13 @@ def test_gpu_check_script_parses_says_what_it_needs_and_uses_real_options(repo, 
     assert (ns.profile, ns.train_size, ns.eval_size, ns.humaneval_subset, ns.sft_steps) == ("full", 32, 16, 4, 10)
     for f in ns.data_files + [ns.hidden_tests]:
         assert (repo / f).exists(), f
+    # step 6's options (added to ARGS when the TRL environment has vLLM and CUDA, else --no-rl)
+    rl_args = re.findall(r"ARGS\+=\((.*?)\)", text)
+    assert rl_args == ["--rl-steps 4", "--no-rl"], rl_args
+    for extra in rl_args:
+        ns = build_parser().parse_args(args + shlex.split(extra))
+    assert ns.no_rl and build_parser().parse_args(args + ["--rl-steps", "4"]).rl_steps == 4
+    assert "course_lib.rl setup --full" in out.stdout
 
 
 def test_sft_cache_key_follows_the_profiles_sft_section(tmp_path, monkeypatch):

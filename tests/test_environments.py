@@ -38,3 +38,31 @@ def test_setup_sh_builds_all_of_them_with_the_one_command():
 def test_the_course_venv_does_not_leak_into_a_side_environment():
     env = environments.clean_environ({"PYTHONPATH": "/x", "VIRTUAL_ENV": "/v", "HOME": "/h"})
     assert env == {"HOME": "/h"}
+
+
+def test_the_course_venv_is_pinned_so_the_ci_corpus_is_the_same_everywhere():
+    """setup.sh installs the course venv under scripts/constraints.txt: the ci corpus is the installed
+    distributions' source, so an unpinned release would change the tiny model and every number after it."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    assert 'PINS=(-c "$ROOT/scripts/constraints.txt")' in setup
+    assert re.search(r'install -e "\$ROOT\[dev\]" "\$\{PINS\[@\]\}"', setup)
+    lines = [ln for ln in (REPO / "scripts" / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    bad = [ln for ln in lines if not re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-!]+", ln)]
+    assert not bad, f"scripts/constraints.txt: lines that are not name==version: {bad[:5]}"
+    pinned = {canonicalize_name(ln.split("==")[0]): ln.split("==")[1] for ln in lines}
+    assert "torch" not in pinned and {"pip", "setuptools", "lxml"} <= set(pinned)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    for req in wanted:
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            continue
+        assert name in pinned, f"{req.name} is a dependency but scripts/constraints.txt does not pin it: regenerate it"
+        assert req.specifier.contains(pinned[name], prereleases=True), \
+            f"scripts/constraints.txt pins {req.name}=={pinned[name]}, outside pyproject.toml's {req.specifier}"

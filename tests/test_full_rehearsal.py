@@ -147,6 +147,57 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     assert backends and set(backends) == {"docker"}, backends
 
 
+def test_full_profile_rl_step(rehearsal_env, monkeypatch):
+    """Step 6 (lesson 10) with the full profile's settings at toy size (``REHEARSAL["rl"]``): GRPO from
+    pipeline SFT in the TRL environment, every reward judged in the Docker sandbox, then steps 4-5 on ``rl``.
+    Steps 1-5 are cached by the drill test (run alone, this test runs them first)."""
+    from course_lib.drill import rl, run, settings
+    from course_lib.evaluation import sandbox
+    from course_lib.profiles import _FULL
+    from course_lib.rl.settings import RLSettings
+
+    cfg = settings.config_from_profile("full")
+    cfg.use_rl = True                                      # what the CLI does with the full profile's rl.in_drill
+    assert _FULL["rl"]["in_drill"] is True
+    why = rl.rl_unavailable(cfg)
+    if why:
+        missing(f"step 6 needs the TRL environment: {why}")
+    s = rl.drill_rl_settings(cfg)
+    kept = {k: v for k, v in _FULL["rl"].items() if k != "in_drill" and k not in rehearsal.REHEARSAL["rl"]}
+    assert all(getattr(s, k) == v for k, v in kept.items()), kept     # full's reward, K, learning rate, clip ...
+    assert s.sandbox_backend == "docker" and s.group_size == 8 and isinstance(s, RLSettings)
+    backends: list[str] = []
+    real_run_many = sandbox.run_many
+
+    def spy_run_many(*args, **kw):
+        results = real_run_many(*args, **kw)
+        backends.extend(r.backend for r in results)
+        return results
+
+    monkeypatch.setattr(sandbox, "run_many", spy_run_many)
+    t0 = time.monotonic()
+    run.run_drill(cfg)
+    rehearsal_env["timings"]["rl_s"] = time.monotonic() - t0
+    print(f"full-profile rehearsal, step 6: {time.monotonic() - t0:.0f} s")
+
+    log = json.loads((cfg.paths.output_for("rl") / "train_log.json").read_text())
+    assert [r["step"] for r in log] == list(range(1, s.steps + 1))
+    for r in log:
+        assert {"step", "reward_mean", "pass_rate", "groups_without_signal", "clip_low_fraction",
+                "clip_high_fraction", "kl", "entropy", "seconds"} <= set(r), sorted(r)
+        assert r["kl"] is None                             # beta 0 in both profiles: no KL term
+    metrics = run.load_metrics(cfg)
+    assert "rl" in metrics and set(metrics["rl"]) == set(metrics["pipeline_sft"])
+    rep = run.load_report(cfg, "rl")
+    assert len(rep) == cfg.eval_size and not (rep["sandbox_status"] == "sandbox_error").any()
+    manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
+    step6 = manifest["steps"]["rl"]
+    assert step6["engine"]["sandbox_backend"] == "docker", step6["engine"]
+    assert step6["engine"]["settings"]["use_vllm"] is False       # the rehearsal's one generation stand-in
+    # every program judged in this step (the rollouts' rewards and step 5 on rl) ran in Docker
+    assert backends and set(backends) == {"docker"}, sorted(set(backends))
+
+
 def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
     """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
     from course_lib.drill import run, settings

@@ -78,6 +78,18 @@ def test_full_profile_generates_with_vllm_and_corrects_the_mismatch():
 
 # --- prompts -----------------------------------------------------------------------------------------
 
+def test_step_6_judges_where_step_5_does():
+    """The drill's RL settings take the drill's sandbox backend (Docker in full) unless the run names one."""
+    from course_lib.drill import rl as drill_rl
+    from course_lib.drill.settings import config_from_profile
+
+    full, ci = config_from_profile("full"), config_from_profile("ci")
+    assert full.sandbox_backend == "docker" and drill_rl.drill_rl_settings(full).sandbox_backend == "docker"
+    assert drill_rl.drill_rl_settings(ci).sandbox_backend == ci.sandbox_backend     # None: the preferred backend
+    full.rl_overrides = {"sandbox_backend": "bwrap"}
+    assert drill_rl.drill_rl_settings(full).sandbox_backend == "bwrap"
+
+
 def test_split_tests_gives_one_statement_each():
     assert split_tests(ADD_TESTS) == ["assert add(2, 3) == 5", "assert add(-1, 1) == 0", "assert add(0, 0) == 0",
                                       "assert add(10, 5) == 15"]

@@ -35,10 +35,15 @@ _RUNTIME_ONLY = ("threads", "judge_workers", "worker_timeout_s", "omp_wait_polic
 
 def drill_rl_settings(cfg: DrillConfig):
     """The :class:`course_lib.rl.RLSettings` of step 6: the profile's ``rl`` section with the run's
-    ``--rl-*`` options (``cfg.rl_overrides``) over it. Introduced in lesson 10."""
+    ``--rl-*`` options (``cfg.rl_overrides``) over it; the judge uses the drill's sandbox backend
+    (``cfg.sandbox_backend``: Docker in full, the preferred backend in ci) unless the settings name one,
+    so step 6's rewards run where step 5's verdicts do. Introduced in lesson 10."""
     from course_lib.rl.settings import rl_settings
 
-    return rl_settings(cfg.profile, **cfg.rl_overrides)
+    overrides = dict(cfg.rl_overrides)
+    if overrides.get("sandbox_backend") is None and cfg.profile.rl.get("sandbox_backend") is None:
+        overrides["sandbox_backend"] = cfg.sandbox_backend
+    return rl_settings(cfg.profile, **overrides)
 
 
 def rl_unavailable(cfg: DrillConfig) -> str | None:
@@ -132,6 +137,7 @@ def _engine(cfg: DrillConfig) -> dict:
     s = drill_rl_settings(cfg)
     return {"name": "TRL GRPOTrainer in the TRL environment, rewards from the course sandbox (lesson 10)",
             "python": python or found, "reward": s.reward, "steps": s.steps, "group_size": s.group_size,
+            "sandbox_backend": s.sandbox_backend or "preferred",
             "settings": s.as_dict(), "then": "steps 4-5 on the variant rl"}
 
 

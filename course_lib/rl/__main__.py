@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from course_lib.rl.settings import REWARDS, rl_settings
+from course_lib.rl.trl_env import TRL_FULL_EXTRA
 
 
 def drill_inputs(root: Path) -> dict:
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup", help="create .venv-trl when missing or broken (a quick import check otherwise)")
     s.add_argument("--force", action="store_true")
+    s.add_argument("--full", action="store_true",
+                   help=f"also install {' '.join(TRL_FULL_EXTRA)}: TRL's vLLM generation for the full profile on a GPU")
     sub.add_parser("status", help="does the TRL environment import trl, and which versions")
     for name in ("train", "eval"):
         t = sub.add_parser(name)
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.rl import trl_env
     if args.cmd == "setup":
         try:
-            trl_env.ensure_trl_venv(force=args.force)
+            trl_env.ensure_trl_venv(force=args.force, extra=trl_env.TRL_FULL_EXTRA if args.full else ())
         except (RuntimeError, OSError) as exc:
             print(f"TRL setup failed: {exc}", file=sys.stderr)
             return 1

@@ -92,8 +92,13 @@ def ensure_trl_venv(venv: Path | None = None, force: bool = False, quiet: bool =
     venv = Path(venv or trl_venv_path())
     if not force:
         status = trl_status(venv)
+        if status["ready"] and extra:            # ready for ci: add what the extra brings (vLLM for a GPU)
+            pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
+            done = subprocess.run([*pip, "install", *extra], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"pip could not install {' '.join(extra)} into {venv}:\n{done.stderr[-2000:]}")
         if status["ready"]:
-            print(f"TRL {status['versions']['trl']} ready in {venv}")
+            print(f"TRL {status['versions']['trl']} ready in {venv}" + (f" (with {', '.join(extra)})" if extra else ""))
             return venv
     if venv.is_symlink():
         venv.unlink()
