@@ -32,7 +32,14 @@ from course_lib.drill.outputs import (
     write_json_output,
 )
 from course_lib.drill.pipeline import fence_if_bare
-from course_lib.drill.settings import DrillConfig, Need, Step, base_model_path, use_lazyllm_path
+from course_lib.drill.settings import (  # noqa: F401  (base_model_problems: its home was here)
+    DrillConfig,
+    Need,
+    Step,
+    base_model_path,
+    base_model_problems,
+    use_lazyllm_path,
+)
 from course_lib.profiles import Profile
 
 # --- the training rows -----------------------------------------------------------------------------
@@ -321,17 +328,6 @@ def _needs(cfg: DrillConfig) -> list[Need]:
         path, made_by = _data_of(cfg, v)
         out.append(Need(path, made_by, "the pipeline's codegen.json" if made_by == "pipeline" else "the training set"))
     return out
-
-
-def base_model_problems(cfg: DrillConfig) -> list[str]:
-    """A ``--sft-model`` folder without a config and weights (where the profile runs the preflight checks,
-    ``drill.preflight``, they check, and log, the models: :mod:`course_lib.drill.preflight`)."""
-    if cfg.profile.drill.preflight or not cfg.sft_model:
-        return []
-    sm = Path(cfg.sft_model)
-    if (sm.is_absolute() or sm.exists()) and not has_weights(sm):
-        return [f"--sft-model {cfg.sft_model} has no config.json and weights"]
-    return []
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:

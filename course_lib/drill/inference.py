@@ -235,7 +235,7 @@ def _needs(cfg: DrillConfig) -> list[Need]:
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
-    from course_lib.drill.finetune import base_model_problems
+    from course_lib.drill.settings import base_model_problems
 
     problems = []
     if "base" in cfg.variants() and "sft" not in steps:

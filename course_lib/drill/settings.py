@@ -176,6 +176,20 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
     return cfg
 
 
+def base_model_problems(cfg: DrillConfig) -> list[str]:
+    """A ``--sft-model`` folder without a config and weights (where the profile runs the preflight checks,
+    ``drill.preflight``, they check, and log, the models: :mod:`course_lib.drill.preflight`); checked by
+    steps 3 and 4."""
+    from course_lib.drill.outputs import has_weights
+
+    if cfg.profile.drill.preflight or not cfg.sft_model:
+        return []
+    sm = Path(cfg.sft_model)
+    if (sm.is_absolute() or sm.exists()) and not has_weights(sm):
+        return [f"--sft-model {cfg.sft_model} has no config.json and weights"]
+    return []
+
+
 def base_model_path(cfg: DrillConfig) -> str:
     """The model SFT starts from: ``--sft-model`` as given, else the profile's ``sft.base_model`` through
     lesson 05's resolver (the course's tiny model in ci; a hub id in full, not downloaded here)."""
