@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 from course_lib import drill
-from course_lib.paths import display_path
 from course_lib.drill.outputs import DrillPaths, read_json_output, setup_logging
+from course_lib.paths import display_path
 from course_lib.rl import REWARDS, greedy_test_pass1, rl_settings, sample_pass_at_k, train_grpo
 
 PARTS = ("new instances", "held-out combinations")

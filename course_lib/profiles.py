@@ -239,19 +239,25 @@ _CI: dict[str, dict[str, Any]] = {
         # CPU budget of 800 steps × 8 rows per SFT variant at a constant 1e-3 after 20 warm-up steps (with names
         # that do not tell the task, pipeline SFT reached 0.43 / 0.80 / 0.86 / 0.93 test pass@1 on new
         # instances at 600 / 800 / 1,000 / 1,400 steps, seed 0, fp32: 800 steps keep the earlier 0.78 at 57 %
-        # of the tokens; a cosine decay learns far less in the same steps), bf16 mixed precision where the CPU
-        # has bf16 instructions (the sft section's "auto"), no gradient checkpointing (it re-runs the forward
+        # of the tokens; a cosine decay learns far less in the same steps), fp32 on every CPU (bf16 off, where
+        # lesson 05 uses bf16 on a CPU with bf16 instructions: the drill's numbers are then the same on every
+        # machine and equal to the fp32 benchmark's, and the 8-minute budget is set for fp32 anyway; at 800
+        # steps bf16 learnt less in one clean-clone run), no gradient checkpointing (it re-runs the forward
         # pass: a third slower on a CPU, and memory is no issue here), no packing (LLaMA-Factory's `packing`
         # lets packed rows attend to each other: 0.01 test pass@1; `neat_packing` is refused with
         # transformers >= 4.53), no group_by_length (16% faster steps, far less learnt); docs/drill.md,
         # "SFT settings" and "Times"
         "sft_overrides": {"max_steps": 800, "per_device_train_batch_size": 8,
                           "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 20,
-                          "logging_steps": 10, "disable_gradient_checkpointing": True},
+                          "logging_steps": 10, "disable_gradient_checkpointing": True, "bf16": False},
         # step 3 trains raw_sft and pipeline_sft at once, one process and one thread each: on 2 idle cores
         # (seed 0) step 3 took 304 s against 331 s one after the other with 2 threads, with the same
         # metrics (the weights were the same bit for bit at 300 steps); docs/drill.md, "SFT settings"
         "sft_parallel": True,
+        # raw SFT's rows are longer, so pipeline SFT ends first and leaves a core idle: step 3 then answers
+        # with the base model and pipeline SFT there (step 4's work; vLLM bound to that core, identical
+        # greedy answers), and step 4 only answers raw SFT (course_lib.drill.finetune.answer_while_training)
+        "answer_while_training": True,
         # the full profile's checks before any GPU work (course_lib.drill.preflight): model folders or hub ids,
         # step 2's teacher server, Docker and its image, a GPU with the free memory steps 3-4 need
         "preflight": False,
@@ -386,6 +392,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "inference_workers": 8,
         "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
         "sft_parallel": False,            # one GPU: the two SFT runs one after the other
+        "answer_while_training": False,   # nothing trains beside step 4 on one GPU
         "preflight": True,
         "gpu_memory_check": True,
     },

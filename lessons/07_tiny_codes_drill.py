@@ -263,6 +263,8 @@ pd.DataFrame(raw_audit).T
 #
 # full：Qwen2.5-0.5B-Instruct + 讲义的超参数，一块 GPU 上两个变体先后训练；ci：第 04 课的小模型在 CPU 上训练几分钟，
 # 两个变体同时训练，各占一个进程（profile 的 `drill.sft_parallel`；下面的单元格打印进程数和线程数）。
+# raw 的训练行更长，pipeline SFT 先训完：空出来的那个核上，第 3 步接着让基座和 pipeline SFT 回答评测题（第 4 步的活，
+# vLLM 只用那个核），第 4 步只剩 raw SFT（`drill.answer_while_training`；下面的单元格打印哪些模型提前回答了）。
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
@@ -273,7 +275,10 @@ for v, note in cfg.run_notes.get("sft", {}).items():
                       if note["status"] == "ran" else "cached (trained in an earlier run)"))
 print("SFT settings given to LLaMA-Factory (besides the profile's sft section):", cfg.sft_overrides)
 print("bf16 mixed precision:", llamafactory_config(cfg.profile, **cfg.sft_overrides)["bf16"],
-      "(the CPU has bf16 instructions)" if cpu_has_bf16() else "(fp32: this CPU has no bf16 instructions)")
+      f"(the drill trains in fp32 on every CPU; this one {'has' if cpu_has_bf16() else 'has no'} bf16 instructions)")
+early = {v: n["answered_during"] for v, n in cfg.run_notes.get("inference", {}).items() if n.get("answered_during")}
+print("answered during step 3 (step 4's work, on the core the finished run left free):",
+      early or "none (cached, or no model was ready while another trained)")
 fig, ax = plt.subplots(figsize=(7, 3))
 for v in cfg.trained_variants():
     res = json.loads((cfg.paths.model_for(v) / "sft_result.json").read_text())
@@ -289,7 +294,8 @@ plt.show()
 #
 # 讲义的设置是学习率 1e-4、2 个 epoch（full 照用，学习率按 cosine 衰减）；本课 ci 用 800 步 × 8 条（约 6 个 epoch）、恒定学习率 1e-3、
 # 不开 gradient checkpointing，因为这个小模型要看过几千条样本才学会读指令写函数体，cosine 衰减会让它在同样的步数里学得少很多；
-# CPU 有 bf16 指令时用 bf16 混合精度（`bf16: "auto"`），步子更快。LLaMA-Factory 的 `packing`（把几行拼成一条序列、省掉 padding）在这里不能用：
+# 精度：讲义用 bf16；本课 ci 的 drill 在每台 CPU 上都用 fp32（`bf16: false`），因为这样每台机器算出同样的数、能和 fp32 基准逐项对照，8 分钟的预算也按 fp32 定。
+# LLaMA-Factory 的 `packing`（把几行拼成一条序列、省掉 padding）在这里不能用：
 # 拼在一起的行互相可见，模型学会了看别的行的指令（实测 test pass@1 掉到 0.01）；不让它们互相可见的 `neat_packing` 在这个 transformers 版本上被
 # LLaMA-Factory 拒绝。实测见 `docs/drill.md` 的 "SFT settings"。上一格打印了本次实际交给 LLaMA-Factory 的设置。
 
@@ -310,7 +316,8 @@ info = drill.step_inference(cfg)
 print(info, f"({time.time() - t0:.0f} s)")
 print("vLLM knobs:", drill.inference_knobs(cfg))
 for v, note in cfg.run_notes["inference"].items():   # which engine answered (a cached variant: the earlier run's, see run_manifest)
-    print(f"{v}: {note.get('engine', note['status'])} {note.get('version') or ''} | fallback: {note.get('fallback_reason')}")
+    print(f"{v}: {note.get('engine', note['status'])} {note.get('version') or ''} | fallback: {note.get('fallback_reason')}"
+          + (" | answered in step 3" if note.get("answered_during") else ""))
 answers = {v: json.loads((cfg.paths.output_for(v) / "inference_results.json").read_text()) for v in cfg.variants()}
 for i in (0, 1):
     print("=" * 100)
@@ -438,7 +445,7 @@ plt.show()
 #
 # 讲义的结论：SFT 的效果由数据质量决定——流水线清洗过的数据胜过原始数据（Pass@1 58.1% → 87.7% → 99.1%）。
 # ci 的原始训练行带着第 1 步打印的模拟缺陷；流水线的老师按指令重写了每一行。两个 SFT 变体用同一个基座、同一套设置、同一组评测。
-# 一次运行的差距说明不了多少：`benchmarks/bench_drill_pipeline.py` 用 3 个 seed 各跑一遍整个演练（fp32；CPU 有 bf16 指令时再跑一遍 bf16），
+# 一次运行的差距说明不了多少：`benchmarks/bench_drill_pipeline.py` 用 3 个 seed 各跑一遍整个演练（fp32，与本次运行同一精度；CPU 有 bf16 指令时再跑一遍 bf16 作对照），
 # 每个 seed 的两个变体用同一份切分，所以逐 seed 相减（配对差）。下表并排打印本次运行的差、基准每个 seed 的差、它们的离散程度和结论，
 # 以及本次运行落在基准范围之内还是之外（比的是与本次运行同一精度的基准）。结果照实打印，不预设结论。
 

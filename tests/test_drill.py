@@ -38,7 +38,8 @@ def tiny_cfg(tmp_path, model, **kw):
     args = dict(paths=DrillPaths.under(tmp_path), train_size=30, eval_size=6, humaneval_subset=2,
                 max_new_tokens=12, batch_size=4, sft_model=str(model), inference_workers=1, eval_workers=2,
                 sandbox_backend=None, timeout_s=5.0,
-                inference_backend="transformers")   # vLLM's CPU attention refuses head size 16 (test_vllm_engine.py)
+                inference_backend="transformers",   # vLLM's CPU attention refuses head size 16 (test_vllm_engine.py)
+                answer_while_training=False)        # on in ci; test_sft_answers_with_the_ready_models_while_the_last_run_trains
     args.update(kw)
     return settings.config_from_profile("ci", **args)
 
@@ -371,6 +372,61 @@ def test_side_by_side_sft_records_the_variant_that_trained_when_the_other_fails(
     with pytest.raises(StepOutputError, match="run the 'sft' step"):
         inference.model_path_for(cfg, "pipeline_sft")
     assert finetune.sft_side_by_side(settings.config_from_profile("full"), 2) == 1      # one GPU: one after the other
+
+
+def test_sft_answers_with_the_ready_models_while_the_last_run_trains(tmp_path, monkeypatch, tiny_model):
+    """ci: pipeline SFT ends first; step 3 answers with base and pipeline SFT on the freed core while raw SFT
+    still trains (vLLM bound to that core), and step 4 answers only raw SFT, keeping what step 3 noted."""
+    import threading
+
+    fake = standins.make_fake_finetune()
+    early_done = threading.Event()
+    seen = {}
+
+    def fake_finetune(base, rows, out_dir, *, profile="ci", **overrides):
+        if "raw_sft" in str(out_dir):
+            assert early_done.wait(120), "step 3 never answered while raw SFT trained"
+        return fake(tiny_model, rows, out_dir, profile=profile)
+
+    standins.install(monkeypatch, finetune=fake_finetune)
+    real_step_inference = inference.step_inference
+
+    def spy(cfg, variants=None):
+        if variants is not None and not early_done.is_set():      # the call from step 3
+            seen.update(variants=list(variants), bind=os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
+                        workers=cfg.inference_workers)
+            try:
+                return real_step_inference(cfg, variants)
+            finally:
+                early_done.set()
+        return real_step_inference(cfg, variants)
+
+    monkeypatch.setattr(inference, "step_inference", spy)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")                    # two cores: one per SFT run
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=True, answer_while_training=True)
+    assert settings.config_from_profile("ci").answer_while_training and \
+        not settings.config_from_profile("full").answer_while_training
+    done = run.run_drill(cfg)
+    assert seen["variants"] == ["base", "pipeline_sft"] and seen["workers"] == 1 and seen["bind"]
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in os.environ and cfg.inference_workers == 1
+    assert done["inference"]["base"] == {"skipped": True} == done["inference"]["pipeline_sft"]
+    assert done["inference"]["raw_sft"]["answers"] == 6                  # step 4 answered raw SFT only
+    manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
+    step4 = manifest["steps"]["inference"]
+    assert step4["status"] == "ran"
+    assert "while raw_sft trained" in step4["variants"]["base"]["answered_during"]
+    assert step4["variants"]["pipeline_sft"]["status"] == "ran" and "answered_during" not in step4["variants"]["raw_sft"]
+    assert set(run.load_metrics(cfg)) == {"base", "raw_sft", "pipeline_sft"}
+    # --only-step sft: no step 4 planned, so step 3 answers nothing
+    early_done.clear()
+    cfg2 = tiny_cfg(tmp_path / "only", tiny_model, compare_raw=True, answer_while_training=True)
+    cfg2.paths.make()
+    run.run_drill(cfg2, only_step="download,pipeline")
+    threading.Timer(0.5, early_done.set).start()               # raw SFT may finish: nobody answers early
+    seen.clear()
+    run.run_drill(cfg2, only_step="sft")
+    assert "variants" not in seen and not (cfg2.paths.output_for("base") / "inference_results.json").exists()
 
 
 def test_sft_executor_gives_each_process_its_threads():

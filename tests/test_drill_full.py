@@ -321,17 +321,18 @@ def test_gpu_check_script_parses_says_what_it_needs_and_uses_real_options(repo, 
 
 
 def test_sft_cache_key_follows_the_profiles_sft_section(tmp_path, monkeypatch):
-    """A change of the profile's sft section (here bf16 through COURSE_PROFILE_OVERRIDES) retrains step 3
-    instead of reusing a model trained with other settings."""
+    """A change of the profile's sft section (here warmup_ratio through COURSE_PROFILE_OVERRIDES) retrains
+    step 3 instead of reusing a model trained with other settings; the drill trains in fp32 on every CPU."""
     from course_lib.drill import finetune
 
-    def key(bf16):
-        f = tmp_path / f"over_{bf16}.json"
-        f.write_text(json.dumps({"profile": "ci", "sections": {"sft": {"bf16": bf16}}}))
+    def key(ratio):
+        f = tmp_path / f"over_{ratio}.json"
+        f.write_text(json.dumps({"profile": "ci", "sections": {"sft": {"warmup_ratio": ratio}}}))
         monkeypatch.setenv("COURSE_PROFILE_OVERRIDES", str(f))
         cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "d"))
         return finetune._sft_config(cfg, "pipeline_sft")
 
-    on, off = key(True), key(False)
-    assert on["overrides"] == off["overrides"] and on["settings"]["bf16"] is True and off["settings"]["bf16"] is False
-    assert on != off
+    a, b = key(0.1), key(0.2)
+    assert a["overrides"] == b["overrides"] and (a["settings"]["warmup_ratio"], b["settings"]["warmup_ratio"]) == (0.1, 0.2)
+    assert a != b
+    assert a["settings"]["bf16"] is False and a["overrides"]["bf16"] is False      # fp32 whatever the CPU has

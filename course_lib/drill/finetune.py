@@ -32,7 +32,14 @@ from course_lib.drill.outputs import (
     write_json_output,
 )
 from course_lib.drill.pipeline import fence_if_bare
-from course_lib.drill.settings import DrillConfig, Need, Step, base_model_path, use_lazyllm_path
+from course_lib.drill.settings import (  # noqa: F401  (base_model_problems: its home was here)
+    DrillConfig,
+    Need,
+    Step,
+    base_model_path,
+    base_model_problems,
+    use_lazyllm_path,
+)
 from course_lib.profiles import Profile
 
 # --- the training rows -----------------------------------------------------------------------------
@@ -241,8 +248,12 @@ def step_sft(cfg: DrillConfig) -> dict:
         try:
             with _main_module_hidden():
                 futures = {pool.submit(_finetune, *job): v for v, job in jobs.items()}
+            answered: set[str] = set()
             for fut in as_completed(futures):
                 done(futures[fut], fut.exception() or fut.result())
+                training = [futures[f] for f in futures if not f.done()]
+                if failed is None and training:
+                    answered |= answer_while_training(cfg, training, threads * len(training), answered)
         except BaseException:            # e.g. an interrupted notebook: stop the runs, not wait for them
             _interrupt_workers(pool)
             raise
@@ -265,23 +276,58 @@ def step_sft(cfg: DrillConfig) -> dict:
     return info
 
 
+def answer_while_training(cfg: DrillConfig, training: Sequence[str], busy_threads: int,
+                          answered: set[str] = frozenset()) -> set[str]:
+    """Step 4's work, done early: while the SFT runs in ``training`` still train (on ``busy_threads``
+    threads), the models that are ready — the base model and the variants whose SFT has finished — answer
+    on the cores the finished runs left free (ci, ``drill.answer_while_training``): vLLM bound to those
+    cores, the PPL pass on as many threads. Step 4 then finds their answers done (its notes say
+    ``answered_during``). Only when step 4 follows (``run_drill`` plans it, or the steps are called one by
+    one). A failure here is logged and left to step 4. Returns the variants answered.
+    Introduced in lesson 07."""
+    from course_lib.drill import inference
+    from course_lib.drill.outputs import output_state
+    from course_lib.training import sft
+
+    if not cfg.answer_while_training or (cfg.planned_steps and "inference" not in cfg.planned_steps):
+        return set()
+    free = sft.train_threads(cfg.profile) - busy_threads
+    ready = [v for v in cfg.core_variants() if v not in answered and v not in training
+             and (v == "base" or output_state(cfg.paths.model_record(v))[0])]
+    if free < 1 or not ready:
+        return set()
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    bind = ",".join(str(c) for c in cpus[-free:])
+    log().info("inference[%s]: answering now, while %s trains, on %d free core(s) (CPU %s); step 4 finds these done",
+               ", ".join(ready), ", ".join(training), free, bind)
+    saved_bind, saved_workers = os.environ.get("VLLM_CPU_OMP_THREADS_BIND"), cfg.inference_workers
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind          # the engine's process inherits it (its threads, its cores)
+    cfg.inference_workers = free
+    try:
+        inference.step_inference(cfg, ready)
+    except Exception as exc:           # step 4 answers them instead
+        log().warning("inference[%s] while %s trains failed (%s: %s); step 4 will answer them",
+                      ", ".join(ready), ", ".join(training), type(exc).__name__, exc)
+        return set()
+    finally:
+        cfg.inference_workers = saved_workers
+        if saved_bind is None:
+            os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
+        else:
+            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = saved_bind
+    notes = cfg.run_notes.setdefault("inference", {})
+    for v in ready:
+        if notes.get(v, {}).get("status") == "ran":
+            notes[v]["answered_during"] = f"step 3 (sft), while {', '.join(training)} trained, on {free} core(s)"
+    return set(ready)
+
+
 def _needs(cfg: DrillConfig) -> list[Need]:
     out = []
     for v in cfg.trained_variants("sft"):
         path, made_by = _data_of(cfg, v)
         out.append(Need(path, made_by, "the pipeline's codegen.json" if made_by == "pipeline" else "the training set"))
     return out
-
-
-def base_model_problems(cfg: DrillConfig) -> list[str]:
-    """A ``--sft-model`` folder without a config and weights (where the profile runs the preflight checks,
-    ``drill.preflight``, they check, and log, the models: :mod:`course_lib.drill.preflight`)."""
-    if cfg.profile.drill.preflight or not cfg.sft_model:
-        return []
-    sm = Path(cfg.sft_model)
-    if (sm.is_absolute() or sm.exists()) and not has_weights(sm):
-        return [f"--sft-model {cfg.sft_model} has no config.json and weights"]
-    return []
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:

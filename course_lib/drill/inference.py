@@ -140,9 +140,11 @@ def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None) -> d
         out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
         files = {"answers": out / "inference_results.json", "humaneval": out / "humaneval_generations.json",
                  "ppl": out / "ppl.json"}
-        if up_to_date(list(files.values()), conf, cfg.force, f"inference[{variant}]"):
+        early = variant in answered_now(cfg)     # answered by step 3 of this run (its note says so)
+        if up_to_date(list(files.values()), conf, cfg.force and not early, f"inference[{variant}]"):
             info[variant] = {"skipped": True}
-            notes[variant] = {"status": "cached"}
+            if not early:
+                notes[variant] = {"status": "cached"}
             continue
         evals = evals if evals is not None else read_json_output(cfg.paths.eval_json, "download")
         model_path = model_path_for(cfg, variant)
@@ -218,6 +220,14 @@ def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None) -> d
     return info
 
 
+def answered_now(cfg: DrillConfig) -> list[str]:
+    """The variants step 3 of this run has already answered (their step-4 notes say so): step 3 answers with
+    the models that are ready while the last SFT run trains (:func:`course_lib.drill.finetune.step_sft`), and
+    step 4 then finds them done. Introduced in lesson 07."""
+    return [v for v, n in cfg.run_notes.get("inference", {}).items()
+            if n.get("status") == "ran" and n.get("answered_during")]
+
+
 def _needs(cfg: DrillConfig) -> list[Need]:
     return [Need(cfg.paths.eval_json, "download", "the eval set")] + [
         Need(cfg.paths.model_record(v), trained_by(v), f"the fine-tuned model of {v}")
@@ -225,7 +235,7 @@ def _needs(cfg: DrillConfig) -> list[Need]:
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
-    from course_lib.drill.finetune import base_model_problems
+    from course_lib.drill.settings import base_model_problems
 
     problems = []
     if "base" in cfg.variants() and "sft" not in steps:

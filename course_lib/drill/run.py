@@ -88,25 +88,30 @@ def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str,
                ", ".join(cfg.variants()), cfg.paths.data_dir.parent)
     done: dict[str, Any] = {}
     gpu_checked = False
-    for i, name in enumerate(steps):
-        step, number = _step(name), STEPS.index(name) + 1
-        if cfg.profile.drill.preflight and step.uses_gpu and not gpu_checked:
-            gpu_checked = True   # the teacher of step 2 may have held the GPU until now
-            problems = preflight.gpu_memory_problems(cfg, steps[i:])
-            if problems:
-                raise PrerequisiteError(f"cannot start step {number} ({name}):\n  - " + "\n  - ".join(problems))
-        t0 = time.monotonic()
-        started = manifest.now()
-        log().info("step %d/%d %s: start", number, len(STEPS), name)
-        cfg.run_notes[name] = {}
-        try:
-            done[name] = step.run(cfg)
-        except BaseException as exc:
-            manifest.record_step(cfg, name, started, time.monotonic() - t0, None,
-                                 error=f"{type(exc).__name__}: {exc}")
-            raise
-        manifest.record_step(cfg, name, started, time.monotonic() - t0, done[name])
-        log().info("step %d/%d %s: finished in %.1f s", number, len(STEPS), name, time.monotonic() - t0)
+    cfg.planned_steps = tuple(steps)
+    cfg.run_notes.clear()          # this run's notes only (a step may note what it did for a later one)
+    try:
+        for i, name in enumerate(steps):
+            step, number = _step(name), STEPS.index(name) + 1
+            if cfg.profile.drill.preflight and step.uses_gpu and not gpu_checked:
+                gpu_checked = True   # the teacher of step 2 may have held the GPU until now
+                problems = preflight.gpu_memory_problems(cfg, steps[i:])
+                if problems:
+                    raise PrerequisiteError(f"cannot start step {number} ({name}):\n  - " + "\n  - ".join(problems))
+            t0 = time.monotonic()
+            started = manifest.now()
+            log().info("step %d/%d %s: start", number, len(STEPS), name)
+            cfg.run_notes.setdefault(name, {})
+            try:
+                done[name] = step.run(cfg)
+            except BaseException as exc:
+                manifest.record_step(cfg, name, started, time.monotonic() - t0, None,
+                                     error=f"{type(exc).__name__}: {exc}")
+                raise
+            manifest.record_step(cfg, name, started, time.monotonic() - t0, done[name])
+            log().info("step %d/%d %s: finished in %.1f s", number, len(STEPS), name, time.monotonic() - t0)
+    finally:
+        cfg.planned_steps = ()
     return done
 
 

@@ -91,6 +91,9 @@ class DrillConfig:
     ppl_samples: int | None
     sft_overrides: dict[str, Any]
     sft_parallel: bool                          # step 3 trains the SFT variants side by side
+    # while the longest SFT run still trains, step 3 answers (step 4's work) with the models already there
+    # on the core the finished runs left free (ci: drill.answer_while_training; see finetune.step_sft)
+    answer_while_training: bool = False
     # settings of one run (command-line options)
     paths: DrillPaths | None = None
     data_files: list[str] | None = None         # local files for source="local"/"assets"
@@ -108,6 +111,8 @@ class DrillConfig:
     # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
     # filled by the steps, read by course_lib.drill.manifest; not a setting
     run_notes: dict[str, dict] = field(default_factory=dict)
+    # the steps run_drill is running (empty: the steps are called one by one, as lesson 07 does); not a setting
+    planned_steps: tuple[str, ...] = ()
 
     def variants(self) -> list[str]:
         """The models this run trains and evaluates, in table order (:data:`VARIANTS`)."""
@@ -150,7 +155,7 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
         batch_size=d.batch_size, inference_workers=d.inference_workers,
         eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
         memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
-        sft_parallel=bool(d.sft_parallel),
+        sft_parallel=bool(d.sft_parallel), answer_while_training=bool(d.get("answer_while_training", False)),
     )
     for k, v in overrides.items():
         if v is None:
@@ -169,6 +174,20 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
     if sft_steps:
         cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
     return cfg
+
+
+def base_model_problems(cfg: DrillConfig) -> list[str]:
+    """A ``--sft-model`` folder without a config and weights (where the profile runs the preflight checks,
+    ``drill.preflight``, they check, and log, the models: :mod:`course_lib.drill.preflight`); checked by
+    steps 3 and 4."""
+    from course_lib.drill.outputs import has_weights
+
+    if cfg.profile.drill.preflight or not cfg.sft_model:
+        return []
+    sm = Path(cfg.sft_model)
+    if (sm.is_absolute() or sm.exists()) and not has_weights(sm):
+        return [f"--sft-model {cfg.sft_model} has no config.json and weights"]
+    return []
 
 
 def base_model_path(cfg: DrillConfig) -> str:
