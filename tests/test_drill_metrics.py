@@ -159,6 +159,8 @@ def test_seed_comparison_names_the_verdict_and_the_missing_run():
     assert (round(ahead["low"], 2), round(ahead["high"], 2)) == (0.35, 0.45)
     level = seed_comparison([run(0, 0.78, 0.77), run(1, 0.68, 0.76), run(2, 0.72, 0.80)], "k")
     assert level["verdict"] == "no consistent difference: the sign changes across seeds"
+    tied = seed_comparison([run(0, 0.9, 0.91), run(1, 0.9, 0.99), run(2, 1.0, 1.0)], "k")
+    assert tied["verdict"] == "no consistent difference: equal on 1 of 3 seeds"
     assert round(level["lead"], 3) == 0.05
     behind = seed_comparison([run(0, 0.9, 0.5), run(1, 0.9, 0.55)], "k")
     assert behind["verdict"] == "raw SFT ahead on every seed"

@@ -186,7 +186,8 @@ def seed_comparison(results: list[Mapping[str, Any]], key: str = "test pass@1 (n
     trains both variants on the same split): each seed's ``pipeline_sft − raw_sft`` (``diffs``), their
     mean (``lead``), their ``spread`` (max − min) and ``low``/``high``, each variant's ``mean``, and a
     ``verdict``: "pipeline SFT ahead on every seed", "raw SFT ahead on every seed", or "no consistent
-    difference: the sign changes across seeds" (three seeds of one sign happen by chance one time in
+    difference: the sign changes across seeds" (or "…: equal on k of n seeds" when no seed has the other
+    sign) (three seeds of one sign happen by chance one time in
     four when there is no effect, so the numbers go with it). Raises ``ValueError`` naming the seed
     when a run lacks either variant or ``key``. Introduced in lesson 07."""
     diffs, values = [], {"raw_sft": [], "pipeline_sft": []}
@@ -199,9 +200,12 @@ def seed_comparison(results: list[Mapping[str, Any]], key: str = "test pass@1 (n
         diffs.append(values["pipeline_sft"][-1] - values["raw_sft"][-1])
     if not diffs:
         raise ValueError("no runs to compare")
-    verdict = ("pipeline SFT ahead on every seed" if min(diffs) > 0 else
-               "raw SFT ahead on every seed" if max(diffs) < 0 else
-               "no consistent difference: the sign changes across seeds")
+    eps = 1e-9
+    ahead, behind = sum(d > eps for d in diffs), sum(d < -eps for d in diffs)
+    verdict = ("pipeline SFT ahead on every seed" if ahead == len(diffs) else
+               "raw SFT ahead on every seed" if behind == len(diffs) else
+               "no consistent difference: the sign changes across seeds" if ahead and behind else
+               f"no consistent difference: equal on {len(diffs) - ahead - behind} of {len(diffs)} seeds")
     return {"key": key, "seeds": [r.get("seed") for r in results], "diffs": diffs,
             "lead": sum(diffs) / len(diffs), "low": min(diffs), "high": max(diffs),
             "spread": max(diffs) - min(diffs), "verdict": verdict,
