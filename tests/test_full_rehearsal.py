@@ -181,8 +181,8 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     if why:
         missing(f"step 6 needs the TRL environment: {why}")
     # hub rows carry no hidden tests: step 6 has no reward, says so and is skipped (no rl row), the drill goes on
-    assert "no reward to train on" in rl.no_reward_reason(cfg)
-    run.run_drill(cfg)
+    done = run.run_drill(cfg)
+    assert "no reward to train on" in rl.no_reward_reason(cfg) == done["rl"]["skipped"]
     assert "rl" not in run.load_metrics(cfg)
     assert json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())["steps"]["rl"]["variants"]["rl"][
         "status"] == "skipped"
