@@ -534,6 +534,22 @@ def test_rl_step_without_the_trl_environment_is_skipped_saying_why(tmp_path, fak
     assert list(json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())) == ["pipeline_sft"]
 
 
+def test_rl_step_without_hidden_tests_for_the_training_rows_is_skipped_saying_why(tmp_path, fakes, tiny_model, caplog):
+    """Hub rows carry no tests: step 6 has no reward, says so, adds no rl row, and the drill still finishes."""
+    from course_lib.drill import rl as drill_rl
+
+    empty = tmp_path / "no_tests.jsonl"
+    empty.write_text("")
+    cfg = tiny_cfg(tmp_path / "d", tiny_model, compare_raw=False, evaluate_base=False, humaneval_subset=0, use_rl=True,
+                   hidden_tests=str(empty))
+    with caplog.at_level("WARNING"):
+        done = run.run_drill(cfg)
+    assert "no reward to train on" in done["rl"]["skipped"] and "--hidden-tests" in done["rl"]["skipped"]
+    assert "step 6 (rl) skipped" in caplog.text
+    assert drill_rl.no_reward_reason(cfg) == done["rl"]["skipped"]
+    assert list(json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())) == ["pipeline_sft"]
+
+
 def test_rl_is_left_out_without_use_rl_and_its_prerequisites_name_the_steps(tmp_path, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
     assert "rl" not in run.plan_steps(cfg) and "rl" not in cfg.variants()

@@ -147,10 +147,28 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     assert backends and set(backends) == {"docker"}, backends
 
 
+def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
+    """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
+    from course_lib.drill import run, settings
+    from course_lib.tooling.runner import execute_notebook
+
+    problems = run.check_prerequisites(settings.config_from_profile("full"), list(run.STEPS))
+    if problems:
+        missing("\n  - " + "\n  - ".join(problems))
+    source = repo / "solutions" / "07_tiny_codes_drill.ipynb"
+    t0 = time.monotonic()
+    nb = execute_notebook(source, tmp_path / "out" / source.name, profile="full", strict=True,
+                          timeout_s=NOTEBOOK_BUDGET_S, progress=False)
+    print(f"notebook 07 (full, rehearsal): {nb.status} in {time.monotonic() - t0:.0f} s")
+    assert nb.ok, f"{nb.status}: {nb.first_error()} (executed copy: {nb.output})"
+
+
 def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     """Step 6 (lesson 10) with the full profile's settings at toy size (``REHEARSAL["rl"]``): GRPO from
     pipeline SFT in the TRL environment, every reward judged in the Docker sandbox, then steps 4-5 on ``rl``.
-    Steps 1-5 are cached by the drill test (run alone, this test runs them first)."""
+    Steps 1-5 are cached by the drill test (run alone, this test runs them first); the hub rows have no hidden
+    tests, so the step is first skipped, saying why, and then run with the sample's tests for the training rows
+    (download, pipeline, inference and evaluation rerun on rows with tests; SFT is cached)."""
     from course_lib.drill import rl, run, settings
     from course_lib.evaluation import sandbox
     from course_lib.profiles import _FULL
@@ -162,6 +180,17 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     why = rl.rl_unavailable(cfg)
     if why:
         missing(f"step 6 needs the TRL environment: {why}")
+    # hub rows carry no hidden tests: step 6 has no reward, says so and is skipped (no rl row), the drill goes on
+    done = run.run_drill(cfg)
+    assert "no reward to train on" in rl.no_reward_reason(cfg) == done["rl"]["skipped"]
+    assert "rl" not in run.load_metrics(cfg)
+    assert json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())["steps"]["rl"]["variants"]["rl"][
+        "status"] == "skipped"
+    # with tests for the training rows (the sample's, as scripts/gpu_check.sh passes them) step 6 trains
+    from course_lib.paths import assets_dir
+
+    cfg = settings.config_from_profile("full", hidden_tests=str(assets_dir("tiny_codes", "hidden_tests.jsonl")))
+    cfg.use_rl = True
     s = rl.drill_rl_settings(cfg)
     kept = {k: v for k, v in _FULL["rl"].items() if k != "in_drill" and k not in rehearsal.REHEARSAL["rl"]}
     assert all(getattr(s, k) == v for k, v in kept.items()), kept     # full's reward, K, learning rate, clip ...
@@ -196,19 +225,3 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     assert step6["engine"]["settings"]["use_vllm"] is False       # the rehearsal's one generation stand-in
     # every program judged in this step (the rollouts' rewards and step 5 on rl) ran in Docker
     assert backends and set(backends) == {"docker"}, sorted(set(backends))
-
-
-def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
-    """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
-    from course_lib.drill import run, settings
-    from course_lib.tooling.runner import execute_notebook
-
-    problems = run.check_prerequisites(settings.config_from_profile("full"), list(run.STEPS))
-    if problems:
-        missing("\n  - " + "\n  - ".join(problems))
-    source = repo / "solutions" / "07_tiny_codes_drill.ipynb"
-    t0 = time.monotonic()
-    nb = execute_notebook(source, tmp_path / "out" / source.name, profile="full", strict=True,
-                          timeout_s=NOTEBOOK_BUDGET_S, progress=False)
-    print(f"notebook 07 (full, rehearsal): {nb.status} in {time.monotonic() - t0:.0f} s")
-    assert nb.ok, f"{nb.status}: {nb.first_error()} (executed copy: {nb.output})"

@@ -54,6 +54,18 @@ def rl_unavailable(cfg: DrillConfig) -> str | None:
     return None if python else why
 
 
+def no_reward_reason(cfg: DrillConfig) -> str | None:
+    """None when some training row has hidden tests (the rewards come from them), else why step 6 cannot
+    train: hub rows carry no tests (the full profile's ``nampdn-ai/tiny-codes``), and what to give instead.
+    Introduced in lesson 10."""
+    train = read_json_output(cfg.paths.train_json, "download")
+    if any(r.get("tests") for r in train):
+        return None
+    return (f"none of the {len(train)} training rows has hidden tests, so there is no reward to train on (hub rows "
+            "carry none); give --hidden-tests FILE with tests for the training rows' idx, as the ci sample's "
+            "assets/tiny_codes/hidden_tests.jsonl does")
+
+
 def _rl_config(cfg: DrillConfig) -> dict:
     s = drill_rl_settings(cfg).as_dict()
     return {"start": sha_or_none(cfg.paths.model_record("pipeline_sft")), "rows": sha_or_none(cfg.paths.codegen_json),
@@ -84,14 +96,15 @@ def _train(cfg: DrillConfig, conf: dict) -> dict[str, Any]:
 def step_rl(cfg: DrillConfig) -> dict:
     """Step 6: train ``rl`` from ``pipeline_sft`` with GRPO, then answer and evaluate it as steps 4-5 do.
 
-    Skipped (logged with the reason, no ``rl`` row) when the TRL environment is missing. Returns
+    Skipped (logged with the reason, no ``rl`` row) when the TRL environment is missing or no training row
+    has hidden tests (:func:`no_reward_reason`: hub rows carry none). Returns
     ``{"train", "inference", "evaluation"}`` (what each part did). Introduced in lesson 10.
     """
     from course_lib.drill.evaluate import step_evaluation, write_drill_metrics
     from course_lib.drill.inference import step_inference
 
     notes = cfg.run_notes.setdefault("rl", {})          # variant -> what happened (the run manifest's entry)
-    why = rl_unavailable(cfg)
+    why = rl_unavailable(cfg) or no_reward_reason(cfg)
     if why:
         log().warning("step 6 (rl) skipped: %s", why)
         notes["rl"] = {"status": "skipped", "reason": why}
