@@ -22,7 +22,7 @@ from course_lib.rl.trl_env import TRL_FULL_EXTRA
 
 def drill_inputs(root: Path) -> dict:
     """The pipeline-SFT model, its training rows, the hidden tests and the eval rows of a drill run."""
-    from course_lib.drill.store import DrillPaths, read_json_output
+    from course_lib.drill.outputs import DrillPaths, read_json_output
 
     paths = DrillPaths.under(root)
     sft = read_json_output(paths.model_for("pipeline_sft") / "sft_result.json", "sft")
