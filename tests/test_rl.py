@@ -90,6 +90,22 @@ def test_step_6_judges_where_step_5_does():
     assert drill_rl.drill_rl_settings(full).sandbox_backend == "bwrap"
 
 
+def test_the_cli_reads_a_drill_folder(tmp_path):
+    """``python -m course_lib.rl train|eval`` read the drill's files (drill_inputs) and its options parse."""
+    from course_lib.drill.outputs import DrillPaths, write_json_output
+    from course_lib.rl.__main__ import drill_inputs
+
+    paths = DrillPaths.under(tmp_path)
+    paths.make()
+    (paths.model_for("pipeline_sft")).mkdir(parents=True)
+    write_json_output(paths.model_record("pipeline_sft"), {"model_path": "/m", "rows": 1}, {})
+    write_json_output(paths.train_json, [{"idx": 3, "tests": "assert f(1) == 1"}, {"idx": 4}], {})
+    write_json_output(paths.codegen_json, [{"instruction": "i", "output": "o"}], {})
+    write_json_output(paths.eval_json, [{"idx": 9}], {})
+    got = drill_inputs(tmp_path)
+    assert got["model"] == "/m" and list(got["hidden_tests"]) == [3] and got["eval_rows"] == [{"idx": 9}]
+
+
 def test_split_tests_gives_one_statement_each():
     assert split_tests(ADD_TESTS) == ["assert add(2, 3) == 5", "assert add(-1, 1) == 0", "assert add(0, 0) == 0",
                                       "assert add(10, 5) == 15"]
