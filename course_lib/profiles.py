@@ -266,8 +266,8 @@ _CI: dict[str, dict[str, Any]] = {
     # lesson 10 — course_lib.rl and the drill's step 6: group-relative RL (TRL's GRPOTrainer in .venv-trl) from
     # pipeline SFT, rewards from the course sandbox. Keys other than in_drill are fields of
     # course_lib.rl.RLSettings (TRL's names; --rl-steps, --rl-group-size, --rl-reward override three of them).
-    # ci: the tiny model on 2 fp32 CPU cores, 25 steps x 8 prompts x K = 8 (the KAT notes' K); one probe
-    # (seed 0) took ~141 s of training; docs/rl.md, "Times"
+    # ci: the tiny model on 2 fp32 CPU cores, 25 steps x 8 prompts x K = 8 (the KAT notes' K); 85-104 s of
+    # training on 2 idle cores (bench_rl.py's nine runs, 2026-12-06); docs/rl.md, "Times"
     "rl": {
         "in_drill": True,               # `python -m course_lib.drill` runs step 6 unless --no-rl
         "steps": 25, "group_size": 8, "reward": "pass", "prompts_per_step": 8, "steps_per_generation": 1,
