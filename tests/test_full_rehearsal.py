@@ -39,6 +39,23 @@ def missing(what: str) -> None:
     pytest.skip(msg)
 
 
+def spy_backends(monkeypatch) -> list[str]:
+    """A list that fills with the sandbox backend of every program run from now on (a spy on
+    ``sandbox.run_many``, not a stand-in: the programs still run)."""
+    from course_lib.evaluation import sandbox
+
+    backends: list[str] = []
+    real_run_many = sandbox.run_many
+
+    def spy_run_many(*args, **kw):
+        results = real_run_many(*args, **kw)
+        backends.extend(r.backend for r in results)
+        return results
+
+    monkeypatch.setattr(sandbox, "run_many", spy_run_many)
+    return backends
+
+
 @pytest.fixture(scope="module")
 def rehearsal_env(tmp_path_factory, docker_session):
     """A prepared rehearsal folder, the stand-in teacher running, the rehearsal's variables set."""
@@ -84,7 +101,6 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
 def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     from course_lib.drill import evaluate, outputs, pipeline, run, settings
     from course_lib.drill.taskgen import HUB_COLUMNS
-    from course_lib.evaluation import sandbox
     from course_lib.training.sft import llamafactory_config
 
     cfg = settings.config_from_profile("full")
@@ -94,15 +110,7 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     problems = run.check_prerequisites(cfg, steps)
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
-    backends: list[str] = []   # the sandbox backend of every program the drill runs (a spy, not a stand-in)
-    real_run_many = sandbox.run_many
-
-    def spy_run_many(*args, **kw):
-        results = real_run_many(*args, **kw)
-        backends.extend(r.backend for r in results)
-        return results
-
-    monkeypatch.setattr(sandbox, "run_many", spy_run_many)
+    backends = spy_backends(monkeypatch)    # the sandbox backend of every program the drill runs
     t0 = time.monotonic()
     done = run.run_drill(cfg)
     rehearsal_env["timings"]["drill_s"] = time.monotonic() - t0
@@ -170,7 +178,6 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     tests, so the step is first skipped, saying why, and then run with the sample's tests for the training rows
     (download, pipeline, inference and evaluation rerun on rows with tests; SFT is cached)."""
     from course_lib.drill import rl, run, settings
-    from course_lib.evaluation import sandbox
     from course_lib.profiles import _FULL
     from course_lib.rl.settings import RLSettings
 
@@ -195,15 +202,7 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     kept = {k: v for k, v in _FULL["rl"].items() if k != "in_drill" and k not in rehearsal.REHEARSAL["rl"]}
     assert all(getattr(s, k) == v for k, v in kept.items()), kept     # full's reward, K, learning rate, clip ...
     assert s.sandbox_backend == "docker" and s.group_size == 8 and isinstance(s, RLSettings)
-    backends: list[str] = []
-    real_run_many = sandbox.run_many
-
-    def spy_run_many(*args, **kw):
-        results = real_run_many(*args, **kw)
-        backends.extend(r.backend for r in results)
-        return results
-
-    monkeypatch.setattr(sandbox, "run_many", spy_run_many)
+    backends = spy_backends(monkeypatch)
     t0 = time.monotonic()
     run.run_drill(cfg)
     rehearsal_env["timings"]["rl_s"] = time.monotonic() - t0
