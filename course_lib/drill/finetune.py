@@ -32,7 +32,7 @@ from course_lib.drill.outputs import (
     write_json_output,
 )
 from course_lib.drill.pipeline import fence_if_bare
-from course_lib.drill.settings import (  # noqa: F401  (base_model_problems: its home was here)
+from course_lib.drill.settings import (
     DrillConfig,
     Need,
     Step,
