@@ -77,6 +77,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--rewards", nargs="+", choices=REWARDS, default=list(REWARDS))
     p.add_argument("--steps", type=int, default=None, help="RL steps (default: the profile's)")
+    p.add_argument("--group-size", type=int, default=None, help="K rollouts per prompt (default: the profile's, 8)")
     p.add_argument("--passk-prompts", type=int, default=10, help="eval prompts per part for pass@k (0: none)")
     p.add_argument("--out", type=Path, default=None, help="where the RL runs go (default: <drill root>/bench_rl)")
     p.add_argument("--drill-root", type=Path, default=None,
@@ -100,13 +101,13 @@ def main(argv=None) -> int:
     evals = read_json_output(cfg.paths.eval_json, "download")
     out_root = args.out or cfg.paths.data_dir.parent / "bench_rl"
     t_all = time.monotonic()
-    base_settings = rl_settings("ci", steps=args.steps)
+    base_settings = rl_settings("ci", steps=args.steps, group_size=args.group_size)
     sft = measure(start, evals, base_settings, args.passk_prompts)
     print(f"pipeline SFT: test pass@1 {sft['test pass@1']}", flush=True)
     runs = []
     for reward in args.rewards:
         for seed in args.seeds:
-            s = rl_settings("ci", steps=args.steps, reward=reward, seed=seed)
+            s = rl_settings("ci", steps=args.steps, group_size=args.group_size, reward=reward, seed=seed)
             res = train_grpo(start, rows, hidden, out_root / f"{reward}_seed{seed}", s, log=lambda m: None)
             log = json.loads(Path(res["train_log"]).read_text())
             after = measure(res["model_path"], evals, s, args.passk_prompts)
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     rewards = list(args.rewards)
     if args.merge and args.json.exists():
         old = json.loads(args.json.read_text(encoding="utf-8"))
-        if old.get("settings", {}).get("steps") == base_settings.steps:
+        if all(old.get("settings", {}).get(k) == getattr(base_settings, k) for k in ("steps", "group_size")):
             kept = [r for r in old["runs"] if r["reward"] not in args.rewards]
             if "pass@k" not in sft and "pass@k" in old.get("pipeline_sft", {}):
                 sft["pass@k"] = old["pipeline_sft"]["pass@k"]      # measured with the same model before
