@@ -83,6 +83,15 @@ def trl_python() -> tuple[str | None, str]:
                   "1.5 GB; 1-5 min)")
 
 
+def _pip_install(venv: Path, reqs: tuple[str, ...], quiet: bool) -> None:
+    """``pip install reqs`` into ``venv``; raises ``RuntimeError`` with pip's message when it fails."""
+    pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
+    done = subprocess.run([*pip, "install", *reqs], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip could not install {' '.join(reqs)} into {venv}:\n{done.stderr[-2000:]}\n"
+                           "Check access to the package index, then run `python -m course_lib.rl setup --force`.")
+
+
 def ensure_trl_venv(venv: Path | None = None, force: bool = False, quiet: bool = True,
                     extra: tuple[str, ...] = ()) -> Path:
     """Create the TRL environment when it is missing or broken: ``python -m venv``, ``pip install
@@ -92,12 +101,9 @@ def ensure_trl_venv(venv: Path | None = None, force: bool = False, quiet: bool =
     venv = Path(venv or trl_venv_path())
     if not force:
         status = trl_status(venv)
-        if status["ready"] and extra:            # ready for ci: add what the extra brings (vLLM for a GPU)
-            pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
-            done = subprocess.run([*pip, "install", *extra], capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"pip could not install {' '.join(extra)} into {venv}:\n{done.stderr[-2000:]}")
         if status["ready"]:
+            if extra:                            # ready for ci: add what the extra brings (vLLM for a GPU)
+                _pip_install(venv, extra, quiet)
             print(f"TRL {status['versions']['trl']} ready in {venv}" + (f" (with {', '.join(extra)})" if extra else ""))
             return venv
     if venv.is_symlink():
@@ -108,12 +114,8 @@ def ensure_trl_venv(venv: Path | None = None, force: bool = False, quiet: bool =
     print(f"creating the TRL environment at {venv} ({TORCH_REQUIREMENT}, {', '.join(TRL_REQUIREMENTS)}; its own "
           "venv because LLaMA-Factory pins trl 0.9.6 and transformers 4.57 in the course venv) ...", flush=True)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv_python(venv)), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
     for reqs in ((TORCH_REQUIREMENT,), (*TRL_REQUIREMENTS, *extra)):
-        done = subprocess.run([*pip, "install", *reqs], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"pip could not install {' '.join(reqs)} into {venv}:\n{done.stderr[-2000:]}\n"
-                               "Check access to the package index, then run `python -m course_lib.rl setup --force`.")
+        _pip_install(venv, reqs, quiet)
     status = trl_status(venv)
     if not status["ready"]:
         raise RuntimeError(status["reason"])
