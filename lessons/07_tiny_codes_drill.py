@@ -263,8 +263,8 @@ pd.DataFrame(raw_audit).T
 #
 # full：Qwen2.5-0.5B-Instruct + 讲义的超参数，一块 GPU 上两个变体先后训练；ci：第 04 课的小模型在 CPU 上训练几分钟，
 # 两个变体同时训练，各占一个进程（profile 的 `drill.sft_parallel`；下面的单元格打印进程数和线程数）。
-# raw 的训练行更长，pipeline SFT 先训完：空出来的那个核上，第 3 步接着让基座和 pipeline SFT 回答评测题（第 4 步的活，
-# vLLM 只用那个核），第 4 步只剩 raw SFT（`drill.answer_while_training`；下面的单元格打印哪些模型提前回答了）。
+# 先训完的变体会空出一个核：第 3 步在那个核上接着让基座和已经训完的模型回答评测题（第 4 步的活，vLLM 只用那个核），
+# 第 4 步只剩还在训练的那个（`drill.answer_while_training`；下面的单元格打印哪些模型提前回答了、当时谁还在训练）。
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
