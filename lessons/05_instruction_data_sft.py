@@ -416,7 +416,7 @@ before = sft.generate(base_model, [r["prompt"] for r in probe_rows], max_new_tok
                       answer_prefixes=prefixes)
 steps = SFT_STEPS or P.sft.max_steps
 out_dir = cache_dir("sft", f"run-{PROFILE}")
-result = sft.finetune(base_model, task_kept, out_dir, profile=P, max_steps=steps)
+result = sft.finetune(base_model, task_kept, out_dir, profile=P, max_steps=steps, seed=SEED)
 print(f"{steps} steps in {result.train_runtime:.1f}s of trainer time ({result.seconds:.0f}s with LLaMA-Factory start-up)")
 print("merged model:", display_path(result.merged_model))
 for note in result.notes:
@@ -464,8 +464,9 @@ record("sft_answers_stopped", [n_stopped_before, n_stopped, len(after)])
 record("sft_answers_use_argument", [n_arg_before, n_arg, len(after)])
 _ = record("sft_probe_passed", [passed_before, passed_after, len(probe_rows)])
 ### BEGIN HIDDEN TESTS
-assert loss_after < 0.7 * loss_before, (loss_before, loss_after)      # "学会了": the held-out loss falls a lot
-assert n_stopped > n_stopped_before                                    # it learned to end its answer
+# "学会了": both hold with margin over seeds 0-4, bf16 on and off (benchmarks/results/bench_sft_demo.json, tests/test_claims.py)
+assert loss_after < 0.7 * loss_before, f"held-out answer loss {loss_before:.3f} -> {loss_after:.3f}: expected a fall of more than 30 %"
+assert n_stopped > n_stopped_before, f"answers ending with <|im_end|>: {n_stopped_before} -> {n_stopped}: expected more after SFT"
 ### END HIDDEN TESTS
 
 # %% slideshow={"slide_type": "subslide"}

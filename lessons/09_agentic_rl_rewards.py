@@ -24,6 +24,7 @@ PROFILE = "ci"   # "ci" (CPU, offline) or "full" (GPU + internet)
 SEED = 0
 
 # %% slideshow={"slide_type": "skip"}
+import inspect
 import json
 
 import matplotlib.pyplot as plt
@@ -33,12 +34,13 @@ import torch
 from course_lib import exercises, get_profile, record
 from course_lib.agentic import load_lesson_model
 from course_lib.agentic.grpo import (clipped_surrogate, difficulty_weights, dynamic_sampling_filter, group_advantages,
-                                     length_stratified_batches, weighted_advantages)
+                                     truncation_by_length, weighted_advantages)
 from course_lib.agentic.turns import (icepop_mask, moe_logprobs, moe_routes, ratio_noise_by_k, sequence_ratios,
                                       token_logprobs, token_ratios, turn_level_loss, turn_ratios)
 from course_lib.agentic.critic import CRITICS, ToyTask, advantage_quality, paired_difference, ppo_experiment
 from course_lib.agentic.rule_rewards import RewardConfig, Rollout, ToolCall, Trajectory, rft_select, rule_reward
-from course_lib.agentic.trajectories import guided_rollout
+from course_lib.agentic.trajectories import (GUIDANCE_MODES, TOY_OFF_PATH, TOY_REFERENCES, guidance_experiment, guided_rollout,
+                                             toy_rule_test, toy_step_policy)
 from course_lib.agentic.distill import (UnreliableTeacher, cold_start, fusion_experiment, gate_weights, mean_reverse_kl,
                                         on_policy_distill, rl_opd_bandit, sample_continuations, sequence_cross_entropy,
                                         weaken)
@@ -135,37 +137,22 @@ _ = record("rft_kept", rft_select(candidates))
 # reward 只看规则测试（最后两步是 `edit`、`test`，且没有 `delete`）——偏离参考但测试通过的轨迹照样得分。
 
 # %% slideshow={"slide_type": "subslide"}
-REFS = [["locate", "read", "edit", "test"], ["locate", "grep", "edit", "test"]]
-OFF = ["ls", "cat", "bisect", "delete", "retry", "edit", "test"]
-
-def toy_policy(steps, rng):
-    if len(steps) >= 8 or steps[-2:] == ["edit", "test"]:
-        return None
-    on_ref = [r[len(steps)] for r in REFS if len(r) > len(steps) and r[:len(steps)] == steps]
-    return str(rng.choice(on_ref)) if on_ref and rng.random() < 0.7 else str(rng.choice(OFF))
+print("references:", TOY_REFERENCES, "\noff-path steps:", TOY_OFF_PATH)
+print(inspect.getsource(toy_step_policy) + inspect.getsource(toy_rule_test))    # course_lib.agentic.trajectories
 
 # %% slideshow={"slide_type": "subslide"}
-rule_test = lambda steps: steps[-2:] == ["edit", "test"] and "delete" not in steps
-modes = {"plain sampling": dict(correct_after=None, abort_after=None),
-         "stop + resample": dict(correct_after=None, abort_after=3),
-         "correct, then stop": dict(correct_after=2, abort_after=3)}
-rft_stats = {}
-for name, kw in modes.items():
-    rng_r = np.random.default_rng(SEED)
-    outs = [guided_rollout(toy_policy, REFS, rule_test, rng=rng_r, max_steps=8, **kw) for _ in range(400)]
-    solved = sum(o.reward for o in outs)
-    novel = int(sum(o.reward > 0 and all(o.steps != r for r in REFS) for o in outs))
-    rft_stats[name] = {"success": solved / len(outs), "steps_per_success": sum(o.generated for o in outs) / max(solved, 1),
-                       "novel_successes": novel}
-    print(f"{name:<20} success {solved / len(outs):.2f}   steps generated per success {rft_stats[name]['steps_per_success']:.1f}   "
-          f"successes unlike both references {novel}")
+rft_stats = guidance_experiment(seed=SEED, n=400)        # each mode: 400 rollouts from the same seed
+for name, st in rft_stats.items():
+    print(f"{name:<20} success {st['success']:.2f}   steps generated per success {st['steps_per_success']:.1f}   "
+          f"successes unlike both references {st['novel_successes']}")
 rng_g = np.random.default_rng(SEED + 1)
-group = [guided_rollout(toy_policy, REFS, rule_test, rng=rng_g, **modes["stop + resample"]) for _ in range(8)]
+group = [guided_rollout(toy_step_policy, TOY_REFERENCES, toy_rule_test, rng=rng_g, **GUIDANCE_MODES["stop + resample"])
+         for _ in range(8)]
 print("GRPO advantages of one group of 8 (rule-test rewards):", np.round(group_advantages([o.reward for o in group]), 2))
 _ = record("ref_rft", rft_stats)
 ### BEGIN HIDDEN TESTS
-assert rft_stats["plain sampling"]["novel_successes"] > 0
-assert rft_stats["stop + resample"]["steps_per_success"] < rft_stats["plain sampling"]["steps_per_success"]
+assert rft_stats["plain sampling"]["novel_successes"] > 0, rft_stats             # holds for seeds 0-4: tests/test_claims.py
+assert rft_stats["stop + resample"]["steps_per_success"] < rft_stats["plain sampling"]["steps_per_success"], rft_stats
 ### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -420,7 +407,8 @@ _ = record("critic_edit_blame_wrong_file", {k: q[k]["edit_adv_wrong_file"] for k
 # %% slideshow={"slide_type": "subslide"}
 long_task = ToyTask(edit_steps=P.ppo_edit_steps)
 REGIMES = {"lr 0.3 (step-limited)": 0.3, "lr 10 (the clip binds)": 10.0}
-ppo = {name: ppo_experiment(long_task, CRITICS, seeds=P.ppo_seeds, iterations=P.ppo_iterations, lr=lr)
+ppo = {name: ppo_experiment(long_task, CRITICS, seeds=P.ppo_seeds, iterations=P.ppo_iterations, lr=lr,
+                            first_seed=SEED * P.ppo_seeds)
        for name, lr in REGIMES.items()}
 fig, axes = plt.subplots(1, 2, figsize=(12, 3.0))
 for ax, (name, res) in zip(axes, ppo.items()):
@@ -712,21 +700,25 @@ for ax, (setting, res) in zip(axes, ablation.items()):
 axes[0].set_ylabel("held-out reverse KL to the true teacher"); plt.tight_layout(); plt.show()
 print(f"{P.distill_ablation_seeds} seeds; the unreliable supervisor is garbage from generated token "
       f"{UNRELIABLE_FROM - prompts.shape[1] + 1} of {P.distill_new_tokens} on; before distillation: {kl_before:.3f}")
+gate_verdicts = {}
 for setting, res in ablation.items():
-    gap = np.mean(res["gate"]) - np.mean(res["no gate"])
+    d = paired_difference(res["gate"], res["no gate"])       # paired by seed: the same student, with and without the gate
+    verdict = {"a higher": "no gate ends closer", "b higher": "the gate ends closer"}.get(d["verdict"], d["verdict"])
+    gate_verdicts[setting] = verdict
     print(f"{setting:<24} gate {np.mean(res['gate']):.3f} ± {np.std(res['gate'], ddof=1):.3f}   "
-          f"no gate {np.mean(res['no gate']):.3f} ± {np.std(res['no gate'], ddof=1):.3f}   "
-          f"-> {'the gate ends closer' if gap < 0 else 'no gate ends closer'} ({gap:+.3f})")
+          f"no gate {np.mean(res['no gate']):.3f} ± {np.std(res['no gate'], ddof=1):.3f}   gate - no gate "
+          f"{d['mean']:+.3f}, 95% CI [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] over {d['n']} paired seeds -> {verdict}")
 record("mopd_kl_online", [kl_cold, kl_online])
+record("mopd_gate_verdicts", gate_verdicts)
 _ = record("mopd_gate_ablation", ablation)
 ### BEGIN HIDDEN TESTS
-assert np.mean(ablation["teacher reliable"]["gate"]) > np.mean(ablation["teacher reliable"]["no gate"])
-assert np.mean(ablation["teacher unreliable late"]["gate"]) < np.mean(ablation["teacher unreliable late"]["no gate"])
+assert all(len(v) == P.distill_ablation_seeds and np.all(np.isfinite(v)) for res in ablation.values() for v in res.values()), ablation
 ### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 读数以上面打印的为准。老师处处可靠时，门控截掉的 token 都是有用的监督，它不可能帮忙；老师在长前缀上给出错误分布时，无门控的学生把这些错误也学了进去，
-# 门控在重叠率持续很低的地方截断，挡住了它们。门控有没有用，取决于老师的信号在学生走到的地方是否可靠。
+# 读数以上面打印的为准：每个设定一行，带配对差的 95% 区间；区间包含 0 就是 `no measurable difference`（几个种子测不出差别）。
+# 道理是这样的：老师处处可靠时，门控截掉的 token 都是有用的监督，它帮不上忙（最多测不出差别）；老师在长前缀上给出错误分布时，无门控的学生把这些错误也学了进去，
+# 门控在重叠率持续很低的地方截断，可以挡住它们——这次运行有没有测出来，看第二行的区间。门控有没有用，取决于老师的信号在学生走到的地方是否可靠。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### RL + OPD 的联合目标（KAT-Coder-V2）
@@ -739,7 +731,7 @@ assert np.mean(ablation["teacher unreliable late"]["gate"]) < np.mean(ablation["
 teacher_probs = [0.05, 0.60] + [0.35 / 6] * 6
 correct = [1, 1, 0, 0, 0, 0, 0, 0]
 variants_joint = {"RL only": dict(opd_coef=0.0), "OPD only": dict(use_rl=False), "RL + OPD": dict()}
-joint = {name: [rl_opd_bandit(teacher_probs, correct, group=16, seed=s, **kw) for s in range(5)]
+joint = {name: [rl_opd_bandit(teacher_probs, correct, group=16, seed=SEED * 5 + s, **kw) for s in range(5)]
          for name, kw in variants_joint.items()}
 fig, axes = plt.subplots(1, 2, figsize=(10, 2.6))
 for name, runs in joint.items():
@@ -768,25 +760,20 @@ assert _end["RL + OPD"][0] > _end["OPD only"][0] and _end["RL + OPD"][1] < _end[
 # 再比较随机组 batch 与分层组 batch（每个 batch 从每一层各取 2 条）里，最长一层贡献的可训练 token。分层不能撤销截断，它保证的是每个 batch 都有长轨迹的信号。
 
 # %% slideshow={"slide_type": "subslide"}
-rng_len = np.random.default_rng(SEED)
-lengths = np.clip(rng_len.lognormal(7, 1, 64).astype(int), 64, 8192)
-overlap_sim = np.where(rng_len.random((64, lengths.max())) < 0.15, 0.1, 0.8)
-gw = gate_weights(torch.tensor(overlap_sim), threshold=0.25, run=4).numpy()
-trained_len = np.array([(gw[i, :lengths[i]] > 0).sum() for i in range(64)])
-longest = np.argsort(lengths)[-16:]
-print(f"longest quarter: {trained_len[longest].sum() / lengths[longest].sum():.0%} of its tokens survive the gate "
-      f"(the other three quarters: {np.delete(trained_len, longest).sum() / np.delete(lengths, longest).sum():.0%}); "
+trunc = truncation_by_length(seed=SEED, n=64, low_overlap_rate=0.15, threshold=0.25, run=4, batch_size=8, num_strata=4)
+lengths, trained_len, longest = trunc["lengths"], trunc["trained"], trunc["longest"]
+print(f"longest quarter: {trunc['survive_longest']:.0%} of its tokens survive the gate "
+      f"(the other three quarters: {trunc['survive_rest']:.0%}); "
       f"its share of trained tokens {lengths[longest].sum() / lengths.sum():.0%} -> {trained_len[longest].sum() / trained_len.sum():.0%}")
-strat = length_stratified_batches(lengths, batch_size=8, num_strata=4, seed=SEED)
-shuffled = np.random.default_rng(SEED).permutation(64).reshape(8, 8).tolist()
+strat, shuffled = trunc["stratified_batches"], trunc["random_batches"]
 long_set = set(longest.tolist())
 for name, batches in [("random batches", shuffled), ("stratified batches", strat)]:
     per = [int(sum(trained_len[i] for i in b if i in long_set)) for b in batches]
     print(f"{name:<19} trained tokens from the longest quarter per batch: {per}  (batches with none: {sum(p == 0 for p in per)})")
 _ = record("stratified_long_per_batch", [sum(i in long_set for i in b) for b in strat])
 ### BEGIN HIDDEN TESTS
-assert all(sum(trained_len[i] for i in b if i in long_set) > 0 for b in strat)
-assert trained_len[longest].sum() / lengths[longest].sum() < np.delete(trained_len, longest).sum() / np.delete(lengths, longest).sum()
+assert all(sum(trained_len[i] for i in b if i in long_set) > 0 for b in strat), strat   # an invariant of stratification
+assert trunc["survive_longest"] < trunc["survive_rest"], trunc                      # holds for seeds 0-4: tests/test_claims.py
 ### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -796,5 +783,5 @@ assert trained_len[longest].sum() / lengths[longest].sum() < np.delete(trained_l
 # - **裁剪**：下侧只在 $A<0$ 时起作用，两侧都要测；turn-level ratio 平均掉轮内噪声、只裁剪漂移的那一轮；IcePop 扔掉训推错位的 token，路由重放让它们一开始就对齐；MCLA 的噪声 $\propto 1/\sqrt K$。
 # - **非对称 PPO**：hindsight critic 降低优势方差、把信用放到做决定的那一步；它是否让学习更快，要在裁剪起作用的设定下、用配对种子去量。读到最终成败的 critic 会把优势解释掉。
 # - **三层 reward**：成功 ≫ 进度，行为惩罚兜底；「任何失败都不超过任何成功」是一个被检查的不等式。
-# - **MOPD**：学生自己采样、老师逐 token 打分；按领域路由、通过输出分布融合；冷启动看 held-out 指标；门控只在老师不可靠的地方有用；RL 保证成功，OPD 在对的答案里跟随老师。
+# - **MOPD**：学生自己采样、老师逐 token 打分；按领域路由、通过输出分布融合；冷启动看 held-out 指标；门控只可能在老师不可靠的地方有用（几个种子能不能测出来，看配对区间）；RL 保证成功，OPD 在对的答案里跟随老师。
 # - 第10课：在语言模型上，用 sandbox 的 reward 跑真正的 RL 循环。

@@ -23,6 +23,7 @@ RL_GROUP_SIZE = None  # None: K = 8
 RL_REWARD = None      # None: profile 的 reward（"pass"）；也可以 "fraction" / "lecture"
 PASSK_PROMPTS = 10    # pass@k：每个评测部分取多少道题（每题采样 K 个答案）
 FORCE = False         # True: 重新训练 rl
+DRILL_SEED = None     # None: SEED（第07课用同一个 SEED 训练的演练）；CI 用 SEED=1、DRILL_SEED=0 在已有的演练上换一个 RL 种子
 
 # %% slideshow={"slide_type": "skip"}
 import json
@@ -48,7 +49,8 @@ from course_lib.rl.passk import sample_completions
 P = get_profile(PROFILE)
 rl_overrides = {k: v for k, v in {"steps": RL_STEPS, "group_size": RL_GROUP_SIZE, "reward": RL_REWARD,
                                   "seed": SEED}.items() if v is not None}
-cfg = drill.config_from_profile(P, seed=SEED, force=False, use_rl=True, rl_overrides=rl_overrides)
+cfg = drill.config_from_profile(P, seed=SEED if DRILL_SEED is None else DRILL_SEED, force=False, use_rl=True,
+                                rl_overrides=rl_overrides)
 cfg.paths.make()
 log_path = setup_logging(cfg.paths.log_dir, quiet=True)
 S = drill_rl_settings(cfg)
@@ -303,7 +305,7 @@ if RL_READY:
         d = same[0]["diff"]
         agree = all(abs(d[k] - gain[k]) < 1e-9 for k in gain)
         print(f"the benchmark's run with this seed and reward: held-out {d['held-out combinations']:+.3f}, new "
-              f"{d['new instances']:+.3f} -> {'the same as this run' if agree else 'DIFFERENT from this run (settings or data changed since)'}")
+              f"{d['new instances']:+.3f} -> {'the same as this run' if agree else 'different from this run: another CPU trains another model from the same seed (fp32 kernels differ by instruction set), or settings or data changed since'}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. 同一道题，RL 前后的答案

@@ -39,13 +39,15 @@ def machine_threads() -> Iterator[None]:
                 os.environ[n] = v
 
 
-def run_lesson(path: Path, folder: str) -> NotebookRun:
+def run_lesson(path: Path, folder: str, parameters: dict[str, Any] | None = None,
+               out_dir: Path | None = None) -> NotebookRun:
     """Execute one lesson notebook like the regression does (with the machine's threads, as under
-    ``./course run``) and write its durations next to it."""
-    out_dir = regression_dir(folder)
+    ``./course run``) and write its durations next to it. ``parameters`` go to papermill (e.g. another
+    ``SEED``); ``out_dir`` defaults to :func:`regression_dir`."""
+    out_dir = out_dir or regression_dir(folder)
     with machine_threads():
         run = execute_notebook(path, out_dir / path.name, profile="ci", strict=(folder == "solutions"),
-                               timeout_s=TIMEOUT_S, progress=False)
+                               timeout_s=TIMEOUT_S, progress=False, parameters=parameters)
     (out_dir / f"{path.stem}.durations.json").write_text(
         json.dumps(run.to_json(), indent=1, ensure_ascii=False), encoding="utf-8")
     return run

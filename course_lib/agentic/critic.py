@@ -271,9 +271,10 @@ def train_ppo(task: ToyTask | None = None, kind: str = "hindsight", *, iteration
 
 
 def ppo_experiment(task: ToyTask | None = None, kinds: tuple[str, ...] = ("history", "hindsight"), *,
-                   seeds: int = 10, iterations: int = 60, last: int = 10, **kw) -> dict[str, dict]:
-    """:func:`train_ppo` for each critic over ``seeds`` seeds (seed s of every critic starts from the
-    same random stream, so the runs are paired): the success curves (seeds × iterations), per seed the
+                   seeds: int = 10, iterations: int = 60, last: int = 10, first_seed: int = 0,
+                   **kw) -> dict[str, dict]:
+    """:func:`train_ppo` for each critic over ``seeds`` seeds ``first_seed, first_seed + 1, …`` (seed s of
+    every critic starts from the same random stream, so the runs are paired): the success curves (seeds × iterations), per seed the
     mean success over all iterations (``auc``: how fast it learned) and over the ``last`` iterations
     (``final``), the mean advantage std and the mean clipped share, and their means and standard
     deviations over seeds. Introduced in lesson 09."""
@@ -281,7 +282,7 @@ def ppo_experiment(task: ToyTask | None = None, kinds: tuple[str, ...] = ("histo
         raise ValueError("a spread needs at least two seeds")
     out = {}
     for kind in kinds:
-        runs = [train_ppo(task, kind, iterations=iterations, seed=s, **kw) for s in range(seeds)]
+        runs = [train_ppo(task, kind, iterations=iterations, seed=first_seed + s, **kw) for s in range(seeds)]
         curves = np.array([r["success"] for r in runs])
         final = curves[:, -last:].mean(1)
         auc = curves.mean(1)

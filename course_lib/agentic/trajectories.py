@@ -204,3 +204,45 @@ def guided_rollout(policy: Callable[[list[str], np.random.Generator], str | None
         if not aborted:
             return GuidedRollout(steps, generated, corrected, restarts, float(bool(verify(steps))))
         restarts += 1
+
+
+# --- lesson 09's toy for reference-guided RFT ------------------------------------------------------
+TOY_REFERENCES = (("locate", "read", "edit", "test"), ("locate", "grep", "edit", "test"))
+"""Two correct reference trajectories of lesson 09's toy task."""
+TOY_OFF_PATH = ("ls", "cat", "bisect", "delete", "retry", "edit", "test")
+"""Steps the toy policy takes when it leaves the references."""
+GUIDANCE_MODES = {"plain sampling": dict(correct_after=None, abort_after=None),
+                  "stop + resample": dict(correct_after=None, abort_after=3),
+                  "correct, then stop": dict(correct_after=2, abort_after=3)}
+"""The three ways lesson 09 samples: no guidance; stop after 3 off-reference steps and resample; correct
+once after 2, then stop."""
+
+
+def toy_step_policy(steps: list[str], rng: np.random.Generator) -> str | None:
+    """Lesson 09's toy policy: stop after ``edit, test`` or 8 steps; otherwise follow a reference's next step
+    with probability 0.7 while on a reference prefix, else pick an off-path step. Introduced in lesson 09."""
+    if len(steps) >= 8 or steps[-2:] == ["edit", "test"]:
+        return None
+    on_ref = [r[len(steps)] for r in TOY_REFERENCES if len(r) > len(steps) and list(r[:len(steps)]) == steps]
+    return str(rng.choice(on_ref)) if on_ref and rng.random() < 0.7 else str(rng.choice(TOY_OFF_PATH))
+
+
+def toy_rule_test(steps: Sequence[str]) -> bool:
+    """The toy's rule test: the last two steps are ``edit``, ``test`` and nothing was deleted."""
+    return list(steps[-2:]) == ["edit", "test"] and "delete" not in steps
+
+
+def guidance_experiment(seed: int = 0, n: int = 400) -> dict[str, dict[str, float]]:
+    """``n`` rollouts of :func:`toy_step_policy` in each of :data:`GUIDANCE_MODES` (each mode from the same
+    seed): the success rate, the steps generated per success and the successes unlike both references.
+    Introduced in lesson 09."""
+    out = {}
+    for name, kw in GUIDANCE_MODES.items():
+        rng = np.random.default_rng(seed)
+        rolls = [guided_rollout(toy_step_policy, TOY_REFERENCES, toy_rule_test, rng=rng, max_steps=8, **kw)
+                 for _ in range(n)]
+        solved = sum(r.reward for r in rolls)
+        out[name] = {"success": solved / n, "steps_per_success": sum(r.generated for r in rolls) / max(solved, 1),
+                     "novel_successes": int(sum(r.reward > 0 and all(r.steps != list(ref) for ref in TOY_REFERENCES)
+                                                for r in rolls))}
+    return out

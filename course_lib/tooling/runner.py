@@ -143,6 +143,9 @@ def kernel_environment(profile: str, strict: bool, root: Path | None = None) -> 
         # figures go inline into the notebook: a backend set for the calling process (pytest's
         # MPLBACKEND=Agg) must not reach the kernel, or plt.show() would draw nothing
         "MPLBACKEND": None,
+        # a failing assert says what it compared: the kernel's startup file rewrites asserts like pytest
+        # (course_lib.tooling.assertions)
+        "IPYTHONDIR": str(_ipython_dir()),
     }
     if root is not None:
         parts = [str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
@@ -154,6 +157,14 @@ def kernel_environment(profile: str, strict: bool, root: Path | None = None) -> 
         yield
     finally:
         _set_environ(saved)
+
+
+def _ipython_dir() -> Path:
+    """The IPython folder the course's kernels start with (a startup file that explains assertions)."""
+    from course_lib.paths import build_dir
+    from course_lib.tooling.assertions import startup_dir
+
+    return startup_dir(build_dir("ipython"))
 
 
 def _set_environ(values: dict[str, str | None]) -> None:
@@ -242,8 +253,20 @@ def _source_cells(nb) -> list[tuple[int, Any]]:
     return out
 
 
-def _error_line(ename: str, evalue: str) -> str:
+def _error_line(ename: str, evalue: str, traceback: list[str] | None = None) -> str:
+    """One line for the table: ``Error: message``. An assertion keeps up to four lines of its message
+    (what it expected and the values this run gave, joined by `` | ``); a bare ``AssertionError`` names the
+    failing ``assert`` statement from the traceback."""
+    import re
+
     lines = [ln.strip() for ln in str(evalue).splitlines() if ln.strip()]
+    if ename == "AssertionError":
+        if not lines and traceback:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(traceback))
+            failing = [ln.split("---->", 1)[1].strip() for ln in text.splitlines() if "---->" in ln]
+            lines = [re.sub(r"^\d+\s*", "", failing[-1])] if failing else []
+        text = f"{ename}: {' | '.join(lines[:4])}" if lines else ename
+        return text if len(text) <= 400 else text[:397] + "..."
     text = f"{ename}: {lines[0]}" if lines else ename
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -262,7 +285,8 @@ def summarise_executed(nb, name: str = "notebook") -> tuple[str, int | None, str
             for out in cell.get("outputs", []):
                 if out.get("output_type") == "error" and not (
                         out.get("ename") == "SystemExit" and str(out.get("evalue", "")) in ("", "0")):
-                    error_cell, error = index, _error_line(out.get("ename", "Error"), out.get("evalue", ""))
+                    error_cell, error = index, _error_line(out.get("ename", "Error"), out.get("evalue", ""),
+                                                         out.get("traceback"))
                     break
             if error_cell is None and meta.get("exception") is True:
                 error_cell, error = index, "the cell failed without an error message (kernel died?)"
@@ -381,6 +405,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: build/)")
     p.add_argument("--student", action="store_true",
                    help="run notebooks/ (student versions, unfinished exercises allowed) instead of solutions/")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the notebooks' SEED parameter (default 0); another seed is what another machine "
+                        "would perturb: every lesson must still pass (executed copies go to executed-seedN/)")
     p.add_argument("--no-slides", action="store_true", help="do not export slides")
     p.add_argument("--kernel", default=KERNEL_NAME, help=f"Jupyter kernel (default {KERNEL_NAME})")
     return p
@@ -405,16 +432,18 @@ def main(argv: list[str] | None = None) -> int:
     except SetupProblem as exc:
         print(f"course run: {exc}", file=sys.stderr)
         return 2
-    executed = out / ("executed-student" if args.student else "executed")
+    suffix = f"-seed{args.seed}" if args.seed else ""
+    executed = out / (("executed-student" if args.student else "executed") + suffix)
     mode = "student notebooks (unfinished exercises allowed)" if args.student else \
         "solutions (COURSE_CHECKS=strict)"
     print(f"Running {len(lessons)} notebook(s) from {folder}/ — {mode}, profile {args.profile!r}, "
-          f"timeout {args.timeout:.0f} s each; output in {out}", flush=True)
+          f"SEED={args.seed}, timeout {args.timeout:.0f} s each; output in {out}", flush=True)
     runs: list[NotebookRun] = []
     for i, path in enumerate(lessons, 1):
         print(f"[{i}/{len(lessons)}] {path.stem} ...", flush=True)
         run = execute_notebook(path, executed / path.name, profile=args.profile, strict=not args.student,
-                               timeout_s=args.timeout or None, kernel=args.kernel)
+                               timeout_s=args.timeout or None, kernel=args.kernel,
+                               parameters={"SEED": args.seed} if args.seed else None)
         runs.append(run)
         print(f"[{i}/{len(lessons)}] {path.stem}: {run.status} in {run.seconds:.1f} s"
               + (f" — {run.first_error()}" if run.error else ""), flush=True)
@@ -424,12 +453,12 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs:
             if run.output:
                 try:
-                    html = export_slides(run.output, out / "slides")
+                    html = export_slides(run.output, out / ("slides" + suffix))
                     print(f"slides: {html}")
                 except SlidesError as exc:
                     print(f"slides for {run.name} failed: {exc}", file=sys.stderr)
-    report = out / ("run-report-student.json" if args.student else "run-report.json")
-    report.write_text(json.dumps({"profile": args.profile, "folder": folder,
+    report = out / (("run-report-student" if args.student else "run-report") + suffix + ".json")
+    report.write_text(json.dumps({"profile": args.profile, "folder": folder, "seed": args.seed,
                                   "runs": [r.to_json() for r in runs]}, indent=1, ensure_ascii=False))
     print()
     print(format_table(runs))

@@ -256,3 +256,17 @@ def compare(models: dict, tokenizer: Any, texts: Sequence[str], *, n: int = 60, 
         res.examples = [(t, {name: greedy[name][i] for name in greedy}) for i, t in enumerate(tasks[:examples])]
         results.append(res)
     return results
+
+
+def statements(results: Sequence[ClassResult], alpha: float = 0.05) -> dict[str, bool]:
+    """The statements lesson 04 can make about one probe run, each True or False for these results:
+    whether no class was helped, whether the FIM model reading the suffix gave the true middle a higher
+    loss than the no-FIM model (and than itself reading the prefix) in every class, and whether the
+    same-prompt comparison was not significant in every class. ``benchmarks/bench_fim_probe.py`` counts
+    the seeds where each holds. Introduced in lesson 04."""
+    return {
+        "no class helped": not any(r.fim_helps(alpha) for r in results),
+        "fim_psm above nofim_l2r in every class": all(r.nll["fim_psm"] > r.nll["nofim_l2r"] for r in results),
+        "fim_psm above fim_l2r in every class": all(r.nll["fim_psm"] > r.nll["fim_l2r"] for r in results),
+        "same-prompt difference not significant in every class": all(r.format_p_value >= alpha for r in results),
+    }

@@ -166,8 +166,11 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     """True when the CPU has bf16 instructions (a flag of :data:`BF16_CPU_FLAGS` in ``cpuinfo``, by
     default ``/proc/cpuinfo``; False when it cannot be read). On such a CPU bf16 mixed precision trains
     the tiny model about 1.5x faster than fp32 (docs/drill.md, "SFT settings"); without them bf16 is
-    emulated and slower. Introduced in lesson 05."""
+    emulated and slower. ``COURSE_BF16=0`` in the environment answers False on any CPU: the way to time
+    the slow path (a CPU without bf16) on a machine that has it. Introduced in lesson 05."""
     if cpuinfo is None:
+        if os.environ.get("COURSE_BF16", "").strip() == "0":
+            return False
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:

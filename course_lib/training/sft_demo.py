@@ -136,3 +136,34 @@ def uses_argument(answer: str, row: dict) -> bool:
     arg = row["signature"].split("(", 1)[1].split(")", 1)[0].split(",")[0].strip()
     body = code_of_answer(answer).split(row["signature"], 1)[-1]
     return bool(arg) and re.search(rf"\b{re.escape(arg)}\b", body) is not None
+
+
+def demo_outcome(base_model: Any, out_dir: Any, *, profile: Any = "ci", seed: int = 0, steps: int | None = None,
+                 bf16: bool | None = None, operations: Sequence[str] = ("list/sum",), train_rows: int = 300,
+                 eval_rows: int = 40, probe: int = 10, max_new_tokens: int = 96,
+                 run_code: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Lesson 05's demonstration end to end, for one seed: the task's training rows (``seed``) through the
+    LazyLLM pipeline, SFT through LLaMA-Factory (training seed ``seed``; ``bf16`` None = the profile's),
+    and what the lesson measures before and after: the held-out answer loss and how many of ``probe``
+    held-out answers end with ``<|im_end|>``. ``benchmarks/bench_sft_demo.py`` runs it over seeds and
+    precisions to check the claims lesson 05 asserts. Introduced in lesson 05."""
+    from course_lib.training import codegen, sft
+
+    rows = load_task_rows("train", train_rows, seed=seed, operations=list(operations))
+    held = load_task_rows("eval", eval_rows, seed=seed, operations=list(operations))
+    kept, _ = codegen.run_codegen_pipeline(rows, profile=profile, run_code=run_code, verbose=False)
+    probe_rows = held[:probe]
+    prefixes = [answer_prefix(r) for r in probe_rows]
+    extra = {} if bf16 is None else {"bf16": bool(bf16)}
+    if steps:
+        extra["max_steps"] = int(steps)
+    before = sft.generate(base_model, [r["prompt"] for r in probe_rows], max_new_tokens=max_new_tokens,
+                          details=True, answer_prefixes=prefixes)
+    loss_before = answer_loss(base_model, held)
+    result = sft.finetune(base_model, kept, out_dir, profile=profile, seed=seed, **extra)
+    after = sft.generate(result.merged_model, [r["prompt"] for r in probe_rows], max_new_tokens=max_new_tokens,
+                         details=True, answer_prefixes=prefixes)
+    return {"seed": seed, "rows": [len(rows), len(kept)], "loss_before": loss_before,
+            "loss_after": answer_loss(result.merged_model, held),
+            "stopped_before": sum(b["stopped"] for b in before), "stopped_after": sum(a["stopped"] for a in after),
+            "probe": len(probe_rows), "train_runtime_s": result.train_runtime}

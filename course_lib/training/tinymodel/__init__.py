@@ -41,6 +41,7 @@ from course_lib.training.tinymodel.model import (
     seeded,
     tiny_config,
     tiny_model_dir,
+    with_seed,
 )
 from course_lib.training.tinymodel.pretraining_data import (
     PretrainingCorpus,
@@ -72,5 +73,5 @@ __all__ = [
     "fim_eval_examples", "get_tiny_model", "head_of", "is_held_out", "later_files_loss", "main",
     "order_experiment", "pack_windows", "pretrain", "pretraining_corpus", "repeat_copy_loss",
     "repo_token_stream", "seeded", "split_into_snippets", "strip_docstrings_and_comments", "tiny_config",
-    "tiny_model_dir", "to_transformers_tokenizer", "train_tokenizer",
+    "tiny_model_dir", "to_transformers_tokenizer", "train_tokenizer", "with_seed",
 ]

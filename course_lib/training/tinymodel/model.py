@@ -56,6 +56,15 @@ def _model_config(name: str, settings: dict[str, Any]) -> dict[str, Any]:
             "version": BUILD_VERSION, "python": list(sys.version_info[:2])}
 
 
+def _model_key(name: str, profile: ProfileLike) -> dict[str, Any]:
+    """The tiny model's cache key: :func:`_model_config`, plus the training seed when it is not the
+    profile's default 0 (lesson 04 run with another ``SEED`` trains its own pair of models, as another
+    machine would; seed 0 keeps the key every earlier build used)."""
+    P = resolve_profile(profile)
+    config = _model_config(name, _model_settings(P))
+    return {**config, "seed": P.seed} if P.seed else config
+
+
 # --- training ------------------------------------------------------------------------------------
 
 def pack_windows(docs: Sequence[Sequence[int]], seq_len: int, eot_id: int) -> list[list[int]]:
@@ -322,7 +331,17 @@ def _model_artefact_args(name: str, profile: ProfileLike) -> tuple[str, dict[str
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
     _, fingerprint = pretraining_data.corpus_repositories(P)
-    return f"course-tiny-{name}-{P.name}", _model_config(name, _model_settings(P)), [fingerprint]
+    return f"course-tiny-{name}-{P.name}", _model_key(name, P), [fingerprint]
+
+
+def with_seed(profile: ProfileLike, seed: int):
+    """``profile`` with training seed ``seed``: the tiny models built from it are another pair, cached
+    beside the seed-0 pair the later lessons use (lesson 04 with ``SEED = 1`` trains its own, as another
+    machine would). Introduced in lesson 04."""
+    import dataclasses
+
+    P = resolve_profile(profile)
+    return P if P.seed == seed else dataclasses.replace(P, seed=int(seed))
 
 
 def tiny_model_dir(name: str = "base", profile: ProfileLike = "ci") -> Path:
