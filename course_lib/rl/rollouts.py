@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from course_lib.evaluation.rewards import reward_from_result
-from course_lib.rl.settings import REWARD_DOC, REWARDS, RLSettings
+from course_lib.evaluation.rewards import reward_of_result
+from course_lib.rl.settings import RLSettings
 
 # the keys every record of train_log.json has (issue 25); more may follow them
 LOG_KEYS = ("step", "reward_mean", "pass_rate", "groups_without_signal", "clip_low_fraction",
@@ -127,28 +127,20 @@ def program_of(prefix: str, completion: str) -> str | None:
 # --- rewards ---------------------------------------------------------------------------------------
 
 def reward_of(kind: str, result: Any | None) -> float:
-    """The reward of one sandbox result (``None``: the rollout has no code) under reward ``kind``:
+    """The reward of one sandbox result (``None``: the rollout has no code) under reward ``kind``, from the
+    one reward module (:func:`course_lib.evaluation.rewards.reward_of_result`), over the prompt's
+    planned tests:
 
-    * ``pass`` — 1.0 when every test passed, else 0.0;
-    * ``fraction`` — the share of tests that passed, 0.0 for a syntax or runtime error (the lecture's
-      shaping with its penalties set to 0);
-    * ``lecture`` — :func:`course_lib.evaluation.rewards.reward_from_result`, the lecture's
-      ``calculate_reward``: -1 syntax error (and no code), -0.5 runtime error (also timeout, memory or
-      output limit), else the share of tests passed.
+    * ``pass`` — 1.0 when the run passed and every planned test passed, else 0.0;
+    * ``fraction`` — the share of the planned tests that passed, 0.0 for a syntax or runtime error (the
+      lecture's shaping with its penalties set to 0);
+    * ``lecture`` — the lecture's ``calculate_reward``: -1 syntax error (and no code), -0.5 runtime error
+      (also an exit at load, timeout, memory or output limit), else the share of tests passed.
 
     A ``sandbox_error`` is not the rollout's fault and raises (the caller leaves it unscored).
     Introduced in lesson 10.
     """
-    if kind not in REWARDS:
-        raise ValueError(f"unknown RL reward {kind!r}; use one of {REWARDS} ({REWARD_DOC})")
-    if result is None:
-        return -1.0 if kind == "lecture" else 0.0
-    shaped = reward_from_result(result)          # raises on sandbox_error
-    if kind == "lecture":
-        return float(shaped)
-    if kind == "fraction":
-        return max(0.0, float(shaped))
-    return 1.0 if result.status == "passed" else 0.0
+    return reward_of_result(kind, result)
 
 
 def group_stats(keys: Sequence[str], rewards: Sequence[float | None], passed: Sequence[bool]) -> dict[str, Any]:
