@@ -54,7 +54,7 @@ def is_planned_test(source: str) -> bool:
                    for n in body)
 
 
-def test_plan(tests: str | Sequence[str] | None) -> list[bool]:
+def planned_tests(tests: str | Sequence[str] | None) -> list[bool]:
     """For each test item, whether it is a planned test (:func:`is_planned_test`) or setup: what
     :attr:`SandboxResult.planned` holds. Introduced in lesson 06."""
     if tests is None:
@@ -83,7 +83,7 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
     values raise ValueError. ``backend`` follows :func:`~course_lib.evaluation.sandbox.policy.resolve_backend`.
     The result's ``.status`` is one of :data:`STATUSES`; ``.stdout``/``.stderr`` are capped at 64 KiB;
     ``.tests`` lists the outcome of each test item that ran ("ok", "assert", "error"); ``.planned`` which
-    items are tests rather than setup lines (:func:`test_plan`), so ``.tests_total`` counts the planned
+    items are tests rather than setup lines (:func:`planned_tests`), so ``.tests_total`` counts the planned
     tests, answered or not. Each run leases its own unprivileged uid. Nothing the program does makes
     this raise: any exception while running or judging it (even a ``BaseException``) is the sample's
     result. Introduced in lesson 06.
@@ -103,13 +103,14 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
         msg = ("SANDBOX_BACKEND=unsafe: samples run as plain subprocesses with rlimits — this is NOT "
                "isolation (they can read your files, use the network, kill processes). Use bwrap or docker.")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    plan = test_plan(tests)
+    plan = planned_tests(tests)
     try:
         result = run_one(code, test_codes, limits, name)
     except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
         result = SandboxResult("sandbox_error", backend=name, detail=f"the run could not finish: "
                                                                      f"{type(exc).__name__}: {exc}"[:500])
-    result.planned = plan
+    if isinstance(result, SandboxResult):
+        result.planned = plan
     return result
 
 
