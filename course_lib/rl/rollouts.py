@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from course_lib.evaluation.rewards import reward_of_result
+from course_lib.evaluation.sandbox.run import planned_tests
 from course_lib.rl.settings import RLSettings
 
 # the keys every record of train_log.json has (issue 25); more may follow them
@@ -84,14 +85,15 @@ def build_rl_prompts(rows: Iterable[Mapping[str, Any]], hidden_tests: Mapping[in
     drill's ``train_python.json`` rows).
 
     Returns (prompts, dropped) where ``dropped`` counts the rows left out and why (``no idx``, ``no
-    instruction``, ``no hidden tests``, ``no signature``) — nothing is left out silently. Introduced in
+    instruction``, ``no hidden tests``, ``no signature``, ``no planned test``: setup lines only) — nothing
+    is left out silently. Introduced in
     lesson 10.
     """
     from course_lib.drill.inference import signature_prefix
     from course_lib.training.instructions import chat_prompt
 
     out: list[RLPrompt] = []
-    dropped = {"no idx": 0, "no instruction": 0, "no hidden tests": 0, "no signature": 0}
+    dropped = {"no idx": 0, "no instruction": 0, "no hidden tests": 0, "no signature": 0, "no planned test": 0}
     for row in rows:
         key = _row_key(row)
         if key is None:
@@ -109,9 +111,13 @@ def build_rl_prompts(rows: Iterable[Mapping[str, Any]], hidden_tests: Mapping[in
         if prefix is None:
             dropped["no signature"] += 1
             continue
+        tests = tuple(split_tests(rec["tests"]))
+        if not any(planned_tests(list(tests))):   # setup lines only: nothing a reward could count
+            dropped["no planned test"] += 1
+            continue
         out.append(RLPrompt(key=str(key), instruction=instruction, prefix=prefix,
                             text=chat_prompt(tokenizer, instruction) + prefix,
-                            tests=tuple(split_tests(rec["tests"])), entry_point=rec.get("entry_point") or ""))
+                            tests=tests, entry_point=rec.get("entry_point") or ""))
     return out, dropped
 
 
@@ -243,7 +249,8 @@ class RolloutJudge:
     ``key`` and contributes only its completion text. :meth:`score` builds each program
     (:func:`program_of`), runs the unique (program, tests) pairs of the batch once each in the sandbox
     with the prompt's hidden tests, and returns one reward per rollout, the pass flags, and
-    :func:`group_stats`. Every call is kept in :attr:`rounds` (timings included).
+    :func:`group_stats`, plus each rollout's ``programs`` and ``statuses`` (what the trainer saves for the
+    audit, :mod:`course_lib.rl.audit`). Every call is kept in :attr:`rounds` (timings included).
     """
 
     def __init__(self, prompts: Sequence[RLPrompt], settings: RLSettings):
@@ -276,10 +283,12 @@ class RolloutJudge:
         rewards: list[float | None] = []
         passed: list[bool] = []
         statuses: dict[str, int] = {}
+        per_rollout: list[str] = []
         for k, prog in zip(keys, programs):
             res = None if prog is None else results[unique[(k, prog)]]
             status = "no_code" if res is None else res.status
             statuses[status] = statuses.get(status, 0) + 1
+            per_rollout.append(status)
             if res is not None and res.status == "sandbox_error":
                 rewards.append(None)
                 passed.append(False)
@@ -290,7 +299,7 @@ class RolloutJudge:
         stats.update(unique_programs=len(items), statuses=statuses, judge_seconds=round(time.monotonic() - t0, 3),
                      judge_cpu_seconds=round(_cpu_now() - cpu0, 3))
         self.rounds.append(stats)
-        return {"rewards": rewards, "passed": passed, "stats": stats}
+        return {"rewards": rewards, "passed": passed, "stats": stats, "programs": programs, "statuses": per_rollout}
 
 
 def _cpu_now() -> float:
