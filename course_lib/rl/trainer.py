@@ -15,7 +15,9 @@
    and the verdicts never leave this process;
 4. the outputs — ``<out_dir>/train_log.json`` (one record per optimisation step,
    :func:`~course_lib.rl.rollouts.step_record`), ``<out_dir>/rl_result.json`` (settings, timings,
-   versions) and the trained model as a Hugging Face folder ``<out_dir>/model`` (weights and config from
+   versions), ``<out_dir>/rollouts.jsonl`` (every rewarded rollout: step, prompt key, program, reward,
+   status — what :mod:`course_lib.rl.audit` re-judges on fresh inputs) and the trained model as a
+   Hugging Face folder ``<out_dir>/model`` (weights and config from
    TRL, tokenizer and generation config copied from the starting model: the layout of the SFT variants'
    ``lazyllm_merge``, so the drill's inference step loads it as it loads them).
 
