@@ -36,7 +36,6 @@ import pandas as pd
 from IPython.display import display
 
 from course_lib import drill, exercises, get_profile, record
-from course_lib.drill import evaluate
 from course_lib.drill.outputs import read_json_output, setup_logging
 from course_lib.drill.settings import VARIANT_LABELS
 from course_lib.drill.rl import drill_rl_settings, rl_unavailable
