@@ -13,7 +13,7 @@
 # 2. **GRPO vs PPO**：组内相对优势代替 critic；裁剪的两侧（`epsilon` / `epsilon_high`）各在什么时候起作用。
 # 3. **跑真实的循环**：演练的第 6 步 `rl`——reward 曲线、通过率、没有信号的组、熵。
 # 4. **量出来，不是假设**：SFT vs RL 的 test pass@1（新实例 / 留出组合）与 pass@k；基准的结论与本次运行对照。
-# 5. **审计**：RL 模型答对的答案再交给 judge 跑一遍——没有伪造的通过。
+# 5. **审计**：训练中得到 reward 的通过 rollout 和 RL 模型答对的评测答案，在按题目规格**新抽的输入**上、在**另一个** sandbox 后端上重新判分——能和 judge 意见不一致的审计。
 
 # %% slideshow={"slide_type": "skip"} tags=["parameters"]
 PROFILE = "ci"        # "ci": CPU、离线、课程的小模型；"full": GPU、Qwen2.5-0.5B-Instruct、vLLM 生成
@@ -37,7 +37,6 @@ import pandas as pd
 from IPython.display import display
 
 from course_lib import drill, exercises, get_profile, record
-from course_lib.drill import evaluate
 from course_lib.drill.outputs import read_json_output, setup_logging
 from course_lib.drill.settings import VARIANT_LABELS
 from course_lib.drill.rl import drill_rl_settings, rl_unavailable
@@ -100,8 +99,9 @@ _ = record("demo_group_rewards", {k: scores[k][mixed]["rewards"] for k in scores
 #
 # ### 练习 3：三种 reward
 #
-# 写 `my_rl_reward(kind, status, passed, total)`：`status` 是 sandbox 的结论（`"passed"`、`"failed"`、`"syntax_error"`、`"no_code"`、`"runtime_error"`、`"timeout"`），程序通过了 `total` 个测试中的 `passed` 个。
-# `lecture`：语法错误或没有代码 −1，运行时错误或超时 −0.5，否则 `passed / total`；`fraction`：同样的比例，但出错时为 0；`pass`：只有 `status == "passed"` 且全部通过才是 1。
+# 写 `my_rl_reward(kind, status, passed, total)`：`status` 是 sandbox 真正返回的结论之一（`"passed"`、`"failed"`、`"syntax_error"`、`"runtime_error"`、`"timeout"`、`"memory_limit"`、`"output_limit"`，以及没有代码时的 `"no_code"`；`"sandbox_error"` 不是样本的错，不打分），程序通过了事先计划的 `total` 个测试中的 `passed` 个（setup 行不算测试，提前结束的运行没回答的测试算失败；加载时就退出的程序记作 `"runtime_error"`）。
+# `lecture`：语法错误或没有代码 −1，运行时错误、超时、超内存、超输出 −0.5，否则 `passed / total`；`fraction`：同样的比例，但出错时为 0；`pass`：只有 `status == "passed"` 且全部通过才是 1。一道没有测试的题（`total == 0`）只看 status：`"passed"` 得 1。
+# 这就是课程唯一的 reward 模块 `course_lib.evaluation.rewards.shaped_reward`（第06课、演练和 RL 都用它）。
 
 # %% slideshow={"slide_type": "-"}
 def my_rl_reward(kind, status, passed, total):
@@ -110,8 +110,10 @@ def my_rl_reward(kind, status, passed, total):
         return 1.0 if status == "passed" and passed == total else 0.0
     if status in ("syntax_error", "no_code"):
         return -1.0 if kind == "lecture" else 0.0
-    if status in ("runtime_error", "timeout"):
+    if status in ("runtime_error", "timeout", "memory_limit", "output_limit"):
         return -0.5 if kind == "lecture" else 0.0
+    if total == 0:
+        return 1.0 if status == "passed" else 0.0
     return passed / total
     ### END SOLUTION
 
@@ -330,22 +332,43 @@ if RL_READY:
 # ## 6. 审计：通过的答案是真的通过吗？
 #
 # 一个学会伪造 reward 的策略会把伪造学得很好（第06课的攻击：沿栈帧改掉测试、返回「永远相等」的对象、往每个文件描述符写 PASSED）。
-# 这里把 RL 模型**所有答对的评测答案**再交给 judge 跑第二遍，结论必须一致；再扫一遍代码里有没有那些攻击的痕迹。
+# 把同一个 judge 在同样的输入上再跑一遍证明不了什么：骗过它一次的伪造会再骗一次，背下了隐藏测试答案的程序也会再通过一次。
+# 所以审计换掉两样东西：**输入**——演练的题是生成的，每道题知道自己的 family / operation / filter，`course_lib.rl.audit` 按规格抽新的随机输入，参考答案不运行任何代码算出来；**后端**——在 judge 没用的那个 sandbox 后端（bwrap ↔ docker）上跑。
+# 审计两组程序：训练中得到 reward 的通过 rollout（训练器把每条 rollout 的 step、题号、程序、reward、status 存进 `rollouts.jsonl`），和 RL 模型答对的评测答案。
 
 # %% slideshow={"slide_type": "subslide"}
+from course_lib.drill.extract import extract_code
+from course_lib.evaluation.sandbox import resolve_backend
+from course_lib.rl import audit
+
 ATTACK_MARKS = re.compile(r"_getframe|f_back|__eq__|os\._exit|os\.write|sys\.modules|builtins|gc\.get_objects")
 if RL_READY:
+    judge_backend = resolve_backend(cfg.sandbox_backend)
+    audit_backend = audit.other_backend(judge_backend)
+    hidden = {int(r["idx"]): r for r in read_json_output(cfg.paths.train_json, "download") if r.get("tests")}
+    rollout_file = cfg.paths.model_for("rl") / audit.ROLLOUTS_FILE
+    train_items = audit.passing_rollouts(audit.load_rollouts(rollout_file), hidden)
     passed_ids = [i for i in rep["rl"].index if ok["rl"][i]]
-    second = evaluate.evaluate_answers([answers["rl"][i] for i in passed_ids], workers=cfg.eval_workers,
-                                       timeout_s=cfg.timeout_s, memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend)
-    agree = sum(row["correct"] is True for row in second)
+    eval_items = [{"key": i, "program": extract_code(answers["rl"][i]["signature_response"]),
+                   "entry_point": answers["rl"][i].get("entry_point"), "task": answers["rl"][i].get("task")}
+                  for i in passed_ids]
+    kw = {"backend": audit_backend, "seed": SEED, "workers": cfg.eval_workers, "timeout_s": cfg.timeout_s,
+          "memory_mb": cfg.memory_mb}
+    audit_train, audit_eval = audit.audit_programs(train_items, **kw), audit.audit_programs(eval_items, **kw)
     marked = [i for i in passed_ids if ATTACK_MARKS.search(answers["rl"][i]["signature_response"])]
-    print(f"{len(passed_ids)} answers of the RL model passed their hidden tests; the second judge run agrees on {agree}; "
-          f"answers with a forging pattern: {len(marked)}")
-    _ = record("audit", {"passed": len(passed_ids), "second_run_agrees": agree, "marked": len(marked)})
+    for label, a in (("training rollouts the judge rewarded as passing", audit_train),
+                     ("evaluation answers of the RL model that passed", audit_eval)):
+        print(f"{label}: {a['audited']} audited on fresh inputs on {a['backend']} (judge: {judge_backend}); "
+              f"{a['agree']} agree, {len(a['disagree'])} disagree {a['disagree'][:5]}; "
+              f"{a['no_spec']} without a task spec, {a['unscored']} unscored")
+    print(f"answers with a forging pattern: {len(marked)}")
+    _ = record("audit", {"train_audited": audit_train["audited"], "train_agree": audit_train["agree"],
+                         "eval_audited": audit_eval["audited"], "eval_agree": audit_eval["agree"],
+                         "backend": audit_backend, "marked": len(marked)})
 ### BEGIN HIDDEN TESTS
 if RL_READY:
-    assert agree == len(passed_ids) and not marked
+    assert audit_eval["audited"] + audit_eval["no_spec"] + audit_eval["unscored"] == len(passed_ids)
+    assert not marked
 ### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -376,5 +399,5 @@ if RL_READY:
 # - reward 来自 judge：模型只贡献文本，测试和结论都在课程进程里；伪造的答案得分不超过它诚实的部分。
 # - GRPO 用组均值做 baseline，没有 critic；一组全对或全错就没有信号。裁剪的上侧只在 $A>0$、下侧只在 $A<0$ 时起作用，而且只在同一批 rollout 被训练不止一次时才会触发。
 # - 演练的第 6 步把 SFT 模型接到 sandbox 上训练，再用第07课的评测原样比较；pass@k 回答「只是磨尖，还是学会了新题」。
-# - 结论看多个种子的基准，不看一次运行；审计确认答对的答案经得起第二次判分。
+# - 结论看多个种子的基准，不看一次运行；审计在新抽的输入、另一个后端上重新判分，它可以和 judge 意见不一致——不一致的数目就是 judge 被骗（或题目被背下）的证据。
 # - 没有信号的组是这条循环最大的浪费：动态采样、难度加权或更密的 reward 是下一步。

@@ -218,3 +218,37 @@ def test_a_patch_that_exits_or_forges_answers_scores_zero(inventory, runner):
         result = evaluate_patch(task, report, patch, runner=runner)
         assert not any(result[t] for t in report.fail_to_pass), (name, result)
     assert all(evaluate_patch(task, report, peek, runner=runner)[t] for t in report.pass_to_pass)
+
+
+def test_a_patch_that_cannot_be_applied_scores_zero_with_the_reason(inventory, runner):
+    """Too big, malformed, outside the repository, or a runner that raises anything at all: every test
+    False and ``.reason`` says why — never an exception out of evaluate_patch (issue 34)."""
+    from course_lib.agentic.envs import MAX_PATCH_BYTES
+
+    task, report, with_tests = inventory
+    path = "store/inventory.py"
+    tests = report.fail_to_pass + report.pass_to_pass
+    huge = _diff(with_tests, {path: with_tests[path] + "#" + "x" * MAX_PATCH_BYTES + "\n"})
+    over_32 = "--- a/x\n+++ b/x\n" + "+" * (33 << 20)
+    cases = {
+        "too big": (huge, "MiB"), "over the program limit": (over_32, "MiB"),
+        "no +++": ("--- a/store/inventory.py\n@@ -1 +1 @@\n-x\n+y\n", "+++"),
+        "no a/ prefix": ("--- inventory.py\n+++ inventory.py\n@@ -1 +1 @@\n-x\n+y\n", "a/<path>"),
+        "dot-dot": ("--- /dev/null\n+++ b/../../escape.py\n@@ -0,0 +1 @@\n+x = 1\n", "outside the repository"),
+        "absolute": ("--- /dev/null\n+++ b//etc/passwd\n@@ -0,0 +1 @@\n+x\n", "outside the repository"),
+        "bad hunk": ("--- a/store/inventory.py\n+++ b/store/inventory.py\n@@ -x +y @@\n", "hunk"),
+        "hunk past the end": ("--- a/store/inventory.py\n+++ b/store/inventory.py\n@@ -9999,1 +9999,1 @@\n-a\n+b\n",
+                              "lines"),
+        "not text": (b"--- a/x\n", "text"),
+    }
+    for name, (patch, words) in cases.items():
+        result = evaluate_patch(task, report, patch, runner=runner)
+        assert result == {t: False for t in tests}, (name, result)
+        assert words in result.reason, (name, result.reason)
+    for kind in (SystemExit, KeyboardInterrupt, GeneratorExit, ValueError):
+        def raising(code, tests, kind=kind, **kw):
+            raise kind("the runner broke")
+        result = evaluate_patch(task, report, task.gold_patch, runner=raising)
+        assert not any(result.values()) and kind.__name__ in result.reason, (kind, result.reason)
+    gold = evaluate_patch(task, report, task.gold_patch, runner=runner)
+    assert all(gold.values()) and gold.reason == ""

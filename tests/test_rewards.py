@@ -41,7 +41,7 @@ def test_calculate_reward_in_the_sandbox(bwrap):
     assert calculate_reward("def add(a, b):\n    return a * b\n", TESTS, backend=bwrap) == 0.5
     assert calculate_reward("def add(a, b)\n    return a + b\n", TESTS, backend=bwrap) == -1.0
     assert calculate_reward("def add(a, b):\n    return a + b\nraise ValueError\n", TESTS, backend=bwrap) == -0.5
-    assert calculate_reward("import os\nos._exit(0)\n", TESTS, backend=bwrap) == 0.0
+    assert calculate_reward("import os\nos._exit(0)\n", TESTS, backend=bwrap) == -0.5   # an exit at load: a crash
     with pytest.raises(ValueError):
         calculate_reward("x = 1", [], backend=bwrap)
 

@@ -132,7 +132,7 @@ def test_prompts_follow_the_drills_test_pass1_protocol(tiny_model):
             {"row_id": "8", "instruction": "no tests for me", "output": "..."},
             {"instruction": "no idx", "output": "..."}]
     prompts, dropped = build_rl_prompts(rows, {7: ADD_ROW}, tok)
-    assert dropped == {"no idx": 1, "no instruction": 0, "no hidden tests": 1, "no signature": 0}
+    assert dropped == {"no idx": 1, "no instruction": 0, "no hidden tests": 1, "no signature": 0, "no planned test": 0}
     (p,) = prompts
     assert p.key == "7" and p.prefix == "```python\ndef add(a, b):\n" == inference.signature_prefix(ADD_ROW)
     assert p.text == chat_prompt(tok, rows[0]["instruction"]) + p.prefix

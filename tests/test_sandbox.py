@@ -287,12 +287,17 @@ def test_test_imports_use_the_judges_standard_library_and_the_programs_own_modul
             "import os\nos.makedirs('/tmp/pkg', exist_ok=True)\n"
             "open('/tmp/pkg/helper.py', 'w').write('def twice(x):\\n    return 2 * x\\n')\n"
             "import sys\nsys.path.insert(0, '/tmp/pkg')\n")
-    tests = ["assert not math.isclose(1.0, 2.0) and math.pi > 3.14",       # the judge's math, not the program's
+    tests = ["import math\nassert not math.isclose(1.0, 2.0) and math.pi > 3.14",   # the judge's math, not the program's
              "import math as m\nassert m.sqrt(16) == 4",
              "from helper import twice\nassert twice(21) == 42",             # the program's module, in the sandbox
              "import json\nassert json.loads('[1]') == [1]"]
     r = run_code(code, tests, backend=bwrap)
     assert r.tests == ["ok"] * 4, (r, r.test_errors)
+    # a test that does not import math sees the program's module as a handle (its answers, never the
+    # judge's module mapped by name: issue 34), so the tampered isclose cannot reach an importing test
+    r = run_code(code, ["import types\nassert not isinstance(math, types.ModuleType)", "assert math.pi == 3"],
+                 backend=bwrap)
+    assert r.tests == ["ok", "ok"], (r, r.test_errors)
 
 
 def test_values_that_cannot_cross_are_an_error_not_a_pass(bwrap):

@@ -67,7 +67,25 @@ def load_task(name: str) -> EnvTask:
 
 
 class PatchError(ValueError):
-    """A patch does not apply (its context lines are not in the file)."""
+    """A patch does not apply: its context lines are not in the file, it is malformed, too big, or names a
+    path outside the repository."""
+
+
+MAX_PATCH_BYTES = 4 * 1024 * 1024   # a candidate patch larger than this cannot be applied (it scores 0)
+
+
+def _repo_path(name: str, line_no: int) -> str:
+    """The repository path of a ``--- a/x`` / ``+++ b/x`` name; PatchError when it has no ``a/``-style
+    prefix or leaves the repository (absolute, ``..``, empty parts)."""
+    name = name.split("\t")[0]
+    if "/" not in name:
+        raise PatchError(f"patch line {line_no}: {name[:80]!r} is not a/<path> or b/<path>")
+    path = name.split("/", 1)[1]
+    parts = path.split("/")
+    if (not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts)
+            or "\\" in path or "\0" in path):
+        raise PatchError(f"patch line {line_no}: {path[:80]!r} is outside the repository")
+    return path
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -77,6 +95,11 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
     """Apply a unified diff (``--- a/x`` / ``+++ b/x`` / ``@@`` hunks; ``/dev/null`` creates or deletes
     a file) to ``files`` and return the new mapping. Context must match exactly, else
     :class:`PatchError` names the file and line. Introduced in lesson 08."""
+    if not isinstance(patch, str):
+        raise PatchError(f"a patch is text, got {type(patch).__name__}")
+    size = len(patch.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATCH_BYTES:
+        raise PatchError(f"the patch is {size / 2**20:.1f} MiB, over the {MAX_PATCH_BYTES // 2**20} MiB a patch may be")
     out = dict(files)
     lines = patch.splitlines(keepends=True)
     i = 0
@@ -88,7 +111,11 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
         new_name = lines[i + 1][4:].strip() if i + 1 < len(lines) else ""
         if not new_name:
             raise PatchError(f"patch line {i + 1}: '---' without '+++'")
-        path = (new_name if new_name != "/dev/null" else old_name).split("/", 1)[1]
+        if not lines[i + 1].startswith("+++ "):
+            raise PatchError(f"patch line {i + 2}: '---' not followed by '+++'")
+        if old_name == new_name == "/dev/null":
+            raise PatchError(f"patch line {i + 1}: both sides are /dev/null")
+        path = _repo_path(new_name if new_name != "/dev/null" else old_name, i + 1)
         old_text = "" if old_name == "/dev/null" else out.get(path)
         if old_text is None:
             raise PatchError(f"the patch changes {path!r}, which is not in the repository")
@@ -102,6 +129,9 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
             start = max(int(m.group(1)) - 1, 0) if old_name != "/dev/null" else 0
             old_left = int(m.group(2)) if m.group(2) is not None else 1
             new_left = int(m.group(4)) if m.group(4) is not None else 1
+            if start < cursor or start > len(src):
+                raise PatchError(f"patch line {i + 1}: the hunk starts at line {start + 1} of {path}, "
+                                 f"which has {len(src)} lines (or overlaps the previous hunk)")
             result += src[cursor:start]
             cursor = start
             i += 1
@@ -364,11 +394,23 @@ def restore_tests(with_tests: Mapping[str, str], patched: Mapping[str, str], tes
     return files
 
 
+class PatchVerdict(dict):
+    """What :func:`evaluate_patch` returns: test id → passed, plus ``reason`` — why every test failed
+    without running when the patch could not be applied or run (``""`` otherwise). Introduced in lesson 08."""
+
+    def __init__(self, passed: Mapping[str, bool], reason: str = "") -> None:
+        super().__init__(passed)
+        self.reason = reason
+
+
 def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runner | None = None,
                    timeout_s: float | None = None, retries: int = 2) -> dict[str, bool]:
     """Apply the test patch and a candidate ``patch`` (may be empty), restore the test files
-    (:func:`restore_tests`), and run the F2P + P2P tests: test id → passed. A patch that does not apply
-    fails every test (the patch's fault).
+    (:func:`restore_tests`), and run the F2P + P2P tests: test id → passed (a :class:`PatchVerdict`).
+    Any patch that cannot be applied or run — it does not apply, is malformed, too big
+    (:data:`MAX_PATCH_BYTES`, or a repository over the sandbox's program limit), names a path outside
+    the repository, or makes the run raise anything at all — fails every test (the patch's fault, a
+    reward of 0) with the reason in ``.reason``; nothing the patch does makes this raise.
 
     A broken environment is never a reward of 0: when ``report`` rejected the environment, or the
     sandbox itself keeps failing after ``retries``, this raises :class:`BrokenEnvironment` — the caller
@@ -383,15 +425,17 @@ def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runn
     with_tests = apply_patch(task.files, task.test_patch)
     try:
         files = restore_tests(with_tests, apply_patch(with_tests, patch), task.test_patch)
-    except PatchError:
-        return {t: False for t in tests}
-    run = run_tests(files, tests, runner=runner, timeout_s=timeout_s, retries=retries)
+        run = run_tests(files, tests, runner=runner, timeout_s=timeout_s, retries=retries)
+    except BaseException as exc:  # noqa: BLE001 - a patch that cannot be applied or run scores 0, never raises
+        why = "the patch does not apply" if isinstance(exc, PatchError) else "the patched repository cannot run"
+        return PatchVerdict({t: False for t in tests}, f"{why}: {type(exc).__name__}: {str(exc)[:300]}")
     if not run.infra_error:
-        return run.passed
+        return PatchVerdict(run.passed)
     if run.status != "sandbox_error":
         baseline = run_tests(with_tests, tests, runner=runner, timeout_s=timeout_s, retries=0)
         if not baseline.infra_error:
-            return {t: False for t in tests}
+            return PatchVerdict({t: False for t in tests}, f"the patched repository's tests ended with "
+                                                         f"{run.status} (the repository without it does not)")
     raise BrokenEnvironment(f"environment {task.name!r}: the sandbox failed ({run.status}) in all "
                             f"{run.attempts} attempts; exclude or retry this sample, do not score it 0")
 

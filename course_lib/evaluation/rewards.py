@@ -8,6 +8,24 @@ cases that pass. :func:`calculate_reward` takes the test cases in either of two 
   ``solution(input) == expected`` (:func:`io_tests` turns the pairs into sandbox tests);
 * the course's form: assert statements as strings (``"assert add(1, 2) == 3"``), one outcome each.
 
+**The one reward module.** Every reward in the course — lesson 06's, the drill's, lesson 10's RL
+rewards and the exercises' references — is :func:`shaped_reward` (or :func:`reward_of_result` on a
+:class:`~course_lib.evaluation.sandbox.SandboxResult`), over the **planned** tests: a test is an
+assertion counted before the run (setup lines are not tests), and a run that ended early failed every
+test it never answered. The lecture's shaping, status by status:
+
+=====================================================  ========  ==========  ===========================
+status (what the sandbox returns)                       ``pass``  ``fraction``  ``lecture``
+=====================================================  ========  ==========  ===========================
+``syntax_error``, ``no_code`` (no code in the answer)   0         0           -1
+``runtime_error``; an exit at load (the program ended   0         0           -0.5
+before its code finished loading); ``timeout``,
+``memory_limit``, ``output_limit``
+``failed`` (a test failed; the run ended early)         0         share       share of the planned tests
+``passed``                                              1         share       share (1 with no test)
+``sandbox_error``                                       unscored: raises (not the sample's fault)
+=====================================================  ========  ==========  ===========================
+
 Either way the program runs in :mod:`course_lib.evaluation.sandbox`, never with ``exec()`` in the trainer's
 process, and the tests run in the judge (the calling process): ``solution(input) == expected`` is
 evaluated here on the plain value the program returned, so the expected values never enter the
@@ -20,28 +38,78 @@ from __future__ import annotations
 import ast
 from typing import Any, Iterable, Sequence
 
-from course_lib.evaluation.sandbox import SandboxResult, run_code, run_many
+from course_lib.evaluation.sandbox import STATUSES, SandboxResult, run_code, run_many
 
 SYNTAX_ERROR_REWARD = -1.0
 RUNTIME_ERROR_REWARD = -0.5
+NO_CODE = "no_code"   # a status of no run at all: the answer held no code (RL rollouts)
+SYNTAX_STATUSES = ("syntax_error", NO_CODE)                                     # -1: nothing ran
 # A sample that ran out of time, memory or output is treated like a runtime error: it crashed.
-CRASH_STATUSES = ("runtime_error", "timeout", "memory_limit", "output_limit")
+CRASH_STATUSES = ("runtime_error", "timeout", "memory_limit", "output_limit")   # -0.5
+REWARD_STATUSES = tuple(s for s in STATUSES if s != "sandbox_error") + (NO_CODE,)
+REWARDS = ("pass", "fraction", "lecture")
+REWARD_DOC = {
+    "pass": "1 when the run passed and every planned test passed, else 0",
+    "fraction": "the share of the planned tests that passed (0 for a syntax error, a crash or a limit)",
+    "lecture": "the lecture's calculate_reward: -1 syntax error, -0.5 runtime error (an exit at load, a "
+               "timeout, a memory or output limit too), else the share of the planned tests passed",
+}
 SOLUTION_CHECK = "assert callable(globals().get('solution')), 'no function named solution'"
 
 
-def reward_from_result(result: SandboxResult) -> float:
-    """The reward of one sandbox result for assert-style tests: -1 syntax error, -0.5 runtime error
-    (also timeout, memory, output limit), else the pass rate of its tests (an early exit passed none).
-    A ``sandbox_error`` is not the sample's fault and raises. Introduced in lesson 06."""
-    if result.status == "sandbox_error":
+def shaped_reward(kind: str, status: str, passed: int, total: int) -> float:
+    """The reward ``kind`` (``pass``, ``fraction``, ``lecture``; :data:`REWARD_DOC`) of a run whose sandbox
+    ``status`` is one of :data:`REWARD_STATUSES` and whose program passed ``passed`` of the ``total``
+    planned tests (see the module's table). A task with no planned test scores on the status alone
+    (``passed`` → 1). ``sandbox_error`` raises RuntimeError (unscored); an unknown kind or status, or
+    counts that are not ``0 <= passed <= total``, raise ValueError. Introduced in lesson 06."""
+    if kind not in REWARDS:
+        raise ValueError(f"unknown RL reward {kind!r}; use one of {REWARDS} ({REWARD_DOC})")
+    if status == "sandbox_error":
+        raise RuntimeError("the sandbox itself failed, so there is no reward for this sample (leave it unscored)")
+    if status not in REWARD_STATUSES:
+        raise ValueError(f"unknown status {status!r}; the sandbox returns {STATUSES} (and {NO_CODE!r}: no code)")
+    if not (isinstance(passed, int) and isinstance(total, int) and 0 <= passed <= total):
+        raise ValueError(f"passed={passed!r} of total={total!r} planned tests: need 0 <= passed <= total")
+    if kind == "pass":
+        return 1.0 if status == "passed" and passed == total else 0.0
+    if status in SYNTAX_STATUSES:
+        return SYNTAX_ERROR_REWARD if kind == "lecture" else 0.0
+    if status in CRASH_STATUSES:
+        return RUNTIME_ERROR_REWARD if kind == "lecture" else 0.0
+    if total == 0:
+        return 1.0 if status == "passed" else 0.0
+    return passed / total
+
+
+def reward_status(result: SandboxResult | None) -> str:
+    """The status a reward reads from a run: the sandbox's, except that a program that ended while
+    loading (an exit, a death: no test could run) is a ``runtime_error`` — the lecture's ``exec`` that
+    raised — and no run at all (``None``: no code) is ``no_code``. Introduced in lesson 06."""
+    if result is None:
+        return NO_CODE
+    if result.status == "failed" and result.exited_at_load:
+        return "runtime_error"
+    return result.status
+
+
+def reward_of_result(kind: str, result: SandboxResult | None) -> float:
+    """:func:`shaped_reward` of one sandbox result (``None``: the answer had no code) over its planned
+    tests. Introduced in lesson 06."""
+    if result is not None and result.status == "sandbox_error":
         raise RuntimeError(f"the sandbox itself failed, so there is no reward for this sample: {result.detail}")
-    if result.status == "syntax_error":
-        return SYNTAX_ERROR_REWARD
-    if result.status in CRASH_STATUSES:
-        return RUNTIME_ERROR_REWARD
-    if result.tests_total == 0:
-        return 1.0 if result.passed else 0.0
-    return result.tests_passed / result.tests_total
+    if result is None:
+        return shaped_reward(kind, NO_CODE, 0, 0)
+    total = result.tests_total
+    return shaped_reward(kind, reward_status(result), min(result.tests_passed, total), total)
+
+
+def reward_from_result(result: SandboxResult) -> float:
+    """The lecture's reward of one sandbox result for assert-style tests (:func:`reward_of_result` with
+    ``lecture``): -1 syntax error, -0.5 runtime error (also an exit at load, timeout, memory, output
+    limit), else the pass rate over the planned tests (an early exit failed the tests it never
+    answered). A ``sandbox_error`` is not the sample's fault and raises. Introduced in lesson 06."""
+    return reward_of_result("lecture", result)
 
 
 def io_reward_from_result(result: SandboxResult, n_cases: int) -> float:
@@ -49,9 +117,10 @@ def io_reward_from_result(result: SandboxResult, n_cases: int) -> float:
     ``solution``, or any call that raised; else the share of pairs that matched. Introduced in lesson 06."""
     if result.status == "sandbox_error":
         raise RuntimeError(f"the sandbox itself failed, so there is no reward for this sample: {result.detail}")
-    if result.status == "syntax_error":
+    status = reward_status(result)
+    if status == "syntax_error":
         return SYNTAX_ERROR_REWARD
-    if result.status in CRASH_STATUSES or result.tests_total != n_cases + 1:
+    if status in CRASH_STATUSES or len(result.tests) != n_cases + 1:   # a run that ended early crashed
         return RUNTIME_ERROR_REWARD
     if result.tests[0] != "ok" or "error" in result.tests[1:]:
         return RUNTIME_ERROR_REWARD

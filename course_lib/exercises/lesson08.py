@@ -69,6 +69,12 @@ EXERCISES = [
             ([_call("ls"), _tool("a.py", False), {"role": "user", "content": "go on"}, _call("cat b.py"),
               _tool("timed out after 30 s", True)],),
             ([{"role": "user", "content": "hi"}, _call("done")],),
+            # the sandbox's own statuses in the text are not the harness flag: only error=True is a failure
+            ([_call("run_tests()"), _tool("status: runtime_error (the test expects it)", False),
+              _call("run('x')"), _tool("status: passed", True), _call("run('y')"), _tool("timeout memory_limit", False)],),
+            # only the message right after the call counts: a user turn in between, then a failed tool message
+            ([_call("ls"), {"role": "user", "content": "wait"}, _tool("denied", True), _call("ls -a"),
+              _call("cat a"), _tool("ok", False)],),
         ]),
     Exercise(
         id="08-3", name="my_split_f2p_p2p", reference=reference_split_f2p_p2p,
@@ -79,5 +85,7 @@ EXERCISES = [
             ({}, {"new": True}),                                                          # not run before = failed
             ({"z_old": True, "m_old": True, "a_old": False},
              {"z_old": True, "y_new": True, "m_old": True, "b_new": True, "a_old": True}),  # order of after, not sorted
+            ({"b": False, "a": False, "c": True, "d": True}, {"a": True, "d": True, "b": True, "c": True}),  # before's order differs
+            ({"x": True, "gone": True}, {"y": True, "x": True, "gone": False}),          # a test that broke is in neither
         ]),
 ]

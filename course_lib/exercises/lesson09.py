@@ -77,7 +77,10 @@ EXERCISES = [
         id="09-1", name="my_group_advantages", reference=reference_group_advantages, compare=_close,
         description="(r - mean) / (population std + eps)",
         cases=[([1, 0, 0, 1],), ([1, 0],), ([0.2, 0.5, 0.9, 0.1, 0.0],), ([1, 1, 1, 1],), ([0, 0, 0, 1],),
-               ([3.0, -1.0, 2.0],)]),
+               ([3.0, -1.0, 2.0],),
+               ([1, 0], 0.5),                    # eps is an argument: 0.5 / (0.5 + 0.5), not 0.5 / (0.5 + 1e-6)
+               ([0.2, 0.4, 0.9], 0.1),
+               ([2, 2, 2], 1.0)]),
     Exercise(
         id="09-2", name="my_clipped_objective", reference=reference_clipped_objective, compare=_close6,
         description="per-token min(r*A, clip(r, 1-eps, 1+eps)*A): the clip binds on both sides",
@@ -94,7 +97,10 @@ EXERCISES = [
                ([0.0, -1.386294, -2.0], [-0.693147, -0.693147, -2.0], [0, 0, 1], [1, 1, 1]),   # ratios 2 and 0.5
                ([-1.0, 2.0, -1.0, -0.2], [-1.0, -1.0, -1.0, -1.0], [0, 0, 0, 1], [1, 0, 1, 1]),  # a masked tool token
                ([-0.1, -0.3, -0.2, -0.4, -0.9, -0.2], [-0.2, -0.2, -0.2, -0.2, -0.2, -0.2], [0, 0, 1, 1, 2, 2],
-                [1, 1, 1, 1, 1, 1])]),
+                [1, 1, 1, 1, 1, 1]),
+               # a masked token inside a turn whose ratio is NOT 1: the turn's ratio ignores it, and it gets 1.0
+               ([-0.5, 2.0, -1.0, -0.3], [-1.0, -1.0, -1.0, -1.0], [0, 0, 0, 1], [1, 0, 1, 1]),
+               ([-0.2, 3.0, -0.8, 0.5, -1.5], [-1.0, -1.0, -1.0, -1.0, -1.0], [0, 0, 1, 1, 1], [1, 0, 0, 1, 1])]),
     Exercise(
         id="09-4", name="my_gae", reference=reference_gae, compare=_close6,
         description="GAE: delta_t = r_t + gamma V_{t+1} - V_t (V after the end = 0), A_t = delta_t + gamma lam A_{t+1}",

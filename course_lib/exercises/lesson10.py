@@ -50,11 +50,20 @@ EXERCISES = [
                ([1.3, 0.7], [1.0, -1.0], 0.2, 0.2)]),          # symmetric (PPO's single epsilon)
     Exercise(
         id="10-3", name="my_rl_reward", reference=reference_rl_reward, compare=_close,
-        description="pass: 1 iff all tests pass; fraction: share passed, 0 on errors; lecture: -1 syntax "
-                    "error / no code, -0.5 runtime error / timeout, else the share passed",
+        description="pass: 1 iff the run passed and every planned test passed; fraction: share passed, 0 on a "
+                    "syntax error, a crash or a limit; lecture: -1 syntax error / no code, -0.5 runtime error / "
+                    "timeout / memory_limit / output_limit, else the share passed; no planned test: the status decides",
         cases=[("pass", "passed", 4, 4), ("pass", "failed", 3, 4), ("fraction", "failed", 3, 4),
                ("fraction", "syntax_error", 0, 4), ("fraction", "timeout", 0, 4),
                ("lecture", "syntax_error", 0, 4), ("lecture", "no_code", 0, 4), ("lecture", "runtime_error", 0, 4),
                ("lecture", "timeout", 0, 4), ("lecture", "failed", 1, 4), ("lecture", "passed", 5, 5),
-               ("lecture", "failed", 0, 3)]),
+               ("lecture", "failed", 0, 3),
+               # the statuses the sandbox really returns: memory and output limits are crashes, like a timeout
+               ("lecture", "memory_limit", 0, 3), ("lecture", "output_limit", 2, 2), ("fraction", "memory_limit", 1, 3),
+               ("fraction", "output_limit", 2, 2), ("pass", "memory_limit", 3, 3), ("pass", "output_limit", 4, 4),
+               # a `pass` reward reads the status, not only the counts (an OOM kill after the last test)
+               ("pass", "failed", 4, 4), ("pass", "timeout", 2, 2), ("pass", "syntax_error", 0, 0),
+               # a task with zero planned tests: the status alone decides (no division by zero)
+               ("pass", "passed", 0, 0), ("fraction", "passed", 0, 0), ("lecture", "passed", 0, 0),
+               ("fraction", "failed", 0, 0), ("lecture", "failed", 0, 0), ("lecture", "runtime_error", 0, 0)]),
 ]

@@ -3,7 +3,9 @@
 * ``setup [--force]`` — create the TRL environment (:func:`course_lib.rl.trl_env.ensure_trl_venv`);
 * ``status`` — whether it imports TRL, and its versions;
 * ``train`` — :func:`course_lib.rl.train_grpo` on a finished drill run's pipeline-SFT model and
-  training rows (``--drill-root``: the drill's folder, default the ci drill in the course cache);
+  training rows (``--drill-root``: the drill's folder, default the ci drill in the course cache); its
+  outputs go to ``<drill-root>/output/rl_cli`` (``--out``), never over the drill's step-6 log
+  (``<drill-root>/output/rl/train_log.json``: an ``--out`` that would overwrite it is refused);
 * ``eval --model DIR`` — :func:`course_lib.rl.greedy_test_pass1` and :func:`course_lib.rl.sample_pass_at_k`
   on the drill's eval rows.
 
@@ -21,15 +23,34 @@ from course_lib.rl.trl_env import TRL_FULL_EXTRA
 
 
 def drill_inputs(root: Path) -> dict:
-    """The pipeline-SFT model, its training rows, the hidden tests and the eval rows of a drill run."""
+    """The pipeline-SFT model, its training rows, the hidden tests and the eval rows of a drill run. The
+    hidden tests RL rewards from are the *training* rows' only: a row whose ``idx`` is an evaluation row's
+    is left out, so no RL prompt or reward ever comes from an evaluation row. Introduced in lesson 10."""
     from course_lib.drill.outputs import DrillPaths, read_json_output
 
     paths = DrillPaths.under(root)
     sft = read_json_output(paths.model_for("pipeline_sft") / "sft_result.json", "sft")
     train = read_json_output(paths.train_json, "download")
+    eval_rows = read_json_output(paths.eval_json, "download")
+    eval_keys = {str(r.get("idx")) for r in eval_rows if r.get("idx") is not None}
     return {"model": sft["model_path"], "rows": read_json_output(paths.codegen_json, "pipeline"),
-            "hidden_tests": {int(r["idx"]): r for r in train if r.get("tests")},
-            "eval_rows": read_json_output(paths.eval_json, "download")}
+            "hidden_tests": {int(r["idx"]): r for r in train if r.get("tests") and str(r["idx"]) not in eval_keys},
+            "eval_rows": eval_rows}
+
+
+def step6_log(root: Path) -> Path:
+    """The drill's step-6 ``train_log.json`` under a drill folder ``root``. Introduced in lesson 10."""
+    from course_lib.drill.outputs import DrillPaths
+
+    return DrillPaths.under(root).output_for("rl") / "train_log.json"
+
+
+def cli_train_dir(root: Path, out: Path | None) -> Path | None:
+    """Where ``train`` writes (``out``, default ``<root>/output/rl_cli``); None when its ``train_log.json``
+    or ``rl_result.json`` would be the drill's step-6 files. Introduced in lesson 10."""
+    out = Path(out) if out is not None else Path(root) / "output" / "rl_cli"
+    drill_dir = step6_log(root).parent.resolve()
+    return None if out.resolve() == drill_dir else out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         t = sub.add_parser(name)
         t.add_argument("--profile", default="ci")
         t.add_argument("--drill-root", type=Path, default=None, help="the drill's folder (default: <cache>/drill/<profile>)")
-        t.add_argument("--out", type=Path, default=None, help="output folder (train: default <drill-root>/output/rl)")
+        t.add_argument("--out", type=Path, default=None,
+                       help="output folder (train: default <drill-root>/output/rl_cli; never the drill's output/rl)")
         t.add_argument("--json", type=Path, default=None, help="also write the result here")
         t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="an RLSettings value (JSON literal), e.g. --set learning_rate=2e-4")
@@ -88,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "train":
         from course_lib.rl.trainer import train_grpo
 
-        result = train_grpo(inputs["model"], inputs["rows"], inputs["hidden_tests"],
-                            args.out or root / "output" / "rl", settings)
+        out = cli_train_dir(root, args.out)
+        if out is None:
+            print(f"--out {args.out} would overwrite the drill's step-6 log ({step6_log(root)}); "
+                  "choose another folder", file=sys.stderr)
+            return 2
+        result = train_grpo(inputs["model"], inputs["rows"], inputs["hidden_tests"], out, settings)
     else:
         from course_lib.rl.passk import greedy_test_pass1, sample_pass_at_k
 

@@ -17,12 +17,12 @@ from typing import Sequence
 
 import numpy as np
 
-from course_lib.rl.settings import REWARD_DOC, REWARDS
+from course_lib.evaluation.rewards import CRASH_STATUSES, SYNTAX_STATUSES, shaped_reward
 
 TRL_ADVANTAGE_EPS = 1e-4
-# statuses of a sandbox run (course_lib.evaluation.sandbox) and the lecture's penalty for each failure kind
-SYNTAX_LIKE = ("syntax_error", "no_code")                              # -1: nothing ran
-RUNTIME_LIKE = ("runtime_error", "timeout", "memory_limit", "output_limit")   # -0.5: it crashed or hung
+# statuses of a sandbox run and the lecture's penalty for each failure kind (the one reward module's)
+SYNTAX_LIKE = SYNTAX_STATUSES        # -1: nothing ran
+RUNTIME_LIKE = CRASH_STATUSES        # -0.5: it crashed, hung or went over a limit
 
 
 def trl_group_advantages(rewards: Sequence[float], group_size: int, eps: float = TRL_ADVANTAGE_EPS) -> np.ndarray:
@@ -53,16 +53,10 @@ def clipped_token_loss(ratios: Sequence[float], advantages: Sequence[float], eps
 
 def rl_reward(kind: str, status: str, passed: int, total: int) -> float:
     """The reward ``kind`` (``pass``, ``fraction``, ``lecture``) of a run with sandbox ``status`` whose
-    program passed ``passed`` of ``total`` tests. ``lecture`` is the lecture's ``calculate_reward``: -1 for a
-    syntax error (or no code), -0.5 for a runtime error (or timeout, memory or output limit), else the
-    share passed; ``fraction`` the same with the penalties at 0; ``pass`` 1 only when every test passed.
-    Introduced in lesson 10."""
-    if kind not in REWARDS:
-        raise ValueError(f"unknown RL reward {kind!r}; use one of {REWARDS} ({REWARD_DOC})")
-    if kind == "pass":
-        return 1.0 if status == "passed" and total > 0 and passed == total else 0.0
-    if status in SYNTAX_LIKE:
-        return -1.0 if kind == "lecture" else 0.0
-    if status in RUNTIME_LIKE:
-        return -0.5 if kind == "lecture" else 0.0
-    return passed / total if total else 0.0
+    program passed ``passed`` of ``total`` planned tests: the one reward module's
+    :func:`course_lib.evaluation.rewards.shaped_reward`. ``lecture`` is the lecture's ``calculate_reward``:
+    -1 for a syntax error (or no code), -0.5 for a runtime error (or an exit at load, a timeout, a memory
+    or output limit), else the share passed; ``fraction`` the same with the penalties at 0; ``pass`` 1
+    only when the run passed and every planned test passed. With no planned test the status decides
+    (``passed`` → 1); ``sandbox_error`` raises (unscored). Introduced in lesson 10."""
+    return shaped_reward(kind, status, passed, total)

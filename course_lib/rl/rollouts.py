@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from course_lib.evaluation.rewards import reward_from_result
-from course_lib.rl.settings import REWARD_DOC, REWARDS, RLSettings
+from course_lib.evaluation.rewards import reward_of_result
+from course_lib.evaluation.sandbox.run import planned_tests
+from course_lib.rl.settings import RLSettings
 
 # the keys every record of train_log.json has (issue 25); more may follow them
 LOG_KEYS = ("step", "reward_mean", "pass_rate", "groups_without_signal", "clip_low_fraction",
@@ -84,14 +85,15 @@ def build_rl_prompts(rows: Iterable[Mapping[str, Any]], hidden_tests: Mapping[in
     drill's ``train_python.json`` rows).
 
     Returns (prompts, dropped) where ``dropped`` counts the rows left out and why (``no idx``, ``no
-    instruction``, ``no hidden tests``, ``no signature``) — nothing is left out silently. Introduced in
+    instruction``, ``no hidden tests``, ``no signature``, ``no planned test``: setup lines only) — nothing
+    is left out silently. Introduced in
     lesson 10.
     """
     from course_lib.drill.inference import signature_prefix
     from course_lib.training.instructions import chat_prompt
 
     out: list[RLPrompt] = []
-    dropped = {"no idx": 0, "no instruction": 0, "no hidden tests": 0, "no signature": 0}
+    dropped = {"no idx": 0, "no instruction": 0, "no hidden tests": 0, "no signature": 0, "no planned test": 0}
     for row in rows:
         key = _row_key(row)
         if key is None:
@@ -109,9 +111,13 @@ def build_rl_prompts(rows: Iterable[Mapping[str, Any]], hidden_tests: Mapping[in
         if prefix is None:
             dropped["no signature"] += 1
             continue
+        tests = tuple(split_tests(rec["tests"]))
+        if not any(planned_tests(list(tests))):   # setup lines only: nothing a reward could count
+            dropped["no planned test"] += 1
+            continue
         out.append(RLPrompt(key=str(key), instruction=instruction, prefix=prefix,
                             text=chat_prompt(tokenizer, instruction) + prefix,
-                            tests=tuple(split_tests(rec["tests"])), entry_point=rec.get("entry_point") or ""))
+                            tests=tests, entry_point=rec.get("entry_point") or ""))
     return out, dropped
 
 
@@ -127,28 +133,20 @@ def program_of(prefix: str, completion: str) -> str | None:
 # --- rewards ---------------------------------------------------------------------------------------
 
 def reward_of(kind: str, result: Any | None) -> float:
-    """The reward of one sandbox result (``None``: the rollout has no code) under reward ``kind``:
+    """The reward of one sandbox result (``None``: the rollout has no code) under reward ``kind``, from the
+    one reward module (:func:`course_lib.evaluation.rewards.reward_of_result`), over the prompt's
+    planned tests:
 
-    * ``pass`` — 1.0 when every test passed, else 0.0;
-    * ``fraction`` — the share of tests that passed, 0.0 for a syntax or runtime error (the lecture's
-      shaping with its penalties set to 0);
-    * ``lecture`` — :func:`course_lib.evaluation.rewards.reward_from_result`, the lecture's
-      ``calculate_reward``: -1 syntax error (and no code), -0.5 runtime error (also timeout, memory or
-      output limit), else the share of tests passed.
+    * ``pass`` — 1.0 when the run passed and every planned test passed, else 0.0;
+    * ``fraction`` — the share of the planned tests that passed, 0.0 for a syntax or runtime error (the
+      lecture's shaping with its penalties set to 0);
+    * ``lecture`` — the lecture's ``calculate_reward``: -1 syntax error (and no code), -0.5 runtime error
+      (also an exit at load, timeout, memory or output limit), else the share of tests passed.
 
     A ``sandbox_error`` is not the rollout's fault and raises (the caller leaves it unscored).
     Introduced in lesson 10.
     """
-    if kind not in REWARDS:
-        raise ValueError(f"unknown RL reward {kind!r}; use one of {REWARDS} ({REWARD_DOC})")
-    if result is None:
-        return -1.0 if kind == "lecture" else 0.0
-    shaped = reward_from_result(result)          # raises on sandbox_error
-    if kind == "lecture":
-        return float(shaped)
-    if kind == "fraction":
-        return max(0.0, float(shaped))
-    return 1.0 if result.status == "passed" else 0.0
+    return reward_of_result(kind, result)
 
 
 def group_stats(keys: Sequence[str], rewards: Sequence[float | None], passed: Sequence[bool]) -> dict[str, Any]:
@@ -251,7 +249,8 @@ class RolloutJudge:
     ``key`` and contributes only its completion text. :meth:`score` builds each program
     (:func:`program_of`), runs the unique (program, tests) pairs of the batch once each in the sandbox
     with the prompt's hidden tests, and returns one reward per rollout, the pass flags, and
-    :func:`group_stats`. Every call is kept in :attr:`rounds` (timings included).
+    :func:`group_stats`, plus each rollout's ``programs`` and ``statuses`` (what the trainer saves for the
+    audit, :mod:`course_lib.rl.audit`). Every call is kept in :attr:`rounds` (timings included).
     """
 
     def __init__(self, prompts: Sequence[RLPrompt], settings: RLSettings):
@@ -284,10 +283,12 @@ class RolloutJudge:
         rewards: list[float | None] = []
         passed: list[bool] = []
         statuses: dict[str, int] = {}
+        per_rollout: list[str] = []
         for k, prog in zip(keys, programs):
             res = None if prog is None else results[unique[(k, prog)]]
             status = "no_code" if res is None else res.status
             statuses[status] = statuses.get(status, 0) + 1
+            per_rollout.append(status)
             if res is not None and res.status == "sandbox_error":
                 rewards.append(None)
                 passed.append(False)
@@ -298,7 +299,7 @@ class RolloutJudge:
         stats.update(unique_programs=len(items), statuses=statuses, judge_seconds=round(time.monotonic() - t0, 3),
                      judge_cpu_seconds=round(_cpu_now() - cpu0, 3))
         self.rounds.append(stats)
-        return {"rewards": rewards, "passed": passed, "stats": stats}
+        return {"rewards": rewards, "passed": passed, "stats": stats, "programs": programs, "statuses": per_rollout}
 
 
 def _cpu_now() -> float:

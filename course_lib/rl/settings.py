@@ -16,16 +16,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from course_lib.evaluation.rewards import REWARD_DOC, REWARDS  # the one reward module (lesson 06)
+
 if TYPE_CHECKING:
     from course_lib.profiles import ProfileLike
 
-REWARDS = ("pass", "fraction", "lecture")
 PROFILE_ONLY_KEYS = ("in_drill",)   # keys of the profile's rl section that are not RLSettings fields
-REWARD_DOC = {
-    "pass": "1 when every hidden test passes, else 0",
-    "fraction": "the share of hidden tests that pass (0 for a syntax or runtime error)",
-    "lecture": "the lecture's calculate_reward: -1 syntax error, -0.5 runtime error, else the share of tests passed",
-}
 
 
 @dataclass(frozen=True)

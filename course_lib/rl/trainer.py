@@ -15,7 +15,9 @@
    and the verdicts never leave this process;
 4. the outputs — ``<out_dir>/train_log.json`` (one record per optimisation step,
    :func:`~course_lib.rl.rollouts.step_record`), ``<out_dir>/rl_result.json`` (settings, timings,
-   versions) and the trained model as a Hugging Face folder ``<out_dir>/model`` (weights and config from
+   versions), ``<out_dir>/rollouts.jsonl`` (every rewarded rollout: step, prompt key, program, reward,
+   status — what :mod:`course_lib.rl.audit` re-judges on fresh inputs) and the trained model as a
+   Hugging Face folder ``<out_dir>/model`` (weights and config from
    TRL, tokenizer and generation config copied from the starting model: the layout of the SFT variants'
    ``lazyllm_merge``, so the drill's inference step loads it as it loads them).
 
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from course_lib.rl.audit import ROLLOUTS_FILE, save_rollouts
 from course_lib.rl.rollouts import RolloutJudge, build_rl_prompts, step_record
 from course_lib.rl.settings import RLSettings, rl_settings, trl_config
 from course_lib.rl.trl_env import clean_env, trl_python
@@ -186,7 +189,8 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
         shutil.rmtree(model_out)
     log_path = Path(train_log_path).resolve() if train_log_path else out_dir / "train_log.json"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (log_path, out_dir / "rl_result.json"):
+    rollouts_path = out_dir / ROLLOUTS_FILE
+    for stale in (log_path, out_dir / "rl_result.json", rollouts_path):
         stale.unlink(missing_ok=True)
     judge = RolloutJudge(prompts, settings)
     _say(log, f"rl: {len(prompts)} prompts ({sum(dropped.values())} rows left out: {dropped}), {settings.steps} steps "
@@ -225,6 +229,8 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
                         worker.answer({"error": f"{type(exc).__name__}: {exc}"})
                         raise
                     judge_s += res["stats"]["judge_seconds"]
+                    save_rollouts(rollouts_path, len(records) + 1, msg["keys"], res["programs"], res["rewards"],
+                                  res["statuses"])   # the rewarded rollouts, for the audit (lesson 10)
                     worker.answer({"rewards": res["rewards"]})
                 elif op == "log":
                     logs = msg.get("logs") or {}
@@ -259,6 +265,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
     cpu_judge = sum(r["judge_cpu_seconds"] for r in rounds)
     result = {
         "model_path": str(model_out), "start_model": str(model_dir), "train_log": str(log_path),
+        "rollouts_file": str(rollouts_path),
         "steps": len(records), "prompts": len(prompts), "dropped": dropped,
         "rollouts": sum(r["rollouts"] for r in rounds), "rounds": len(rounds),
         "sandbox_runs": sum(r["unique_programs"] for r in rounds),

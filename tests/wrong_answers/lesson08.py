@@ -71,8 +71,21 @@ def p2p_ignores_after(before, after):           # a test that broke still counts
     return f2p, p2p
 
 
+def status_words_in_text(messages):                 # issue 34: reads the sandbox's status words in the text
+    words = ("error", "timeout", "memory_limit", "failed")
+    return [m.get("role") == "assistant" and i + 1 < len(messages) and messages[i + 1].get("role") == "tool"
+            and (messages[i + 1].get("error") is True or any(w in str(messages[i + 1].get("content")) for w in words))
+            for i, m in enumerate(messages)]
+
+
+def order_of_before(before, after):                 # issue 34: walks before, not after
+    f2p = [t for t in list(before) + [t for t in after if t not in before] if after.get(t) and not before.get(t, False)]
+    p2p = [t for t in before if after.get(t) and before[t]]
+    return f2p, p2p
+
+
 WRONG_ANSWERS = {
     "08-1": [causal_mask, parent_only, without_self, transposed],
-    "08-2": [text_markers, any_later_tool_error, flags_the_tool_message, flag_or_text],
-    "08-3": [sorted_output, missing_before_counts_as_pass, p2p_ignores_after],
+    "08-2": [text_markers, any_later_tool_error, flags_the_tool_message, flag_or_text, status_words_in_text],
+    "08-3": [sorted_output, missing_before_counts_as_pass, p2p_ignores_after, order_of_before],
 }

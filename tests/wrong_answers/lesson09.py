@@ -258,10 +258,24 @@ def gate_threshold_inclusive(overlaps, threshold=0.25, run=4):
     return out
 
 
+def eps_unused(rewards, eps=1e-6):                  # issue 34: takes eps, divides by std + 1e-6 anyway
+    r = np.asarray(rewards, dtype=float)
+    return (r - r.mean()) / (r.std() + 1e-6)
+
+
+def masked_tokens_get_the_turn_ratio(logp_new, logp_old, turn_ids, mask):   # issue 34: 1.0 only off-turn
+    out = []
+    for t in turn_ids:
+        d = [n - o for n, o, u, m in zip(logp_new, logp_old, turn_ids, mask) if u == t and m]
+        out.append(float(np.exp(sum(d) / len(d))) if d else 1.0)
+    return out
+
+
 WRONG_ANSWERS = {
-    "09-1": [sample_std, no_eps, mean_only, divides_by_max],
+    "09-1": [sample_std, no_eps, mean_only, divides_by_max, eps_unused],
     "09-2": [clip_upper_only, max_not_min, clip_without_min, eps_fixed, clips_the_advantage],
-    "09-3": [arithmetic_mean_of_ratios, token_ratios_only, one_ratio_per_trajectory, mask_ignored],
+    "09-3": [arithmetic_mean_of_ratios, token_ratios_only, one_ratio_per_trajectory, mask_ignored,
+             masked_tokens_get_the_turn_ratio],
     "09-4": [gae_without_lambda, gae_without_bootstrap, monte_carlo_minus_value, gae_forward_loop,
              gae_returns_not_advantages],
     "09-5": [f1_always, swapped_precision_recall, beta_not_squared, lists_not_sets, empty_is_zero],

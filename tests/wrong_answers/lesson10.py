@@ -85,8 +85,53 @@ def fraction_keeps_penalties(kind, status, passed, total):                   # f
     return passed / total
 
 
+def limits_not_penalised(kind, status, passed, total):                       # issue 34: lists six statuses only
+    if kind == "pass":
+        return 1.0 if status == "passed" and passed == total else 0.0
+    if status in ("syntax_error", "no_code"):
+        return -1.0 if kind == "lecture" else 0.0
+    if status in ("runtime_error", "timeout"):
+        return -0.5 if kind == "lecture" else 0.0
+    return passed / total if total else 0.0
+
+
+def zero_tests_divide(kind, status, passed, total):                          # issue 34: a task with no test
+    if kind == "pass":
+        return 1.0 if status == "passed" and passed == total else 0.0
+    if status in ("syntax_error", "no_code"):
+        return -1.0 if kind == "lecture" else 0.0
+    if status in ("runtime_error", "timeout", "memory_limit", "output_limit"):
+        return -0.5 if kind == "lecture" else 0.0
+    return passed / total
+
+
+def pass_ignores_status(kind, status, passed, total):                        # issue 34: counts only
+    if kind == "pass":
+        return 1.0 if passed == total else 0.0
+    if status in ("syntax_error", "no_code"):
+        return -1.0 if kind == "lecture" else 0.0
+    if status in ("runtime_error", "timeout", "memory_limit", "output_limit"):
+        return -0.5 if kind == "lecture" else 0.0
+    return passed / total if total else float(status == "passed")
+
+
+def table_form(kind, status, passed, total):                                 # right: another form
+    penalty = {"syntax_error": -1.0, "no_code": -1.0, "runtime_error": -0.5, "timeout": -0.5,
+               "memory_limit": -0.5, "output_limit": -0.5}
+    share = passed / total if total else float(status == "passed")
+    if kind == "pass":
+        return float(status == "passed" and passed == total)
+    if status in penalty:
+        return penalty[status] if kind == "lecture" else 0.0
+    return share
+
+
+RIGHT_ANSWERS = {"10-3": [table_form]}
+
+
 WRONG_ANSWERS = {
     "10-1": [population_std, batch_baseline, strided_groups, mean_only],
     "10-2": [objective_not_loss, symmetric_clip, upper_side_only, max_not_min, sides_swapped],
-    "10-3": [fraction_everywhere, penalties_swapped, timeout_not_penalised, fraction_keeps_penalties],
+    "10-3": [fraction_everywhere, penalties_swapped, timeout_not_penalised, fraction_keeps_penalties,
+             limits_not_penalised, zero_tests_divide, pass_ignores_status],
 }

@@ -142,7 +142,8 @@ def _run_leased(source: bytes, tests: list[CodeType], limits: Limits, backend: s
         stdout = (stdout + "\n" if stdout and not stdout.endswith("\n") else stdout) + verdict.judge_stdout[:OUTPUT_CAP]
     res = SandboxResult(verdict.status, stdout.rstrip("\n"), stderr, duration,
                         verdict.exit_code if verdict.exit_code is not None else proc.returncode, backend,
-                        verdict.tests, verdict.detail, verdict.test_errors)
+                        verdict.tests, verdict.detail, verdict.test_errors,
+                        exited_at_load=verdict.exited_at_load)
     if res.status == "sandbox_error" or (res.status == "failed" and channel.started is None):
         early = bytes(channel.pre).decode("utf-8", "replace").strip()
         res.status = "sandbox_error"

@@ -14,13 +14,24 @@ judge binds each to plain data or to a proxy, and executes every test — an ass
   values and compares them here;
 * an exception raised in the program re-raises here as the same built-in class (``ValueError``…) or as
   a class created here that subclasses the nearest built-in base, so ``except ValueError`` and
-  ``pytest.raises`` work; a ``SystemExit`` or ``KeyboardInterrupt`` from the program arrives as an
-  ``Exception`` subclass of that name and never stops the judge;
+  ``pytest.raises`` work; a ``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` from the program
+  arrives as an ``Exception`` subclass of that name and never stops the judge;
 * ``import`` in a test loads standard-library modules (and numpy, pandas, pytest) here; any other
   module — the program's own package, e.g. ``from store.inventory import Inventory`` — is imported in
-  the sandbox and arrives as a proxy module. A program's global that is such a module (``import math``)
-  is the judge's own copy in the tests, and a program's global named like a built-in (``abs``) is not
-  visible to them: the tests' own arithmetic never runs in the program.
+  the sandbox and arrives as a proxy module. The judge imports only what the tests import: a program's
+  global is plain data or a handle, never mapped to one of the judge's modules by its name or its
+  class's text (``import math`` in the program gives the tests a handle, answered by the program), and
+  a program's global named like a built-in (``abs``) is not visible to them: the tests' own arithmetic
+  never runs in the program;
+* a handle presents no protocol that lets the judge's libraries read memory or take the program's word
+  for a number: no buffer, ``__array__``/``__array_interface__``/``__array_struct__``, DLPack,
+  ``__index__``/``__int__``/``__float__`` — dunder attributes are never forwarded (numpy and
+  ``pytest.approx`` see an opaque object);
+* what a reply decodes to is budgeted per reply and per run (:data:`~course_lib.evaluation.sandbox.wire.
+  REPLY_BUDGET`, :data:`~course_lib.evaluation.sandbox.wire.RUN_BUDGET`), counted before the JSON is
+  built: over it the run fails;
+* no ``BaseException`` of any kind leaves :func:`judge_run`: a run whose judging fails is that run's
+  verdict (``failed``), and the caller's batch goes on.
 
 Expected values never enter the sandbox, nothing the program writes to any file descriptor is a
 verdict, and a program that rewrites the in-sandbox server can at most answer wrongly or break the
@@ -32,7 +43,6 @@ Introduced in lesson 06.
 from __future__ import annotations
 
 import builtins
-import importlib
 import io
 import json
 import marshal
@@ -48,7 +58,7 @@ from typing import Any
 
 from course_lib.evaluation.sandbox.inside import MAGIC
 from course_lib.evaluation.sandbox.limits import OUTPUT_CAP
-from course_lib.evaluation.sandbox.wire import MAX_FRAME, ProtocolError, decode, frame, request
+from course_lib.evaluation.sandbox.wire import MAX_FRAME, DecodeBudget, ProtocolError, decode, frame, request
 
 LOCAL_IMPORTS = frozenset({"pytest", "numpy", "pandas"})   # besides the standard library
 _NEVER_LOCAL = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter", "turtle",
@@ -141,6 +151,8 @@ class Channel:
             self.pre += chunk
             at = self.pre.find(MAGIC)
             if at < 0:
+                if len(self.pre) > 1 << 20:   # what came before the server started: its last MiB is enough
+                    del self.pre[:-(1 << 19)]
                 return
             self.magic = True
             chunk = bytes(self.pre[at + len(MAGIC):])
@@ -148,6 +160,8 @@ class Channel:
         self.ebuf += chunk
         while len(self.ebuf) >= 5:
             kind, size = self.ebuf[0:1], int.from_bytes(self.ebuf[1:5], "big")
+            if size > MAX_FRAME:
+                raise Abort("failed", f"protocol error: a supervisor frame of {size} bytes")
             if len(self.ebuf) < 5 + size:
                 return
             payload = bytes(self.ebuf[5:5 + size])
@@ -253,6 +267,24 @@ class Channel:
 
 # --- remote objects -------------------------------------------------------------------------------------
 
+# dunder attributes a test may read from a handle: plain descriptions, never a protocol
+_PLAIN_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__dict__", "__annotations__"})
+
+
+def forwarded_attribute(name: str) -> bool:
+    """Whether ``handle.name`` is asked of the program. Dunder names are not (except plain descriptions
+    such as ``__name__``): libraries probe objects for protocols by name — numpy's ``__array__``,
+    ``__array_interface__`` and ``__array_struct__``, DLPack's ``__dlpack__``, ``__index__``,
+    ``__float__``, ``__buffer__``, ``__deepcopy__`` — and a program's answer to one of those would be
+    taken as the truth (a wrong number, or an address for numpy to read). Private names (``_x``) are
+    forwarded. Introduced in lesson 06."""
+    if not isinstance(name, str):
+        return False
+    if name.startswith("__") and name.endswith("__"):
+        return name in _PLAIN_DUNDERS
+    return not name.startswith(("_repr_", "_ipython_", "_array_", "_numpy_"))
+
+
 class Remote:
     """A handle to an object that lives in the sandboxed program. Attribute access, calls, ``len``,
     ``bool``, indexing and iteration are forwarded; equality and hashing are identity, here."""
@@ -265,11 +297,13 @@ class Remote:
         object.__setattr__(self, "_sb_class", cls)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_sb_"):
-            raise AttributeError(name)
+        if name.startswith("_sb_") or not forwarded_attribute(name):
+            raise AttributeError(f"{name!r} of a remote object is not asked for: a handle presents no protocol")
         return self._sb_judge.ask("getattr", self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if not forwarded_attribute(name):
+            raise AttributeError(f"{name!r} of a remote object cannot be set from the tests")
         self._sb_judge.ask("setattr", self, name, value)
 
     def __len__(self) -> int:
@@ -389,6 +423,7 @@ class Judge:
         self.handles: dict[int, Remote] = {}
         self.aborted: Abort | None = None
         self.judge_out = io.StringIO()
+        self.budget = DecodeBudget()   # what this run's replies may still decode to
 
     # values
     def _make_handle(self, spec: Any) -> Any:
@@ -408,7 +443,7 @@ class Judge:
         return None
 
     def _decode(self, data: bytes) -> Any:
-        return decode(data, self._make_handle)
+        return decode(data, self._make_handle, self.budget)
 
     def _abort(self, exc: Abort) -> Abort:
         if self.aborted is None:
@@ -499,11 +534,10 @@ class Judge:
         return self.ask("import", None, name, [str(x) for x in (fromlist or ())])
 
     def namespace(self, names: dict) -> dict:
-        """The tests' globals: the program's names (plain data or proxies; a module the judge can import
-        itself — standard library, numpy, pandas — is the judge's own copy, never the program's), and
-        builtins whose ``__import__`` and ``print`` are the judge's. A program's name that shadows a
-        built-in (``abs``, ``len``, ``sorted``...) is left out: the tests' own arithmetic always uses the
-        real built-ins, so a program cannot answer it."""
+        """The tests' globals: the program's names (plain data or handles — a program's module is a handle
+        too: the judge imports only what the tests import), and builtins whose ``__import__`` and
+        ``print`` are the judge's. A program's name that shadows a built-in (``abs``, ``len``,
+        ``sorted``...) is left out: the tests' own arithmetic always uses the real built-ins, so a program cannot answer it."""
         judge_builtins = dict(builtins.__dict__)
         judge_builtins["__import__"] = self.import_
 
@@ -516,14 +550,7 @@ class Judge:
         for key, value in names.items():
             if not isinstance(key, str) or key in judge_builtins or key.startswith("__"):
                 continue
-            if isinstance(value, Remote) and value._sb_class.startswith("module "):
-                module = value._sb_class[len("module "):]
-                if is_local_module(module):
-                    try:
-                        value = importlib.import_module(module)
-                    except Exception:   # a name the judge cannot import: the proxy stays
-                        pass
-            ns[key] = value
+            ns[key] = value   # plain data or a handle: never one of the judge's modules
         return ns
 
 
@@ -544,6 +571,8 @@ class Verdict:
         self.notes: list[str] = []    # tracebacks of the tests that raised, for stderr
         self.exit_code: int | None = None
         self.judge_stdout = ""        # what the tests themselves printed
+        self.loaded = False           # the program's code finished loading (its names reached the judge)
+        self.exited_at_load = False   # it ended (exit, a death, a broken report) before any test could run
 
 
 def judge_run(channel: Channel, tests: list[CodeType], *, timeout_s: float, startup_s: float,
@@ -581,6 +610,7 @@ def judge_run(channel: Channel, tests: list[CodeType], *, timeout_s: float, star
         elif kind != "ok" or len(first) != 3 or not isinstance(first[2], dict):
             raise judge._abort(Abort("failed", f"protocol error: a load report of kind {str(kind)[:20]!r}"))
         else:
+            v.loaded = True
             _run_tests(judge, judge.namespace(first[2]), tests, v)
             _finish(judge)
             if (ch.exit_info or {}).get("oom"):
@@ -593,6 +623,9 @@ def judge_run(channel: Channel, tests: list[CodeType], *, timeout_s: float, star
                 v.detail = next((e for e in v.test_errors if e), "")
     except Abort as exc:
         v.status, v.detail = exc.status, exc.detail
+    except BaseException as exc:   # noqa: BLE001 - whatever judging raised is this run's failure, never the caller's
+        v.status, v.detail = "failed", f"the judge could not finish this run ({one_line(exc)})"
+    v.exited_at_load = v.status == "failed" and not v.loaded and ch.started is not None
     info = ch.exit_info or {}
     v.exit_code = info["exit"] if "exit" in info else (-info["signal"] if "signal" in info else None)
     v.judge_stdout = judge.judge_out.getvalue()
@@ -608,8 +641,6 @@ def _run_tests(judge: Judge, ns: dict, tests: list[CodeType], v: Verdict) -> Non
             outcome, why = "ok", ""
         except Abort:
             break
-        except KeyboardInterrupt:    # the user's Ctrl-C (the program's arrives as a RemoteException)
-            raise
         except AssertionError as exc:
             outcome, why = "assert", one_line(exc)
         except BaseException as exc:  # the test's own error, or one the program raised

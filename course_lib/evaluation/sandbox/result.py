@@ -13,8 +13,16 @@ STATUSES = ("passed", "failed", "syntax_error", "runtime_error", "timeout", "mem
 
 @dataclass
 class SandboxResult:
-    """What happened to one sample. ``tests`` holds one outcome per test (``ok``, ``assert``, ``error``);
-    ``test_errors`` the one-line reason of each test that did not pass (``""`` for a passing one)."""
+    """What happened to one sample. ``tests`` holds one outcome per test item that ran (``ok``, ``assert``,
+    ``error``); ``test_errors`` the one-line reason of each test that did not pass (``""`` for a passing one).
+
+    ``planned`` says, for every test item given to the run (counted before it), whether it is a test
+    (an assertion, a ``check(...)`` call) or a setup line (imports, definitions, assignments): the
+    counts :attr:`tests_passed` / :attr:`tests_total` are over the planned tests, so setup lines are not
+    tests and a run that ended early has failed every test it never answered. Empty (a result made
+    by hand): every outcome is a test. ``exited_at_load``: the program ended — an exit, a death, a
+    broken report — before its code finished loading, so no test could run (the lecture's reward
+    counts that as a runtime error)."""
 
     status: str
     stdout: str = ""
@@ -25,6 +33,8 @@ class SandboxResult:
     tests: list[str] = field(default_factory=list)
     detail: str = ""
     test_errors: list[str] = field(default_factory=list)
+    planned: list[bool] = field(default_factory=list)
+    exited_at_load: bool = False
 
     @property
     def passed(self) -> bool:
@@ -32,11 +42,15 @@ class SandboxResult:
 
     @property
     def tests_passed(self) -> int:
-        return sum(t == "ok" for t in self.tests)
+        """Planned tests whose outcome is ``ok``."""
+        if not self.planned:
+            return sum(t == "ok" for t in self.tests)
+        return sum(t == "ok" for t, is_test in zip(self.tests, self.planned) if is_test)
 
     @property
     def tests_total(self) -> int:
-        return len(self.tests)
+        """The planned tests (answered or not)."""
+        return sum(self.planned) if self.planned else len(self.tests)
 
     def __repr__(self) -> str:
         extra = f", tests={self.tests_passed}/{self.tests_total}" if self.tests else ""

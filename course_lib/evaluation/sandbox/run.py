@@ -4,6 +4,7 @@ Introduced in lesson 06.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -35,6 +36,32 @@ def compile_tests(tests: str | Sequence[str] | None) -> list[CodeType]:
     return out
 
 
+_SETUP_NODES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+                ast.AnnAssign, ast.AugAssign, ast.Pass, ast.Global, ast.Nonlocal)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_planned_test(source: str) -> bool:
+    """Whether one test item is a test (counted before the run) or a setup line: an item is setup when
+    every top-level statement is an import, a definition, an assignment or a docstring; anything else —
+    an ``assert``, a call such as HumanEval's ``check(candidate)``, a loop — is a test. A source that
+    does not parse counts as a test. Introduced in lesson 06."""
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return True
+    return not all(isinstance(n, _SETUP_NODES) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+                   for n in body)
+
+
+def planned_tests(tests: str | Sequence[str] | None) -> list[bool]:
+    """For each test item, whether it is a planned test (:func:`is_planned_test`) or setup: what
+    :attr:`SandboxResult.planned` holds. Introduced in lesson 06."""
+    if tests is None:
+        return []
+    return [is_planned_test(t) for t in ([tests] if isinstance(tests, str) else list(tests))]
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile_test(source: str, index: int) -> CodeType:
     # the same hidden tests judge many samples (code objects are immutable: one per source is enough)
@@ -55,8 +82,11 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
     (:data:`~course_lib.evaluation.sandbox.limits.DEFAULT_TIMEOUT_S`, ``DEFAULT_MEMORY_MB``); invalid
     values raise ValueError. ``backend`` follows :func:`~course_lib.evaluation.sandbox.policy.resolve_backend`.
     The result's ``.status`` is one of :data:`STATUSES`; ``.stdout``/``.stderr`` are capped at 64 KiB;
-    ``.tests`` lists the outcome of each test ("ok", "assert", "error"). Each run leases its own
-    unprivileged uid. Introduced in lesson 06.
+    ``.tests`` lists the outcome of each test item that ran ("ok", "assert", "error"); ``.planned`` which
+    items are tests rather than setup lines (:func:`planned_tests`), so ``.tests_total`` counts the planned
+    tests, answered or not. Each run leases its own unprivileged uid. Nothing the program does makes
+    this raise: any exception while running or judging it (even a ``BaseException``) is the sample's
+    result. Introduced in lesson 06.
     """
     global _unsafe_warned
     if not isinstance(code, str):
@@ -73,7 +103,15 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
         msg = ("SANDBOX_BACKEND=unsafe: samples run as plain subprocesses with rlimits — this is NOT "
                "isolation (they can read your files, use the network, kill processes). Use bwrap or docker.")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    return run_one(code, test_codes, limits, name)
+    plan = planned_tests(tests)
+    try:
+        result = run_one(code, test_codes, limits, name)
+    except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
+        result = SandboxResult("sandbox_error", backend=name, detail=f"the run could not finish: "
+                                                                     f"{type(exc).__name__}: {exc}"[:500])
+    if isinstance(result, SandboxResult):
+        result.planned = plan
+    return result
 
 
 def _as_kwargs(item: Any) -> dict:
@@ -107,7 +145,7 @@ def run_many(items: Iterable[Any], *, workers: int = 8, progress: bool = True, *
     def work(index: int) -> None:
         try:
             results[index] = run_code(**jobs[index])
-        except Exception as exc:  # never let one sample stop the batch
+        except BaseException as exc:  # noqa: BLE001 - never let one sample stop the batch
             results[index] = SandboxResult("sandbox_error", backend=jobs[index]["backend"],
                                            detail=f"{type(exc).__name__}: {exc}")
 

@@ -20,12 +20,19 @@ JSON object is always a one-key tagged value:
 
 and ``H``, a handle: ``[id, class name, callable, module name]``.
 
+What a reply may decode to is budgeted (:class:`DecodeBudget`): per reply and per run, a number of
+objects and of bytes, counted on the frame *before* ``json`` builds anything (every value is a
+container opening, a comma-separated item or the frame's one value, outside strings) — so a run's
+replies cannot grow the judge's memory by more than the budget (2-byte ``[]`` items would otherwise
+decode to 56-byte lists: 48 MiB of replies, 1.2 GiB in the judge).
+
 Introduced in lesson 06.
 """
 from __future__ import annotations
 
 import json
 import marshal
+import re
 import struct
 from collections import Counter
 from typing import Any, Callable
@@ -34,11 +41,44 @@ MAX_FRAME = 16 * 1024 * 1024   # the same cap as the in-sandbox server's
 MAX_SAME_HASH = 64             # keys of one dict/set that may share one hash value
 _U32 = struct.Struct(">I")
 _INT_LIMIT = 1 << 62
+# (objects, bytes) one reply, and all the replies of one run, may decode to
+REPLY_BUDGET = (500_000, MAX_FRAME)
+RUN_BUDGET = (1_000_000, 32 * 1024 * 1024)
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 class ProtocolError(Exception):
     """The sandbox side broke the protocol: a bad frame, a value that is not plain data, a reply that was
     not asked for. The judge counts the run as failed."""
+
+
+def count_values(data: bytes) -> int:
+    """An upper bound on the number of objects ``data`` (one JSON frame) decodes to, counted without
+    decoding it: strings are blanked, then every ``[``, ``{`` and ``,`` opens or separates one value.
+    Introduced in lesson 06."""
+    bare = _JSON_STRING.sub(b"0", data) if b'"' in data else data
+    return bare.count(b"[") + bare.count(b"{") + bare.count(b",") + 1
+
+
+class DecodeBudget:
+    """How much one run's replies may still decode to (objects, bytes), and each reply on its own
+    (:data:`REPLY_BUDGET`); :meth:`charge` raises :class:`ProtocolError` when a frame would go over.
+    Bytes are the frame's length: no string or bytes value decodes to more characters than it took on
+    the wire. Introduced in lesson 06."""
+
+    def __init__(self, objects: int = RUN_BUDGET[0], nbytes: int = RUN_BUDGET[1]) -> None:
+        self.objects, self.nbytes = objects, nbytes
+
+    def charge(self, data: bytes) -> None:
+        n = count_values(data)
+        if n > REPLY_BUDGET[0] or len(data) > REPLY_BUDGET[1]:
+            raise ProtocolError(f"a reply of {n} values / {len(data)} bytes is over the per-reply budget of "
+                                f"{REPLY_BUDGET[0]} values / {REPLY_BUDGET[1]} bytes")
+        self.objects -= n
+        self.nbytes -= len(data)
+        if self.objects < 0 or self.nbytes < 0:
+            raise ProtocolError(f"the run's replies are over its budget of {RUN_BUDGET[0]} values / "
+                                f"{RUN_BUDGET[1]} bytes")
 
 
 def frame(payload: bytes) -> bytes:
@@ -89,9 +129,11 @@ def _big_int(text: Any) -> int:
     return int(text, 16)
 
 
-def decode(data: bytes, make_handle: Callable[[list], Any]) -> Any:
+def decode(data: bytes, make_handle: Callable[[list], Any], budget: DecodeBudget | None = None) -> Any:
     """Decode one frame from the sandbox. ``make_handle([id, class, callable, module])`` gives the
-    judge's proxy for a handle. Raises :class:`ProtocolError` on anything that is not plain data."""
+    judge's proxy for a handle; ``budget`` (the run's :class:`DecodeBudget`) is charged first. Raises
+    :class:`ProtocolError` on anything that is not plain data, or over the budget."""
+    (budget or DecodeBudget()).charge(data)
     tags: dict[str, Callable[[Any], Any]] = {
         "T": _collection(tuple), "S": _collection(set), "F": _collection(frozenset), "D": _dict,
         "B": _hex(bytes), "A": _hex(bytearray), "C": _complex, "I": _big_int, "H": make_handle,
