@@ -126,7 +126,7 @@ def test_floats_close_counts_ulps_no_finer_than_at_one():
 def test_check_value(capsys):
     assert check_value("n", 3, 3, strict=True)
     assert not check_value("n", 2, 3, hint="count blank lines too", strict=False)
-    assert "hint: count blank lines too" in capsys.readouterr().out
+    assert "提示 (hint): count blank lines too" in capsys.readouterr().out
     with pytest.raises(ExerciseCheckError):
         check_value("n", 2, 3, strict=True)
 

@@ -194,13 +194,13 @@ def check_function(
             print(msg)
             return reference
         except Exception as exc:  # the student's code crashed: show where
-            _fail(f"✗ {name}: {_case_of(i, len(cases))} 抛出了 {type(exc).__name__}: {exc}\n"
+            _fail(f"✗ {name}: {_case_of(i, len(cases))}抛出了 {type(exc).__name__}: {exc}\n"
                   f"    input:    {case.describe()}\n"
                   f"    expected: {_short(expected)}\n"
                   f"  {CONTINUES}", strict)
             return reference
         if not compare(got, expected):
-            _fail(f"✗ {name}: {_case_of(i, len(cases))} 与参考实现 (reference) 不同\n"
+            _fail(f"✗ {name}: {_case_of(i, len(cases))}与参考实现 (reference) 不同\n"
                   f"    input:    {case.describe()}\n"
                   f"    expected: {_short(expected)}\n"
                   f"    got:      {_short(got)}\n"
