@@ -303,6 +303,8 @@ def _failure_cell(nb):
     if found is None:
         return None
     number, cell, error = found
+    error = dict(error)
+    scrub_error(error, _secret_lines(cell.source))   # the slide quotes the error as the deck shows it
     shown = strip_for_slides(cell.source).strip().splitlines()
     first = next((ln for ln in shown if ln.strip() and not ln.lstrip().startswith("#")), shown[0] if shown else "")
     count = cell.get("execution_count")
