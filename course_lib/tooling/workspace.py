@@ -186,7 +186,8 @@ def exercise_progress(folder: str | Path | None = None) -> list[ExerciseStatus]:
     notebooks = course_notebooks()
     cells_by_lesson: dict[str, dict[str, str]] = {}
     result = []
-    for ex_id, ex in exercises.all_exercises().items():
+    ordered = sorted(exercises.all_exercises().items(), key=lambda kv: tuple(int(x) for x in kv[0].split("-")))
+    for ex_id, ex in ordered:
         lesson = ex_id.split("-")[0]
         name = notebooks[lesson].name if lesson in notebooks else f"{lesson}_*.ipynb"
         path = folder / name
