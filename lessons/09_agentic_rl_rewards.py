@@ -34,7 +34,7 @@ import torch
 from course_lib import exercises, get_profile, record
 from course_lib.agentic import load_lesson_model
 from course_lib.agentic.grpo import (clipped_surrogate, difficulty_weights, dynamic_sampling_filter, group_advantages,
-                                     truncation_by_length, weighted_advantages)
+                                     weighted_advantages)
 from course_lib.agentic.turns import (icepop_mask, moe_logprobs, moe_routes, ratio_noise_by_k, sequence_ratios,
                                       token_logprobs, token_ratios, turn_level_loss, turn_ratios)
 from course_lib.agentic.critic import CRITICS, ToyTask, advantage_quality, paired_difference, ppo_experiment
@@ -43,7 +43,7 @@ from course_lib.agentic.trajectories import (GUIDANCE_MODES, TOY_OFF_PATH, TOY_R
                                              toy_rule_test, toy_step_policy)
 from course_lib.agentic.distill import (UnreliableTeacher, cold_start, fusion_experiment, gate_weights, mean_reverse_kl,
                                         on_policy_distill, rl_opd_bandit, sample_continuations, sequence_cross_entropy,
-                                        weaken)
+                                        truncation_by_length, weaken)
 
 P = get_profile(PROFILE).agentic
 torch.manual_seed(SEED)

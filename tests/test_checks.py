@@ -33,21 +33,21 @@ CASES = [([1, 2, 3],), {"xs": [4], "k": 3}, Case(([1, 2],), {"k": 2})]
 def test_correct_answer_returns_the_student_function(capsys):
     fn = check_function(correct, reference, CASES, name="scale", strict=False)
     assert fn is correct
-    assert "✓ scale: all 3 cases agree" in capsys.readouterr().out
+    assert "✓ scale: 全部 3 个 case 都与参考实现 (reference) 一致" in capsys.readouterr().out
 
 
 def test_wrong_answer_is_caught_and_explained(capsys):
     fn = check_function(wrong, reference, CASES, name="scale", strict=False)
     assert fn is reference  # the notebook goes on with the reference
     out = capsys.readouterr().out
-    assert "✗ scale: case 1 of 3 differs" in out
+    assert "✗ scale: 第 1 个 case（共 3 个）与参考实现 (reference) 不同" in out
     assert "input:    ([1, 2, 3])" in out
     assert "expected: [1, 2, 3]" in out
     assert "got:      [1, 2]" in out
 
 
 def test_strict_check_raises_on_a_wrong_answer():
-    with pytest.raises(ExerciseCheckError, match="case 1 of 3 differs"):
+    with pytest.raises(ExerciseCheckError, match="第 1 个 case（共 3 个）与参考实现"):
         check_function(wrong, reference, CASES, name="scale", strict=True)
 
 
@@ -62,7 +62,8 @@ def test_strict_comes_from_the_environment(monkeypatch):
 def test_not_done_yet_returns_the_reference(capsys):
     fn = check_function(unfinished, reference, CASES, name="scale", strict=False)
     assert fn is reference
-    assert "not done yet" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "○ scale: 还没做 (not done yet)" in out and "YOUR CODE HERE" in out
 
 
 def test_not_done_yet_fails_in_the_solutions_regression():
@@ -75,7 +76,7 @@ def test_a_crashing_answer_is_reported(capsys):
         return xs[10]
 
     assert check_function(crash, reference, CASES, strict=False) is reference
-    assert "raised IndexError" in capsys.readouterr().out
+    assert "抛出了 IndexError" in capsys.readouterr().out
     with pytest.raises(ExerciseCheckError, match="IndexError"):
         check_function(crash, reference, CASES, strict=True)
 
@@ -125,7 +126,7 @@ def test_floats_close_counts_ulps_no_finer_than_at_one():
 def test_check_value(capsys):
     assert check_value("n", 3, 3, strict=True)
     assert not check_value("n", 2, 3, hint="count blank lines too", strict=False)
-    assert "hint: count blank lines too" in capsys.readouterr().out
+    assert "提示 (hint): count blank lines too" in capsys.readouterr().out
     with pytest.raises(ExerciseCheckError):
         check_value("n", 2, 3, strict=True)
 

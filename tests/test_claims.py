@@ -33,7 +33,7 @@ def test_09_reference_guidance_saves_rollouts_and_keeps_novel_successes(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_09_the_gate_cuts_long_trajectories_more_and_strata_keep_them(seed):
-    from course_lib.agentic.grpo import truncation_by_length
+    from course_lib.agentic.distill import truncation_by_length
 
     t = truncation_by_length(seed=seed)
     assert t["survive_longest"] < t["survive_rest"] - 0.1, (seed, t["survive_longest"], t["survive_rest"])

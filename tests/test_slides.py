@@ -55,6 +55,7 @@ def test_lesson_00_exports_with_a_slide_per_section(tmp_path, repo, vendor):
     nb = repo / "solutions" / "00_setup_and_tour.ipynb"
     html = export_slides(nb, tmp_path)
     assert html.name == "00_setup_and_tour.slides.html"
+    assert "<title>第00课 环境准备与课程导览 (Setup and tour)</title>" in html.read_text(encoding="utf-8")
     assert_one_slide_per_section(nb, html)
     _assert_offline(html, vendor)
 
@@ -114,14 +115,18 @@ def test_every_deck_fits_the_screen_in_headless_chromium(tmp_path, repo, vendor)
         driver = browser(1280, 720)
     except SlidesError as exc:
         pytest.fail(str(exc))
-    problems = []
+    problems, scrolling = [], []
     try:
         for html in _decks_to_measure(repo, tmp_path):
-            count, found = measure_deck(driver, html)
+            boxes: list[str] = []
+            count, found = measure_deck(driver, html, scrolling=boxes)
             assert count > 0, f"{html.name}: no slides"
             problems += [f"{html.name}: {p}" for p in found]
+            scrolling += [f"{html.name}: {b}" for b in boxes]
     finally:
         driver.quit()
+    # boxes that still scroll hold only code or text (a figure or a table in one is a problem above)
+    print(f"{len(scrolling)} boxes need scrolling:\n" + "\n".join(scrolling))
     assert not problems, "\n".join(problems)
 
 
@@ -228,3 +233,106 @@ def test_executed_lessons_save_no_frozen_progress_bar(lesson, notebook_records):
     frozen = [(i, str(o.get("data", {}).get("text/plain", ""))[:60]) for i, c in enumerate(nb.cells)
               for o in c.get("outputs", []) if frozen_widget(o)]
     assert not frozen, f"{lesson.name}: frozen progress bars (cell, text) in the saved outputs: {frozen}"
+
+
+def _failed_notebook(path: Path) -> Path:
+    """A lesson whose second code cell failed in a hidden test (the traceback quotes the hidden lines)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        md("# 第99课 失败的一课 (A failing lesson)", slide="slide"),
+        code("x = 1", slide="slide"),
+        code("def f():\n    ### BEGIN SOLUTION\n    return 41\n    ### END SOLUTION\n\n"
+             "### BEGIN HIDDEN TESTS\nassert f() == 42, 'SECRET_EXPECTED_42'\n### END HIDDEN TESTS", slide="-"),
+        md("## 后面的一节", slide="slide"),
+        code("print('never ran')", slide="-"),
+    ]
+    nb.cells[2].execution_count = 2
+    nb.cells[2].outputs = [nbformat.v4.new_output(
+        "error", ename="AssertionError", evalue="SECRET_EXPECTED_42",
+        traceback=["\x1b[0;31m----------------------------------------\x1b[0m",
+                   "Cell \x1b[0;32mIn[2], line 7\x1b[0m\n\x1b[1;32m      3\x1b[0m     return 41\n"
+                   "\x1b[1;32m      5\x1b[0m ### BEGIN HIDDEN TESTS\n"
+                   "\x1b[0;32m----> 7\x1b[0m assert f() == 42, 'SECRET_EXPECTED_42'\n"
+                   "\x1b[1;32m      8\x1b[0m ### END HIDDEN TESTS\n",
+                   "\x1b[0;31mAssertionError\x1b[0m: SECRET_EXPECTED_42"])]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_failed_notebooks_deck_opens_with_the_failure_and_shows_no_hidden_test(tmp_path, vendor):
+    html = export_slides(_failed_notebook(tmp_path / "99_failing.ipynb"), tmp_path / "out")
+    text = html.read_text(encoding="utf-8")
+    for secret in ("BEGIN HIDDEN", "END HIDDEN", "SECRET_EXPECTED_42", "assert f() == 42", "return 41",
+                   "BEGIN SOLUTION"):
+        assert secret not in text, f"the deck shows {secret!r}"
+    _, headings = slide_outline(html)
+    assert headings[0][0] == 2 and "执行失败" in headings[0][1], headings   # right after the title slide
+    assert "cell 3" in text and "In [2]" in text and "AssertionError" in text and "hidden test" in text
+    assert "<title>第99课 失败的一课 (A failing lesson)</title>" in text
+
+
+def test_a_traceback_keeps_its_own_lines_and_loses_only_the_secret_ones():
+    from course_lib.tooling.slides import HIDDEN_TEST_FAILED, scrub_error
+
+    out = {"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+           "traceback": ["Cell In[3], line 2\n      1 y = 0\n----> 2 print(1 / y)\n      3 ### BEGIN HIDDEN TESTS\n"
+                         "      4 assert y == 1\n", "ZeroDivisionError: division by zero"]}
+    assert scrub_error(out, {"### BEGIN HIDDEN TESTS", "assert y == 1", "### END HIDDEN TESTS"})
+    assert "print(1 / y)" in out["traceback"][0] and "assert y" not in out["traceback"][0]
+    assert out["evalue"] == "division by zero" and HIDDEN_TEST_FAILED not in "".join(out["traceback"])
+
+
+def test_a_long_output_shows_its_head_and_tail_with_a_note():
+    from course_lib.tooling.slides import HEAD_LINES, TAIL_LINES, prepare_for_slides, shorten_text
+
+    text = "".join(f"line {i}\n" for i in range(200))
+    short = shorten_text(text)
+    assert short.startswith("line 0\n") and short.endswith("line 199\n")
+    assert f"省略了中间 {200 - HEAD_LINES - TAIL_LINES} 行" in short
+    assert len(short.splitlines()) == HEAD_LINES + TAIL_LINES + 1
+    assert shorten_text("a\nb\n") == "a\nb\n"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code("for i in range(200): print(f'line {i}')", slide="slide")]
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text=text)]
+    shown = [c for c in prepare_for_slides(nb).cells if c.outputs]
+    assert shown[0].outputs[0]["text"] == short
+
+
+def test_a_tall_figure_and_a_long_code_cell_are_fitted_not_cut(tmp_path, vendor):
+    """Boxes are sized to the space the slide has left: a figure taller than the slide is scaled to fit
+    (no scroll box hides part of it), and no slide runs past the screen."""
+    import base64
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib.tooling.slides import SlidesError, browser, measure_deck
+
+    if vendor is None:
+        pytest.skip("npm could not vendor reveal.js here (see README, Troubleshooting)")
+    fig, ax = plt.subplots(figsize=(6, 9), dpi=100)
+    ax.plot([0, 1], [0, 1])
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    cell = code("\n".join(f"a{i} = {i}" for i in range(6)), slide="slide", tags=["slide-output-inline"])
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(buf.getvalue()).decode(),
+                                                                   "text/plain": "<Figure>"})]
+    long_code = code("\n".join(f"value_{i} = compute({i})  # step {i}" for i in range(22)), slide="slide")
+    nb_path = write_notebook(tmp_path / "t.ipynb", [
+        md("# T", slide="slide"), code("PROFILE = 'ci'", slide="skip", tags=["parameters"]),
+        md("## 图", slide="slide"), cell, md("## 代码", slide="slide"), long_code])
+    html = export_slides(nb_path, tmp_path / "out")
+    try:
+        driver = browser(1280, 720)
+    except SlidesError as exc:
+        pytest.fail(str(exc))
+    scrolling: list[str] = []
+    try:
+        _, problems = measure_deck(driver, html, scrolling=scrolling)
+    finally:
+        driver.quit()
+    assert not problems, problems
+    assert not scrolling, scrolling

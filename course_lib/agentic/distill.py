@@ -336,3 +336,26 @@ def fusion_experiment(domain_targets: torch.Tensor, *, steps: int = 300, lr: flo
     return {"scores": scores, "routes": routes, "experts": experts, "averaged": averaged, "fused": fused,
             "kl_averaged": kl_to_teacher(averaged), "kl_fused": kl_to_teacher(fused),
             "kl_experts_off_domain": [kl_to_teacher(e) for e in experts]}
+
+
+def truncation_by_length(seed: int = 0, n: int = 64, low_overlap_rate: float = 0.15, threshold: float = 0.25,
+                         run: int = 4, batch_size: int = 8, num_strata: int = 4) -> dict:
+    """Lesson 09's toy: ``n`` trajectories of log-normal lengths (64–8,192 tokens), each token low-overlap
+    (0.1) with probability ``low_overlap_rate``, else 0.8; the gate (:func:`gate_weights`)
+    cuts each after ``run`` low tokens in a row. Returns the lengths, the tokens that survive per trajectory,
+    the longest quarter's indices, the share of tokens surviving in the longest quarter and in the rest, and
+    random vs length-stratified batches. Introduced in lesson 09."""
+    from course_lib.agentic.grpo import length_stratified_batches
+
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(7, 1, n).astype(int), 64, 8192)
+    overlap = np.where(rng.random((n, lengths.max())) < low_overlap_rate, 0.1, 0.8)
+    weights = gate_weights(torch.tensor(overlap), threshold=threshold, run=run).numpy()
+    trained = np.array([(weights[i, :lengths[i]] > 0).sum() for i in range(n)])
+    longest = np.argsort(lengths)[-n // 4:]
+    rest = np.delete(np.arange(n), longest)
+    return {"lengths": lengths, "trained": trained, "longest": longest,
+            "survive_longest": float(trained[longest].sum() / lengths[longest].sum()),
+            "survive_rest": float(trained[rest].sum() / lengths[rest].sum()),
+            "random_batches": np.random.default_rng(seed).permutation(n).reshape(-1, batch_size).tolist(),
+            "stratified_batches": length_stratified_batches(lengths, batch_size, num_strata, seed=seed)}

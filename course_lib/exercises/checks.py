@@ -1,8 +1,9 @@
 """The exercise checker: run a student's function against the reference and explain the first difference.
 
-In a student notebook an unfinished exercise (``raise NotImplementedError``) prints "not done yet" and
-the notebook goes on with the reference implementation, so "Run All" always works. A wrong answer
-prints the first failing case (input, expected, got); when checks are strict (the solutions
+In a student notebook an unfinished exercise (``raise NotImplementedError``) prints "还没做 (not done yet)"
+and the notebook goes on with the reference implementation, so "Run All" always works. A wrong answer
+prints the first failing case (input, expected, got). Messages are in the course's language (Chinese with
+English technical terms); when checks are strict (the solutions
 regression sets ``COURSE_CHECKS=strict``) it raises :class:`ExerciseCheckError` instead.
 
 Floats are compared to a few units in the last place (:func:`values_equal`), so a correct answer that
@@ -142,6 +143,15 @@ def numbers_close(got: Any, expected: Any, tol: float) -> bool:
     return values_equal(got, expected, rel=tol, abs_=tol)
 
 
+CONTINUES = "notebook 先用参考实现 (reference implementation) 继续往下运行。"
+"""The sentence every non-passing check ends with: "Run All" goes on."""
+
+
+def _case_of(i: int, n: int) -> str:
+    """ "第 2 个 case（共 5 个）": which case failed, in the course's language."""
+    return f"第 {i} 个 case（共 {n} 个）"
+
+
 def _fail(message: str, strict: bool) -> None:
     if strict:
         raise ExerciseCheckError(message)
@@ -177,26 +187,26 @@ def check_function(
         try:
             got = student(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
         except NotImplementedError:
-            msg = (f"○ {name}: not done yet — write your code where it says `# YOUR CODE HERE`. "
-                   f"The notebook continues with the reference implementation.")
+            msg = (f"○ {name}: 还没做 (not done yet) — 在 `# YOUR CODE HERE` 处写你的代码。"
+                   f"{CONTINUES}")
             if strict:
-                raise ExerciseCheckError(f"{name}: the solution raised NotImplementedError")
+                raise ExerciseCheckError(f"{name}: 参考答案 (solution) 抛出了 NotImplementedError")
             print(msg)
             return reference
         except Exception as exc:  # the student's code crashed: show where
-            _fail(f"✗ {name}: case {i} of {len(cases)} raised {type(exc).__name__}: {exc}\n"
+            _fail(f"✗ {name}: {_case_of(i, len(cases))}抛出了 {type(exc).__name__}: {exc}\n"
                   f"    input:    {case.describe()}\n"
                   f"    expected: {_short(expected)}\n"
-                  f"  The notebook continues with the reference implementation.", strict)
+                  f"  {CONTINUES}", strict)
             return reference
         if not compare(got, expected):
-            _fail(f"✗ {name}: case {i} of {len(cases)} differs from the reference\n"
+            _fail(f"✗ {name}: {_case_of(i, len(cases))}与参考实现 (reference) 不同\n"
                   f"    input:    {case.describe()}\n"
                   f"    expected: {_short(expected)}\n"
                   f"    got:      {_short(got)}\n"
-                  f"  The notebook continues with the reference implementation.", strict)
+                  f"  {CONTINUES}", strict)
             return reference
-    print(f"✓ {name}: all {len(cases)} cases agree with the reference.")
+    print(f"✓ {name}: 全部 {len(cases)} 个 case 都与参考实现 (reference) 一致。")
     return student
 
 
@@ -212,6 +222,6 @@ def check_value(name: str, got: Any, expected: Any, *, hint: str = "",
     if compare(got, expected):
         print(f"✓ {name}: {_short(got, 120)}")
         return True
-    _fail(f"✗ {name}: expected {_short(expected)}, got {_short(got)}" + (f"\n  hint: {hint}" if hint else ""),
+    _fail(f"✗ {name}: expected {_short(expected)}, got {_short(got)}" + (f"\n  提示 (hint): {hint}" if hint else ""),
           strict)
     return False

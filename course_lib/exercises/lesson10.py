@@ -1,5 +1,6 @@
-"""Lesson 10's exercises: the group-relative advantage as TRL computes it, the clipped surrogate with two
-clip sides as a loss, and the three rewards (the lecture's ``calculate_reward`` among them).
+"""Lesson 10's exercises, in the lesson's order: the three rewards (10-1, the lecture's ``calculate_reward``
+among them), the group-relative advantage as TRL computes it (10-2), and the clipped surrogate with two
+clip sides as a loss (10-3).
 Introduced in lesson 10."""
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _close(got, expected):
 
 EXERCISES = [
     Exercise(
-        id="10-1", name="my_trl_advantages", reference=reference_trl_advantages, compare=_close,
+        id="10-2", name="my_trl_advantages", reference=reference_trl_advantages, compare=_close,
         description="consecutive groups of group_size: (r - group mean) / (sample std of the group + 1e-4)",
         cases=[([1, 0, 0, 1], 4),
                ([1, 0, 0, 1, 1, 1, 1, 1], 4),                 # the second group has no signal: 0 everywhere
@@ -39,7 +40,7 @@ EXERCISES = [
                ([0.25, 0.5, -1.0, -0.5, 1.0, 0.0], 3),        # the lecture's reward: negative values
                ([0, 0, 0, 1, 0, 0, 0, 0], 8)]),               # one success in K = 8
     Exercise(
-        id="10-2", name="my_clipped_loss", reference=reference_clipped_loss, compare=_close,
+        id="10-3", name="my_clipped_loss", reference=reference_clipped_loss, compare=_close,
         description="per token -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A): two clip sides, as a loss",
         cases=[([1.5], [1.0]),                                 # A > 0, high ratio: the HIGH side (1.28) binds
                ([0.5], [-1.0]),                                # A < 0, low ratio: the LOW side (0.8) binds
@@ -49,7 +50,7 @@ EXERCISES = [
                ([1.25, 0.75], [1.0, -1.0], 0.1, 0.2),          # other sides: 1.2 and 0.9 bind
                ([1.3, 0.7], [1.0, -1.0], 0.2, 0.2)]),          # symmetric (PPO's single epsilon)
     Exercise(
-        id="10-3", name="my_rl_reward", reference=reference_rl_reward, compare=_close,
+        id="10-1", name="my_rl_reward", reference=reference_rl_reward, compare=_close,
         description="pass: 1 iff the run passed and every planned test passed; fraction: share passed, 0 on a "
                     "syntax error, a crash or a limit; lecture: -1 syntax error / no code, -0.5 runtime error / "
                     "timeout / memory_limit / output_limit, else the share passed; no planned test: the status decides",

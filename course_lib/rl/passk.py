@@ -61,16 +61,25 @@ def sample_completions(model_dir, prompts: Sequence[RLPrompt], *, n: int, temper
     torch.manual_seed(seed)
     out: list[list[str]] = [[] for _ in prompts]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        width = max(len(ids[i]) for i in chunk)
-        inp = torch.tensor([[pad] * (width - len(ids[i])) + ids[i] for i in chunk])
-        att = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk])
-        with torch.no_grad():
-            gen = model.generate(input_ids=inp, attention_mask=att, generation_config=cfg)
-        rows = gen[:, width:].tolist()
-        for j, i in enumerate(chunk):
-            out[i] = [decode_answer(tok, rows[j * n + s], stop)["response"] for s in range(n)]
+    # generate() logs (in red, on stderr) that the explicit config overrides the model's saved
+    # generation_config defaults — which is the point here, not an error: silence transformers' logger.
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            width = max(len(ids[i]) for i in chunk)
+            inp = torch.tensor([[pad] * (width - len(ids[i])) + ids[i] for i in chunk])
+            att = torch.tensor([[0] * (width - len(ids[i])) + [1] * len(ids[i]) for i in chunk])
+            with torch.no_grad():
+                gen = model.generate(input_ids=inp, attention_mask=att, generation_config=cfg)
+            rows = gen[:, width:].tolist()
+            for j, i in enumerate(chunk):
+                out[i] = [decode_answer(tok, rows[j * n + s], stop)["response"] for s in range(n)]
+    finally:
+        hf_logging.set_verbosity(verbosity)
     del model
     return out
 

@@ -75,30 +75,58 @@ def lab_command(folder: str = "notebooks", extra: list[str] | None = None) -> li
 
 
 def _cmd_lab(argv: list[str]) -> int:
+    """``./course lab``: the student's workspace in JupyterLab (the course's own ``--help``)."""
     import os
 
-    from course_lib.paths import repo_root
+    from course_lib.tooling.workspace import _print_report, prepare_workspace
 
-    folder = "notebooks"
-    if argv and not argv[0].startswith("-"):
-        folder, argv = argv[0], argv[1:]
-    cmd = lab_command(folder, argv)
+    p = argparse.ArgumentParser(
+        prog="course lab",
+        description="Open JupyterLab on your own workspace: first copy every student notebook you do not have "
+                    "yet from notebooks/ into workspace/ (ignored by git; $COURSE_WORKSPACE chooses another "
+                    "folder), never overwriting your copies, then start JupyterLab there with offline-safe "
+                    "flags. Open the printed http://127.0.0.1:PORT/lab?token=... URL in your browser; stop "
+                    "with Ctrl-C. Arguments after `--` go to JupyterLab.",
+        epilog="See also: ./course restore NN (a fresh copy of one lesson), ./course progress (which "
+               "exercises pass).")
+    p.add_argument("--port", type=int, default=None, help="the port to serve on (JupyterLab default 8888)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="prepare the workspace and print the JupyterLab command, do not start it")
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    args = p.parse_args(argv)
+    report = prepare_workspace()
+    _print_report(report)
+    if args.port:
+        extra = [f"--port={args.port}", *extra]
+    cmd = lab_command(str(report.folder), extra)
+    print("$ " + " ".join(cmd), flush=True)
+    if args.dry_run:
+        return 0
     try:
         write_lab_overrides()
     except OSError as exc:
         print(f"course lab: could not write JupyterLab's settings overrides ({exc}); "
               "JupyterLab may ask about news", file=sys.stderr)
-    print("$ " + " ".join(cmd), flush=True)
-    os.chdir(repo_root() or ".")
+    os.chdir(report.folder)
     os.execv(cmd[0], cmd)
     return 0  # pragma: no cover
 
 
 COMMANDS = {
-    "notebooks": ("build solutions/ and notebooks/ from the lesson sources lessons/*.py",
-                  "course_lib.tooling.cli:_cmd_notebooks"),
-    "lab": ("open JupyterLab on notebooks/ (offline-friendly flags)", "course_lib.tooling.cli:_cmd_lab"),
+    "lab": ("open JupyterLab on your own workspace/ (a git-ignored copy of the student notebooks)",
+            "course_lib.tooling.cli:_cmd_lab"),
+    "workspace": ("create workspace/ or copy in the lessons it lacks (never overwrites your notebooks)",
+                  "course_lib.tooling.workspace:workspace_main"),
+    "restore": ("restore NN: replace your copy of lesson NN with the course's (old copy kept in .backup/)",
+                "course_lib.tooling.workspace:restore_main"),
+    "progress": ("list every exercise: passed, wrong, not done yet or not run, in your workspace",
+                 "course_lib.tooling.workspace:progress_main"),
     "run": ("run every lesson notebook with papermill, export slides, print a table", "course_lib.tooling.runner:main"),
+    "notebooks": ("build solutions/ and notebooks/ from the lesson sources lessons/*.py (course authors)",
+                  "course_lib.tooling.cli:_cmd_notebooks"),
     "slides": ("export reveal.js slides that open offline", "course_lib.tooling.slides:main"),
     "env": ("report the environment (packages, GPU, sandbox backends, caches)", "course_lib.tooling.envcheck:main"),
     "model": ("build the course's tiny code model (lesson 04) into the cache", "course_lib.training.tinymodel:main"),
@@ -133,14 +161,30 @@ def _skip_rfc3987_grammar() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
+HELP_HEAD = """usage: ./course <command> [options]        (./course <command> --help: that command's options)
+
+A student starts with `./course lab` and works in workspace/; an instructor runs `./course run` and
+`./course test`. README.md, "Quick start", says what each needs and what to do when something fails.
+
+commands:"""
+HELP_TAIL = """
+examples:
+  ./course lab                 JupyterLab on your workspace (prints the URL to open)
+  ./course restore 04          a fresh copy of lesson 04 (yours goes to workspace/.backup/)
+  ./course progress            which exercises pass
+  ./course run --only 00,01    execute two lessons, write build/, print a table
+  ./course test tests/test_checks.py"""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print("usage: ./course <command> [options]\n\ncommands:")
-        print("  setup    set up the virtual environment (done automatically)")
-        print("  test     run the whole test suite (pytest)")
+        print(HELP_HEAD)
+        print("  setup      set up the virtual environments (done automatically by ./course)")
+        print("  test       run the test suite (pytest; pass pytest arguments, e.g. tests/test_checks.py)")
         for name, (text, _) in COMMANDS.items():
-            print(f"  {name:<8} {text}")
+            print(f"  {name:<10} {text}")
+        print(HELP_TAIL)
         return 0
     name, rest = argv[0], argv[1:]
     if name in ("test", "setup"):

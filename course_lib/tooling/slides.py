@@ -47,6 +47,11 @@ TALL_CELL_LINES = 16
 IMAGE_LINES = 14
 TABLE_LINES = 10
 MATHJAX_CONFIG = "?config=TeX-AMS_CHTML-full,Safe"
+# A text output longer than this many lines shows its first HEAD_LINES and last TAIL_LINES on the slide,
+# with a line saying how many were cut (the executed notebook keeps all of it).
+LONG_OUTPUT_LINES = 30
+HEAD_LINES = 14
+TAIL_LINES = 10
 
 # (path inside node_modules, path inside vendor/) — what the reveal template actually loads.
 _VENDOR_FILES = [
@@ -205,14 +210,143 @@ def _last_state(text: str) -> str:
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TRACEBACK_SOURCE = re.compile(r"^\s*(?:-*>\s*)?\d+\s(.*)$")   # "----> 3 assert x" / "      2 y = 1"
+_BLOCK_LINES = re.compile(r"^[ \t]*### BEGIN (SOLUTION|HIDDEN TESTS)[^\n]*\n(.*?)^[ \t]*### END \1[^\n]*$",
+                          re.DOTALL | re.MULTILINE)
+HIDDEN_TEST_FAILED = "一个隐藏测试 (hidden test) 没有通过；它的内容不在 slides 上显示"
+
+
+def _secret_lines(source: str) -> set[str]:
+    """The stripped, non-blank lines of a cell's solution and hidden-test blocks (markers included)."""
+    found = set()
+    for m in _BLOCK_LINES.finditer(source):
+        found |= {ln.strip() for ln in m.group(0).splitlines() if ln.strip()}
+    return found
+
+
+def _shown_marker(text: str) -> bool:
+    return any(marker in text for marker in SOLUTION_MARKERS)
+
+
+def scrub_error(output: dict, secret: set[str]) -> bool:
+    """Remove from an error output's traceback every source line of a solution or hidden-test block
+    (``secret``, from :func:`_secret_lines`) and every marker line; when the failing line itself was
+    secret, the error value is replaced by :data:`HIDDEN_TEST_FAILED`. Returns True when anything was
+    hidden. Introduced in lesson 00."""
+    hidden = False
+    failing_secret = False
+    frames = []
+    for frame in output.get("traceback", []):
+        kept = []
+        for line in str(frame).split("\n"):
+            plain = _ANSI.sub("", line)
+            m = _TRACEBACK_SOURCE.match(plain)
+            code_line = m.group(1).strip() if m else ""
+            if _shown_marker(plain) or (code_line and code_line in secret):
+                hidden = True
+                failing_secret = failing_secret or plain.lstrip().startswith("-")
+                continue
+            kept.append(line)
+        frames.append("\n".join(kept))
+    if hidden:
+        output["traceback"] = frames
+    if failing_secret or _shown_marker(str(output.get("evalue", ""))):
+        output["evalue"] = HIDDEN_TEST_FAILED
+        output["traceback"] = [f for f in frames if not _ANSI.sub("", f).startswith(str(output.get("ename", "")))]
+        output["traceback"].append(f"{output.get('ename', 'Error')}: {HIDDEN_TEST_FAILED}")
+        hidden = True
+    return hidden
+
+
+def shorten_text(text: str, *, limit: int = LONG_OUTPUT_LINES, head: int = HEAD_LINES, tail: int = TAIL_LINES) -> str:
+    """A long text output as a slide shows it: its first ``head`` and last ``tail`` lines with a line
+    saying how many were cut, when it has more than ``limit`` lines; else unchanged. Introduced in lesson 00."""
+    lines = text.split("\n")
+    ends_with_newline = text.endswith("\n")
+    if ends_with_newline:
+        lines = lines[:-1]
+    if len(lines) <= limit:
+        return text
+    cut = len(lines) - head - tail
+    note = f"… [slides 省略了中间 {cut} 行 (lines cut); notebook 里有完整输出] …"
+    return "\n".join(lines[:head] + [note] + lines[-tail:]) + ("\n" if ends_with_newline else "")
+
+
+def _shorten_output(out: dict) -> None:
+    if out.get("output_type") == "stream":
+        out["text"] = shorten_text(str(out.get("text", "")))
+    elif out.get("output_type") in ("execute_result", "display_data"):
+        data = out.get("data", {})
+        if "text/plain" in data and not any(k.startswith("image/") or k == "text/html" for k in data):
+            data["text/plain"] = shorten_text(str(data["text/plain"]))
+
+
+def first_failure(nb) -> tuple[int, object, dict] | None:
+    """(cell number counted from 1, the cell, its error output) of the first cell with an error output,
+    or None. Introduced in lesson 00."""
+    for i, cell in enumerate(nb.cells, 1):
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return i, cell, out
+    return None
+
+
+def _failure_cell(nb):
+    """A markdown cell (its own first slide) saying which cell failed and how, or None for a notebook
+    that ran to the end."""
+    import nbformat
+
+    found = first_failure(nb)
+    if found is None:
+        return None
+    number, cell, error = found
+    error = dict(error)
+    scrub_error(error, _secret_lines(cell.source))   # the slide quotes the error as the deck shows it
+    shown = strip_for_slides(cell.source).strip().splitlines()
+    first = next((ln for ln in shown if ln.strip() and not ln.lstrip().startswith("#")), shown[0] if shown else "")
+    count = cell.get("execution_count")
+    where = f"cell {number}" + (f" (`In [{count}]`)" if count else "")
+    value = str(error.get("evalue", "")).strip().splitlines()[0:1]
+    value = value[0][:160] if value else ""
+    text = (f"## ⚠ 这份 notebook 执行失败 (failed)\n\n"
+            f"失败的是 {where}：`{first.strip()[:80]}`\n\n"
+            f"错误 (error)：`{error.get('ename', 'Error')}`" + (f" — {value}" if value else "") + "\n\n"
+            "这个 cell 之后的 slides 没有输出 (no outputs)。先修好失败的原因，再重新运行 "
+            "`./course run --only NN` 并导出 slides。")
+    failure = nbformat.v4.new_markdown_cell(text)
+    failure.metadata["slideshow"] = {"slide_type": "slide"}
+    failure.metadata["tags"] = ["slide-failure"]
+    return failure
+
+
+def lesson_title(nb) -> str | None:
+    """The lesson's title: the first ``# `` heading of the notebook's markdown cells. Introduced in lesson 00."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return re.sub(r"[`*]", "", line[2:]).strip()
+    return None
+
+
 def prepare_for_slides(nb):
     """The notebook as the slides show it (a copy): papermill's cells removed, solutions and hidden
     tests stripped, widget outputs (frozen progress bars) dropped and text bars shown in their last
     state, the slide tags applied and a tall cell's output moved to its own sub-slide (the cell after
-    it then starts a new sub-slide instead of joining that output)."""
+    it then starts a new sub-slide instead of joining that output). Also: error tracebacks lose every
+    solution and hidden-test line, a long text output keeps its head and tail (:func:`shorten_text`),
+    the deck's title is the lesson's (:func:`lesson_title`), and a notebook that failed opens with a slide
+    saying which cell failed."""
     import copy
 
     nb = copy.deepcopy(nb)
+    title = lesson_title(nb)
+    if title and "title" not in nb.metadata:
+        nb.metadata["title"] = title
+    failure = _failure_cell(nb)
     cells = []
     after_own_output = False   # the previous cell's output has a sub-slide of its own: do not add to it
     for cell in nb.cells:
@@ -231,11 +365,17 @@ def prepare_for_slides(nb):
         if cell.cell_type != "code":
             cells.append(cell)
             continue
+        secret = _secret_lines(cell.source)
         cell.source = strip_for_slides(cell.source)
         cell.outputs = [o for o in cell.get("outputs", []) if not frozen_widget(o)]
         for out in cell.outputs:
             if out.get("output_type") == "stream" and "\r" in str(out.get("text", "")):
                 out["text"] = _last_state(str(out["text"]))
+            if out.get("output_type") == "error":
+                scrub_error(out, secret)
+            elif out.get("output_type") == "stream" and _shown_marker(str(out.get("text", ""))):
+                out["text"] = "\n".join(ln for ln in str(out["text"]).split("\n") if not _shown_marker(ln))
+            _shorten_output(out)
         outputs = cell.outputs
         if TAG_HIDE_OUTPUT in tags:
             cell.outputs = []
@@ -257,6 +397,9 @@ def prepare_for_slides(nb):
             after_own_output = True
         else:
             cells.append(cell)
+    if failure is not None:   # the deck opens with it: right after the title slide when there is one
+        first = 1 if cells and cells[0].cell_type == "markdown" and cells[0].source.startswith("# ") else 0
+        cells.insert(first, failure)
     nb.cells = cells
     return nb
 
@@ -306,6 +449,12 @@ def export_slides(notebook: str | Path, out_dir: str | Path | None = None, *, of
     # metadata can carry the end-of-slide marker and merge two slides.
     nb = prepare_for_slides(nb)
     body, _ = make_exporter(offline=vendor is not None).from_notebook_node(nb)
+    if nb.metadata.get("title"):
+        body = re.sub(r"<title>(.*?) slides</title>", r"<title>\1</title>", body, count=1, flags=re.DOTALL)
+    slides_part = body.split('<div class="slides">', 1)[-1]
+    if _shown_marker(slides_part):
+        raise SlidesError(f"{notebook.name}: the deck would show a solution or hidden-test marker; "
+                          "report this as a bug of course_lib.tooling.slides")
     return store.atomic_write_text(out_dir / f"{notebook.stem}.slides.html", body)
 
 
@@ -431,7 +580,7 @@ const prefix = document.querySelector('link[href$="dist/reveal.css"]').getAttrib
 require([prefix + 'reveal.js'], function (Reveal) {
 window.__courseReveal = Reveal;
 const CJK = /[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]/g;
-const out = [], probes = [], seen = new Set();
+const out = [], probes = [], scrolls = [], seen = new Set();
 const slides = Reveal.getSlides();
 for (let i = 0; i < slides.length; i++) {
   const s = slides[i];
@@ -445,6 +594,12 @@ for (let i = 0; i < slides.length; i++) {
              'a slide must not scroll as a whole; split it');
   if (s.scrollWidth > s.clientWidth + 2)
     out.push(`${where}${label}: content ${s.scrollWidth - s.clientWidth}px wider than the slide`);
+  for (const box of s.querySelectorAll('.jp-CodeCell .jp-Cell-inputWrapper, .jp-Cell-outputArea')) {
+    if (box.scrollHeight <= box.clientHeight + 2 || getComputedStyle(box).overflowY === 'visible') continue;
+    const what = box.querySelector('img, svg, canvas') ? 'a figure' : box.querySelector('table') ? 'a table'
+               : box.classList.contains('jp-Cell-outputArea') ? 'an output' : 'code';
+    scrolls.push([`${where}${label}`, what, box.scrollHeight - box.clientHeight]);
+  }
   for (const pre of s.querySelectorAll('pre')) {
     if (pre.scrollWidth > pre.clientWidth + 2 && !['auto', 'scroll'].includes(getComputedStyle(pre).overflowX))
       out.push(`${where}: a code line is cut off: ${pre.textContent.slice(0, 60)}`);
@@ -465,7 +620,7 @@ for (let i = 0; i < slides.length; i++) {
                  text: own.trim().slice(0, 30), font: st.fontFamily});
   }
 }
-done([slides.length, out, probes]);
+done([slides.length, out, probes, scrolls]);
 });
 """
 
@@ -528,12 +683,15 @@ def browser(width: int = 1280, height: int = 720, *, env: dict | None = None):
     return webdriver.Chrome(service=Service(driver_bin, env=env), options=opts)
 
 
-def measure_deck(driver, html: str | Path, *, cjk_families: set[str] | None = None) -> tuple[int, list[str]]:
+def measure_deck(driver, html: str | Path, *, cjk_families: set[str] | None = None,
+                 scrolling: list[str] | None = None) -> tuple[int, list[str]]:
     """Open an exported deck in ``driver`` and return (number of slides, problems): a slide taller than
     the screen (a projected slide must not scroll as a whole; only a code or output box may scroll inside
-    it), content wider than the slide, a cut-off code line, Chinese text drawn by a font without CJK
-    glyphs (``cjk_families``: default :func:`cjk_font_families`), a solution or hidden-test marker, a
-    request that leaves the machine."""
+    it), a box that scrolls over a figure or a table (those are scaled to fit), content wider than the
+    slide, a cut-off code line, Chinese text drawn by a font without CJK glyphs (``cjk_families``: default
+    :func:`cjk_font_families`), a solution or hidden-test marker, a request that leaves the machine.
+    ``scrolling``, when given, receives one line per box that still needs scrolling ("slide 3.2: code,
+    120px hidden")."""
     import json
 
     html = Path(html).resolve()
@@ -547,7 +705,12 @@ def measure_deck(driver, html: str | Path, *, cjk_families: set[str] | None = No
     else:
         return 0, [f"{html.name}: reveal.js or MathJax never finished loading"]
     driver.set_script_timeout(60)
-    count, problems, probes = driver.execute_async_script(_MEASURE_JS)
+    count, problems, probes, scrolls = driver.execute_async_script(_MEASURE_JS)
+    for where, what, hidden in scrolls:
+        if scrolling is not None:
+            scrolling.append(f"{where}: {what}, {hidden}px hidden")
+        if what in ("a figure", "a table"):
+            problems.append(f"{where}: {what} is cut ({hidden}px) in a scroll box — it must be scaled to fit")
     problems += _font_problems(driver, probes, cjk_font_families() if cjk_families is None else cjk_families)
     text = driver.execute_script("return document.querySelector('.reveal .slides').textContent")
     problems += [f"shows the marker {m!r}" for m in SOLUTION_MARKERS if m in text]

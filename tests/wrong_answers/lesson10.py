@@ -126,12 +126,12 @@ def table_form(kind, status, passed, total):                                 # r
     return share
 
 
-RIGHT_ANSWERS = {"10-3": [table_form]}
+RIGHT_ANSWERS = {"10-1": [table_form]}
 
 
 WRONG_ANSWERS = {
-    "10-1": [population_std, batch_baseline, strided_groups, mean_only],
-    "10-2": [objective_not_loss, symmetric_clip, upper_side_only, max_not_min, sides_swapped],
-    "10-3": [fraction_everywhere, penalties_swapped, timeout_not_penalised, fraction_keeps_penalties,
+    "10-2": [population_std, batch_baseline, strided_groups, mean_only],
+    "10-3": [objective_not_loss, symmetric_clip, upper_side_only, max_not_min, sides_swapped],
+    "10-1": [fraction_everywhere, penalties_swapped, timeout_not_penalised, fraction_keeps_penalties,
              limits_not_penalised, zero_tests_divide, pass_ignores_status],
 }

@@ -67,7 +67,7 @@ def test_wrong_answer_is_rejected_naming_the_case(exercise_id, index):
     with pytest.raises(ExerciseCheckError) as info:
         exercises.check(exercise_id, wrong, strict=True)
     message = str(info.value)
-    assert re.search(r"case \d+ of \d+", message) and "input:" in message, (
+    assert re.search(r"第 \d+ 个 case（共 \d+ 个）", message) and "input:" in message, (
         f"{exercise_id}: wrong answer {_name(wrong)} was rejected without naming the failing case: {message}")
 
 
