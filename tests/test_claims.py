@@ -42,6 +42,22 @@ def test_09_the_gate_cuts_long_trajectories_more_and_strata_keep_them(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_09_hindsight_critic_lowers_variance_and_moves_the_blame(seed):
+    """Lesson 09's text on ``advantage_quality``: hindsight's advantages vary less than history's at every step
+    (by little at the first step, where both critics see the same state), history blames the edits when the
+    file was wrong and hindsight does not, and the ``outcome`` critic's advantages are zero."""
+    from course_lib.agentic.critic import ToyTask, advantage_quality
+
+    q = advantage_quality(ToyTask(), n_fit=20_000, n_eval=4_000, seed=seed)
+    hist, hind = np.asarray(q["history"]["adv_std"]), np.asarray(q["hindsight"]["adv_std"])
+    assert np.all(hind < hist), (seed, hist, hind)
+    assert np.all(hind[1:] < hist[1:] - 0.02), (seed, hist, hind)
+    assert q["history"]["edit_adv_wrong_file"] < -0.05 < q["hindsight"]["edit_adv_wrong_file"], seed
+    assert abs(q["hindsight"]["edit_adv_wrong_file"]) < 0.01, seed
+    assert np.allclose(q["outcome"]["adv_std"], 0), seed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_09_ppo_critics_over_seed_blocks(seed):
     """Lesson 09 runs ``ppo_experiment`` on seeds ``SEED * ppo_seeds …``: every block of seeds must give the
     asserted outcomes — hindsight's advantages vary less than history's, the clip binds only at lr 10, and

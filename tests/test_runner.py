@@ -144,3 +144,46 @@ def test_a_failure_message_carries_the_traceback_tail(tmp_path):
     msg = failure_message(run)
     assert "traceback (last lines):" in msg and "File x.py, line 3" in msg and "\x1b" not in msg
     assert error_traceback(tmp_path / "missing.ipynb") == ""
+
+
+@pytest.mark.slow
+def test_a_failing_assert_names_what_it_compared_and_the_seed_reaches_the_notebook(tmp_path):
+    """A bare ``assert`` in a lesson cell fails with the values it compared (pytest's rewriting in the kernel),
+    and ``parameters`` (``./course run --seed``) reach the notebook."""
+    nb = write_notebook(tmp_path / "02_assert.ipynb", [
+        md("# T", slide="slide"), code('PROFILE = "ci"\nSEED = 0', slide="skip", tags=["parameters"]),
+        code("gate, no_gate = 0.388 + SEED, 0.396\nassert gate > no_gate")])
+    run = execute_notebook(nb, tmp_path / "out" / nb.name, profile="ci", strict=True, timeout_s=120,
+                           progress=False, parameters={"SEED": 0})
+    assert run.status == "failed" and run.error_cell == 2
+    assert run.error.startswith("AssertionError: assert 0.388 > 0.396"), run.error
+    passed = execute_notebook(nb, tmp_path / "out1" / nb.name, profile="ci", strict=True, timeout_s=120,
+                              progress=False, parameters={"SEED": 1})
+    assert passed.ok, passed.first_error()
+
+
+def test_an_assertion_line_keeps_its_message_and_names_a_bare_assert():
+    from course_lib.tooling.runner import _error_line
+
+    assert _error_line("AssertionError", "held-out loss 4.9 -> 4.1: expected a fall\nassert 4.1 < 3.43") == \
+        "AssertionError: held-out loss 4.9 -> 4.1: expected a fall | assert 4.1 < 3.43"
+    tb = ["\x1b[0;31mAssertionError\x1b[0m Traceback", "Cell In[3], line 2",
+          "\x1b[1;32m----> 2\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m share[\"scc\"] >= share[\"deepseek\"]"]
+    assert _error_line("AssertionError", "", tb) == 'AssertionError: assert share["scc"] >= share["deepseek"]'
+    assert _error_line("ValueError", "bad row 7\nmore") == "ValueError: bad row 7"
+
+
+def test_the_kernel_rewrites_asserts_to_show_values():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course_lib.tooling.assertions import enable
+
+    shell = InteractiveShell.instance()
+    try:
+        assert enable(shell) and enable(shell)          # idempotent
+        assert sum(type(t).__name__ == "RewriteAsserts" for t in shell.ast_transformers) == 1
+        result = shell.run_cell("a, b = 3, 4\nassert a + 1 > b", silent=True)
+        assert isinstance(result.error_in_exec, AssertionError)
+        assert "assert (3 + 1) > 4" in str(result.error_in_exec), str(result.error_in_exec)
+    finally:
+        InteractiveShell.clear_instance()
