@@ -241,10 +241,10 @@ _CI: dict[str, dict[str, Any]] = {
         # pass@1 on new instances at 600 / 800 / 1,000 / 1,400 steps, seed 0, fp32; on today's build 800 steps
         # give 0.45-0.64 over three seeds, benchmarks/results/bench_drill_pipeline.json; a cosine decay learns far
         # less in the same steps), fp32 on every CPU (bf16 off, where lesson 05 uses bf16 on a CPU with bf16
-        # instructions: the drill's numbers are then the same on every machine and equal to the fp32 benchmark's,
-        # and the 8-minute budget is set for fp32 anyway; over three seeds bf16 learnt less in the same steps,
-        # held-out pipeline SFT 0.30 against 0.50), no gradient checkpointing (it re-runs the forward
-        # pass: a third slower on a CPU, and memory is no issue here), no packing (LLaMA-Factory's `packing`
+        # instructions: every machine trains in the fp32 benchmark's precision — the numbers still differ between
+        # instruction sets, AVX2 vs AVX-512 (docs/claims.md) — and the 8-minute budget is set for fp32 anyway;
+        # over three seeds bf16 learnt less in the same steps, held-out pipeline SFT 0.30 against 0.50), no gradient
+        # checkpointing (it re-runs the forward pass: a third slower on a CPU, and memory is no issue here), no packing (LLaMA-Factory's `packing`
         # lets packed rows attend to each other: 0.01 test pass@1; `neat_packing` is refused with
         # transformers >= 4.53), no group_by_length (16% faster steps, far less learnt); docs/drill.md,
         # "SFT settings" and "Times"

@@ -294,7 +294,7 @@ plt.show()
 #
 # 讲义的设置是学习率 1e-4、2 个 epoch（full 照用，学习率按 cosine 衰减）；本课 ci 用 800 步 × 8 条（约 6 个 epoch）、恒定学习率 1e-3、
 # 不开 gradient checkpointing，因为这个小模型要看过几千条样本才学会读指令写函数体，cosine 衰减会让它在同样的步数里学得少很多；
-# 精度：讲义用 bf16；本课 ci 的 drill 在每台 CPU 上都用 fp32（`bf16: false`），因为这样每台机器算出同样的数、能和 fp32 基准逐项对照，8 分钟的预算也按 fp32 定。
+# 精度：讲义用 bf16；本课 ci 的 drill 在每台 CPU 上都用 fp32（`bf16: false`），因为这样每台机器都和 fp32 基准同一精度、8 分钟的预算也按 fp32 定。数字仍会因 CPU 而不同（AVX2 与 AVX-512 的 fp32 矩阵内核不同，同一个种子训练出不同的模型），所以下面总是把本次运行和基准的多个种子并排打印。
 # LLaMA-Factory 的 `packing`（把几行拼成一条序列、省掉 padding）在这里不能用：
 # 拼在一起的行互相可见，模型学会了看别的行的指令（实测 test pass@1 掉到 0.01）；不让它们互相可见的 `neat_packing` 在这个 transformers 版本上被
 # LLaMA-Factory 拒绝。实测见 `docs/drill.md` 的 "SFT settings"。上一格打印了本次实际交给 LLaMA-Factory 的设置。

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.notebooks
 
 PERTURBED_SEED = 1
 # lesson id -> the other parameters of its perturbed run
-PERTURBED = {"04": {}, "05": {}, "08": {}, "09": {}, "10": {"DRILL_SEED": 0, "RL_STEPS": 4, "PASSK_PROMPTS": 4}}
+PERTURBED = {"02": {}, "04": {}, "05": {}, "06": {}, "08": {}, "09": {},
+             "10": {"DRILL_SEED": 0, "RL_STEPS": 4, "PASSK_PROMPTS": 4}}
 
 
 @pytest.mark.parametrize("lesson", sorted(PERTURBED))

@@ -187,3 +187,13 @@ def test_the_kernel_rewrites_asserts_to_show_values():
         assert "assert (3 + 1) > 4" in str(result.error_in_exec), str(result.error_in_exec)
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_failure_advice_names_the_notebook_cell_and_error():
+    from course_lib.tooling.runner import NotebookRun, failure_advice
+
+    run = NotebookRun("09_agentic_rl_rewards", "solutions/09.ipynb", "build/executed/09.ipynb", "failed", 3.0,
+                      error_cell=71, error="AssertionError: assert 0.388 > 0.396")
+    text = failure_advice([run])
+    assert "09_agentic_rl_rewards: open build/executed/09.ipynb at cell 71" in text
+    assert "assert 0.388 > 0.396" in text and "docs/claims.md" in text and "/proc/cpuinfo" in text

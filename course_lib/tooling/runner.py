@@ -463,4 +463,25 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(format_table(runs))
     print(f"per-cell durations: {report}")
-    return 0 if all(r.ok for r in runs) else 1
+    failed = [r for r in runs if not r.ok]
+    if failed:
+        print(failure_advice(failed))
+    return 0 if not failed else 1
+
+
+def failure_advice(failed: list[NotebookRun]) -> str:
+    """What a student or an instructor does about failed notebooks: where to look, what the message means, what
+    to send. Introduced in lesson 00."""
+    lines = ["", "What to do about the failed notebook(s):"]
+    for r in failed:
+        where = f"cell {r.error_cell}" if r.error_cell is not None else "the start"
+        lines.append(f"  - {r.name}: open {r.output or r.source} at {where}; the error there reads: {r.error or r.status}")
+    lines += [
+        "  - A message that compares numbers (`AssertionError: assert 0.39 > 0.40` and what produced them) is a check",
+        "    the course makes; docs/claims.md lists which outcomes are asserted and why they should hold on any CPU.",
+        "    If one fails on your machine, that is a course bug: report it with build/run-report.json and your CPU",
+        "    (`grep -m1 'model name' /proc/cpuinfo`).",
+        "  - `timeout`: the notebook ran past --timeout (busy machine?); rerun it alone: ./course run --only NN",
+        "  - ModuleNotFoundError / a missing environment: ./course setup, then rerun.",
+    ]
+    return "\n".join(lines)
