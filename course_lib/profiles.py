@@ -244,9 +244,9 @@ _CI: dict[str, dict[str, Any]] = {
         # instructions: every machine trains in the fp32 benchmark's precision — the numbers still differ between
         # instruction sets, AVX2 vs AVX-512 (docs/claims.md) — and the 8-minute budget is set for fp32 anyway;
         # over three seeds bf16 learnt less in the same steps, held-out pipeline SFT 0.30 against 0.50), no gradient
-        # checkpointing (it re-runs the forward pass: a third slower on a CPU, and memory is no issue here), no packing (LLaMA-
-        # Factory's `packing`
-        # lets packed rows attend to each other: 0.01 test pass@1; `neat_packing` is refused with
+        # checkpointing (it re-runs the forward pass: a third slower on a CPU, and memory is no issue here), no
+        # packing (LLaMA-Factory's `packing` lets packed rows attend to each other: 0.01 test pass@1; `neat_packing`
+        # is refused with
         # transformers >= 4.53), no group_by_length (16% faster steps, far less learnt); docs/drill.md,
         # "SFT settings" and "Times"
         "sft_overrides": {"max_steps": 800, "per_device_train_batch_size": 8,
