@@ -81,6 +81,33 @@ def test_09_ppo_critics_over_seed_blocks(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_09_cold_start_over_seeds(seed):
+    """Lesson 09's cold start on lesson 04's tiny model (built here when the cache lacks it, as lesson 04 would):
+    cross-entropy training on the teacher's samples lowers the student's held-out cross-entropy and reverse KL.
+    Measured on AVX-512: drops of 0.17-0.44 nats and 0.17-0.33 over seeds 0-4; the margin asserted is 0.05."""
+    import torch
+
+    from course_lib.agentic import load_lesson_model
+    from course_lib.agentic.distill import cold_start, mean_reverse_kl, sample_continuations, sequence_cross_entropy, weaken
+    from course_lib.profiles import get_profile
+
+    A = get_profile("ci").agentic
+    torch.manual_seed(seed)
+    teacher, _ = load_lesson_model("ci", attn="eager", seed=seed, build=True)
+    assert getattr(teacher, "lesson_model_kind", "") == "tiny"
+    vocab = teacher.config.vocab_size
+    prompts = torch.randint(0, vocab, (8, 4), generator=torch.Generator().manual_seed(seed))
+    held = sample_continuations(teacher, torch.randint(0, vocab, (16, 4), generator=torch.Generator().manual_seed(seed + 99)),
+                                A.distill_new_tokens, seed=seed + 99)
+    student = weaken(teacher, noise=A.distill_noise, seed=seed + 1)
+    ce0, kl0 = sequence_cross_entropy(student, held, 4), mean_reverse_kl(student, teacher, held, 4)
+    cold_start(student, teacher, prompts, steps=A.distill_steps // 2, max_new_tokens=A.distill_new_tokens,
+               lr=A.distill_lr, seed=seed)
+    ce1, kl1 = sequence_cross_entropy(student, held, 4), mean_reverse_kl(student, teacher, held, 4)
+    assert ce1 < ce0 - 0.05 and kl1 < kl0 - 0.05, (seed, ce0, ce1, kl0, kl1)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_09_rl_plus_opd_is_right_more_often_than_opd_and_closer_to_the_teacher_than_rl(seed):
     from course_lib.agentic.distill import rl_opd_bandit
 
