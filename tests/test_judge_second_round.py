@@ -19,7 +19,16 @@ from course_lib.evaluation.sandbox import SandboxResult, run_code, run_many
 from course_lib.evaluation.sandbox import judge as sandbox_judge
 from course_lib.evaluation.sandbox.judge import forwarded_attribute
 from course_lib.evaluation.sandbox.run import is_planned_test, planned_tests
-from course_lib.evaluation.sandbox.wire import REPLY_BUDGET, DecodeBudget, ProtocolError, count_values, decode
+from course_lib.evaluation.sandbox.wire import (
+    REPLY_BUDGET,
+    VALUE_BYTES,
+    DecodeBudget,
+    ProtocolError,
+    count_values,
+    decode,
+    decoded_bytes_bound,
+    decoded_size,
+)
 
 ADD = "def add(a, b):\n    return a + b\n"
 
@@ -100,6 +109,56 @@ def test_a_base_exception_raised_by_the_program_is_a_test_error(backend, kind):
     r = _run(code, ["boom()", "assert add(1, 2) == 3"], backend)
     assert r.status == "failed" and r.tests == ["error", "ok"], (r, r.test_errors)
 
+
+
+DUNDERS_RAISE = """
+class E:
+    def __eq__(self, o): raise {kind}()
+    def __hash__(self): raise {kind}()
+    def __repr__(self): raise {kind}()
+    def __str__(self): raise {kind}()
+    def __del__(self): raise {kind}()
+    def __len__(self): raise {kind}()
+    def __bool__(self): raise {kind}()
+    def __iter__(self): raise {kind}()
+    def __getattr__(self, n): raise {kind}()
+class Liar(Exception):
+    def __str__(self): raise {kind}()
+    @property
+    def args(self): raise {kind}()
+    @property
+    def __class__(self): raise {kind}()
+def gen():
+    yield 1
+    raise {kind}()
+def mk(): return E()
+def key(): return {{E(): 1}}
+def lies(): raise Liar()
+def drop():
+    E()
+    return 1
+def holds(): return [1, E()]
+class L(list):
+    def __iter__(self): raise {kind}()
+class D(dict):
+    def items(self): raise {kind}()
+def sublist(): return L([1, 2])
+def subdict(): return D(a=1)
+""" + ADD
+DUNDER_TESTS = ["assert mk() == 1", "key()", "assert list(gen()) == [1]", "lies()", "assert drop() == 1",
+                "assert bool(mk())", "assert len(mk())", "list(mk())", "mk().foo", "holds()",
+                "assert sublist() == [1, 2]", "assert subdict() == {'a': 1}", "assert add(1, 2) == 3"]
+
+
+@pytest.mark.parametrize("kind", BASE_EXCEPTIONS[:3])
+def test_a_base_exception_from_a_programs_dunders_or_generator_is_one_tests_error(backend, kind):
+    """``__eq__``, ``__hash__``, ``__repr__``, ``__del__``, a generator, an exception whose ``__class__``,
+    ``__str__`` or ``args`` raise: each is that test's error (or nothing, for ``__del__``), and the
+    program goes on answering the tests after it."""
+    r = _run(DUNDERS_RAISE.format(kind=kind), DUNDER_TESTS, backend)
+    assert r.tests == ["assert", "error", "error", "error", "ok", "error", "error", "error", "error", "ok", "ok",
+                       "ok", "ok"], (r, r.detail, r.test_errors)
+    assert r.status == "failed" and r.tests_passed == 5
 
 # --- 3. handles present no memory or number protocol --------------------------------------------------
 
@@ -210,6 +269,43 @@ def test_replies_that_decode_to_too_much_fail_the_run(backend):
     r = _run(MANY_SMALL, ["assert len(empties(100_000)) == 100_000", "assert add(1, 2) == 3"], backend)
     assert r.status == "passed", r                  # within the budget: judged as usual
 
+
+
+def test_the_budget_counts_bytes_of_memory_not_bytes_on_the_wire():
+    """One astral character makes a string 4 bytes a character; a set or dict costs more than its
+    brackets; counting must not copy the frame (a frame of many short strings)."""
+    astral = b'["\\ud83d\\ude00' + b"x" * 1000 + b'"]'
+    assert decoded_bytes_bound(astral) >= 4 * 1000 > decoded_bytes_bound(b'["' + b"x" * 1000 + b'"]') - VALUE_BYTES * 2
+    value = decode(astral, lambda spec: None)
+    assert decoded_size(value) <= decoded_bytes_bound(astral)
+    for frame in (b'[' + b",".join([b'{"S":[1,2,3,4,5]}'] * 1000) + b"]",
+                  b'[' + b",".join([b'{"D":[[1000,2000],[3000,4000]]}'] * 1000) + b"]",
+                  b'[' + b",".join([b'"\\u4e00"'] * 1000) + b"]", b"[" + b",".join([b"1e5"] * 1000) + b"]"):
+        assert decoded_size(decode(frame, lambda spec: None)) <= decoded_bytes_bound(frame), frame[:40]
+    budget = DecodeBudget(objects=100, nbytes=4 * 1000)
+    with pytest.raises(ProtocolError, match="run's replies"):
+        decode(astral, lambda spec: None, budget)       # 1 KB on the wire, 4 KB in memory
+    import tracemalloc
+
+    many = b"[" + b",".join([b'""'] * 1_000_000) + b"]"
+    tracemalloc.start()
+    try:
+        assert count_values(many) == 1_000_001
+        assert count_values(many, stop=10) <= 12
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak                          # no copy, no list of pieces
+
+
+ASTRAL = ADD + "def astral(n):\n    return '\\U0001F600' + 'x' * n\n"
+
+
+def test_strings_that_decode_four_times_their_size_fail_the_run(backend):
+    r = _run(ASTRAL, ["assert len(astral(4_000_000)) == 4_000_001"] * 3, backend, memory_mb=512, timeout_s=30)
+    assert r.status == "failed" and "budget" in r.detail and r.tests_passed <= 2, (r, r.detail)
+    r = _run(ASTRAL, ["assert len(astral(1_000_000)) == 1_000_001", "assert add(1, 2) == 3"], backend)
+    assert r.status == "passed", r
 
 # --- 2. rewards over the planned tests -----------------------------------------------------------------
 

@@ -76,8 +76,10 @@ MAX_PATCH_BYTES = 4 * 1024 * 1024   # a candidate patch larger than this cannot 
 
 def _repo_path(name: str, line_no: int) -> str:
     """The repository path of a ``--- a/x`` / ``+++ b/x`` name; PatchError when it has no ``a/``-style
-    prefix or leaves the repository (absolute, ``..``, empty parts)."""
+    prefix or leaves the repository (absolute — ``/etc/x`` as much as ``b//etc/x`` —, ``..``, empty parts)."""
     name = name.split("\t")[0]
+    if name.startswith("/"):
+        raise PatchError(f"patch line {line_no}: {name[:80]!r} is an absolute path, outside the repository")
     if "/" not in name:
         raise PatchError(f"patch line {line_no}: {name[:80]!r} is not a/<path> or b/<path>")
     path = name.split("/", 1)[1]
@@ -115,6 +117,9 @@ def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:
             raise PatchError(f"patch line {i + 2}: '---' not followed by '+++'")
         if old_name == new_name == "/dev/null":
             raise PatchError(f"patch line {i + 1}: both sides are /dev/null")
+        for name, at in ((old_name, i + 1), (new_name, i + 2)):   # neither side may name a path outside
+            if name != "/dev/null":
+                _repo_path(name, at)
         path = _repo_path(new_name if new_name != "/dev/null" else old_name, i + 1)
         old_text = "" if old_name == "/dev/null" else out.get(path)
         if old_text is None:

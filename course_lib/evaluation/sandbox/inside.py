@@ -507,11 +507,14 @@ def serve(header, filename, folder, req, rep, abi):
                 int(getattr(builtins, t.__name__, None) is t), message, args, tb]
 
     def failure(exc):
-        if isinstance(exc, MemoryError):
-            return ["memory"]
-        if isinstance(exc, _Unsendable):
-            return ["e", ["ValueError", ["ValueError"], 1, "cannot cross: %s" % exc, None, None]]
+        # the exception's own type, never its word (a __class__ property, a __str__ or args that raise
+        # SystemExit): describing it can at most fall back to a plain Exception
         try:
+            t = type(exc)
+            if issubclass(t, MemoryError):
+                return ["memory"]
+            if issubclass(t, _Unsendable):
+                return ["e", ["ValueError", ["ValueError"], 1, "cannot cross: %s" % exc, None, None]]
             return ["e", exc_info(exc)]
         except BaseException:
             return ["e", ["Exception", ["Exception"], 1, "<unprintable>", None, None]]
@@ -554,7 +557,10 @@ def serve(header, filename, folder, req, rep, abi):
             _excepthook(type(exc), exc, exc.__traceback__.tb_next)
         except BaseException:
             pass
-        first = [nonce, "error", exc_info(exc, with_tb=False)]
+        try:
+            first = [nonce, "error", exc_info(exc, with_tb=False)]
+        except BaseException:
+            first = [nonce, "error", ["Exception", ["Exception"], 1, "<unprintable>", None, None]]
     flush()
     if first is not None:
         reply(first)

@@ -20,11 +20,15 @@ JSON object is always a one-key tagged value:
 
 and ``H``, a handle: ``[id, class name, callable, module name]``.
 
-What a reply may decode to is budgeted (:class:`DecodeBudget`): per reply and per run, a number of
-objects and of bytes, counted on the frame *before* ``json`` builds anything (every value is a
-container opening, a comma-separated item or the frame's one value, outside strings) — so a run's
-replies cannot grow the judge's memory by more than the budget (2-byte ``[]`` items would otherwise
-decode to 56-byte lists: 48 MiB of replies, 1.2 GiB in the judge).
+What a reply may decode to is budgeted (:class:`DecodeBudget`), in objects and in bytes of the judge's
+memory. Per reply, *before* ``json`` builds anything, an upper bound is counted on the frame
+(:func:`count_values`: every value is a container opening, a comma-separated item or the frame's one
+value, outside strings; :func:`decoded_bytes_bound`: :data:`VALUE_BYTES` per value plus the frame's
+length times the widest character it escapes — one astral character makes every character of a
+string 4 bytes). Per run, what the replies *did* decode to is measured (:func:`decoded_size`) and
+charged. Over either, the run fails — so a run's replies cannot grow the judge's memory by more than
+the budget (2-byte ``[]`` items would otherwise decode to 56-byte lists: 48 MiB of replies, 1.2 GiB in
+the judge; 32 MiB of one-astral-character strings, 128 MiB).
 
 Introduced in lesson 06.
 """
@@ -34,6 +38,7 @@ import json
 import marshal
 import re
 import struct
+import sys
 from collections import Counter
 from typing import Any, Callable
 
@@ -41,10 +46,15 @@ MAX_FRAME = 16 * 1024 * 1024   # the same cap as the in-sandbox server's
 MAX_SAME_HASH = 64             # keys of one dict/set that may share one hash value
 _U32 = struct.Struct(">I")
 _INT_LIMIT = 1 << 62
-# (objects, bytes) one reply, and all the replies of one run, may decode to
-REPLY_BUDGET = (500_000, MAX_FRAME)
+# (objects, bytes of the judge's memory) one reply, and all the replies of one run, may decode to
+REPLY_BUDGET = (500_000, 32 * 1024 * 1024)
 RUN_BUDGET = (1_000_000, 32 * 1024 * 1024)
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# the most one counted value can cost once decoded: an element of a set (a table of up to 8 slots of
+# 16 bytes per element after a resize) and its int object; a set or dict itself counts as two values
+VALUE_BYTES = 160
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{,]')   # a JSON string, or a byte that opens/separates a value
+_ASTRAL_ESCAPE = re.compile(rb'\\u[dD][89abAB]')        # a surrogate pair: a character over U+FFFF
+_WIDE_ESCAPE = re.compile(rb'\\u(?!00)[0-9a-fA-F]{4}')   # a character over U+00FF
 
 
 class ProtocolError(Exception):
@@ -52,33 +62,80 @@ class ProtocolError(Exception):
     not asked for. The judge counts the run as failed."""
 
 
-def count_values(data: bytes) -> int:
+def count_values(data: bytes, stop: int | None = None) -> int:
     """An upper bound on the number of objects ``data`` (one JSON frame) decodes to, counted without
-    decoding it: strings are blanked, then every ``[``, ``{`` and ``,`` opens or separates one value.
-    Introduced in lesson 06."""
-    bare = _JSON_STRING.sub(b"0", data) if b'"' in data else data
-    return bare.count(b"[") + bare.count(b"{") + bare.count(b",") + 1
+    decoding it or copying it: outside strings, every ``[``, ``{`` and ``,`` opens or separates one
+    value. With ``stop``, counting ends as soon as the count is over it (a reply that is refused anyway
+    costs no more time). Introduced in lesson 06."""
+    if b'"' not in data:
+        return data.count(b"[") + data.count(b"{") + data.count(b",") + 1
+    n = 1
+    for m in _TOKEN.finditer(data):   # one match at a time: no list of pieces as long as the frame
+        if data[m.start()] != 34:     # a structural byte, not a string
+            n += 1
+            if stop is not None and n > stop:
+                break
+    return n
+
+
+def decoded_bytes_bound(data: bytes, values: int | None = None) -> int:
+    """An upper bound on the bytes of the judge's memory one JSON frame decodes to, counted without
+    decoding it: :data:`VALUE_BYTES` per value (:func:`count_values`) plus the frame's length times the
+    widest character it escapes (1, 2 or 4 bytes: Python stores a string at its widest character's
+    width, and the sandbox escapes every non-ASCII character). Introduced in lesson 06."""
+    if values is None:
+        values = count_values(data)
+    width = 4 if _ASTRAL_ESCAPE.search(data) else 2 if _WIDE_ESCAPE.search(data) else 1
+    return VALUE_BYTES * values + width * len(data)
+
+
+def decoded_size(value: Any) -> int:
+    """The bytes of memory ``value`` (plain data as :func:`decode` builds it) holds: ``sys.getsizeof`` of
+    every object in it, containers' tables included, shared singletons (``None``, ``True``, small ints,
+    one-character latin-1 strings) not counted. Introduced in lesson 06."""
+    total, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if v is None or t is bool or (t is int and -5 <= v <= 256) or (t is str and len(v) <= 1 and v <= "\xff"):
+            continue
+        total += sys.getsizeof(v)
+        if t is list or t is tuple or t is set or t is frozenset:
+            stack.extend(v)
+        elif t is dict:
+            stack.extend(v.keys())
+            stack.extend(v.values())
+    return total
 
 
 class DecodeBudget:
-    """How much one run's replies may still decode to (objects, bytes), and each reply on its own
-    (:data:`REPLY_BUDGET`); :meth:`charge` raises :class:`ProtocolError` when a frame would go over.
-    Bytes are the frame's length: no string or bytes value decodes to more characters than it took on
-    the wire. Introduced in lesson 06."""
+    """How much one run's replies may still decode to (objects, bytes of memory), and each reply on its
+    own (:data:`REPLY_BUDGET`). :meth:`charge` raises :class:`ProtocolError` before a frame is decoded
+    when its upper bounds (:func:`count_values`, :func:`decoded_bytes_bound`) are over the per-reply
+    budget or its values over the run's; :meth:`settle` charges what the frame did decode to
+    (:func:`decoded_size`) and raises when the run's replies went over. Introduced in lesson 06."""
 
     def __init__(self, objects: int = RUN_BUDGET[0], nbytes: int = RUN_BUDGET[1]) -> None:
         self.objects, self.nbytes = objects, nbytes
 
+    def _over_run(self) -> ProtocolError:
+        return ProtocolError(f"the run's replies are over its budget of {RUN_BUDGET[0]} values / "
+                             f"{RUN_BUDGET[1]} bytes")
+
     def charge(self, data: bytes) -> None:
-        n = count_values(data)
-        if n > REPLY_BUDGET[0] or len(data) > REPLY_BUDGET[1]:
-            raise ProtocolError(f"a reply of {n} values / {len(data)} bytes is over the per-reply budget of "
-                                f"{REPLY_BUDGET[0]} values / {REPLY_BUDGET[1]} bytes")
+        n = count_values(data, stop=min(REPLY_BUDGET[0], self.objects))
+        bound = decoded_bytes_bound(data, n)
+        if n > REPLY_BUDGET[0] or bound > REPLY_BUDGET[1]:
+            raise ProtocolError(f"a reply of {n} values / {len(data)} bytes (up to {bound} bytes decoded) is over "
+                                f"the per-reply budget of {REPLY_BUDGET[0]} values / {REPLY_BUDGET[1]} bytes")
         self.objects -= n
-        self.nbytes -= len(data)
-        if self.objects < 0 or self.nbytes < 0:
-            raise ProtocolError(f"the run's replies are over its budget of {RUN_BUDGET[0]} values / "
-                                f"{RUN_BUDGET[1]} bytes")
+        if self.objects < 0 or len(data) > self.nbytes:
+            raise self._over_run()
+
+    def settle(self, value: Any) -> None:
+        self.nbytes -= decoded_size(value)
+        if self.nbytes < 0:
+            raise self._over_run()
 
 
 def frame(payload: bytes) -> bytes:
@@ -131,9 +188,11 @@ def _big_int(text: Any) -> int:
 
 def decode(data: bytes, make_handle: Callable[[list], Any], budget: DecodeBudget | None = None) -> Any:
     """Decode one frame from the sandbox. ``make_handle([id, class, callable, module])`` gives the
-    judge's proxy for a handle; ``budget`` (the run's :class:`DecodeBudget`) is charged first. Raises
-    :class:`ProtocolError` on anything that is not plain data, or over the budget."""
-    (budget or DecodeBudget()).charge(data)
+    judge's proxy for a handle; ``budget`` (the run's :class:`DecodeBudget`) is charged first and
+    settled with what the frame decoded to. Raises :class:`ProtocolError` on anything that is not plain
+    data, or over the budget."""
+    budget = budget or DecodeBudget()
+    budget.charge(data)
     tags: dict[str, Callable[[Any], Any]] = {
         "T": _collection(tuple), "S": _collection(set), "F": _collection(frozenset), "D": _dict,
         "B": _hex(bytes), "A": _hex(bytearray), "C": _complex, "I": _big_int, "H": make_handle,
@@ -149,11 +208,13 @@ def decode(data: bytes, make_handle: Callable[[list], Any], budget: DecodeBudget
         return build(value)
 
     try:
-        return json.loads(data, object_hook=hook)
+        value = json.loads(data, object_hook=hook)
     except ProtocolError:
         raise
     except (ValueError, TypeError, RecursionError, LookupError, OverflowError) as exc:
         raise ProtocolError(f"not a valid value ({type(exc).__name__}: {str(exc)[:200]})") from None
+    budget.settle(value)
+    return value
 
 
 class _Marked:
