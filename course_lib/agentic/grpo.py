@@ -20,6 +20,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from course_lib.agentic.tree import clipped_surrogate  # noqa: F401  (lesson 08's loss, the one GRPO minimises)
+
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
     """Group-normalised advantages ``(r - mean) / (std + eps)`` (population std, ddof=0).
@@ -105,17 +107,6 @@ def mean_token_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -
         return ent.mean(-1)
     mask = mask.float()
     return (ent * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-
-
-def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                      clip_eps: float = 0.2) -> torch.Tensor:
-    """The PPO/GRPO clipped objective as a loss (to minimise), averaged over masked tokens:
-    ``-min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)``. Introduced in lesson 09."""
-    unclipped = ratio * advantages
-    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * advantages
-    per_token = -torch.minimum(unclipped, clipped)
-    mask = mask.float()
-    return (per_token * mask).sum() / mask.sum().clamp(min=1)
 
 
 def dynamic_sampling_filter(groups_successes: Sequence[Sequence[float]], k: int = 8) -> list[int]:
