@@ -85,7 +85,8 @@ def _check_backend(results: Sequence[Any], n: int) -> None:
 def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
                  backend: str | None) -> list[Any]:
     """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``
-    (``timeout_s`` / ``memory_mb`` None: the active profile's ``sandbox`` section). Introduced in lesson 07."""
+    (``timeout_s`` / ``memory_mb`` None: the sandbox's defaults, :data:`~course_lib.evaluation.sandbox.DEFAULT_TIMEOUT_S`
+    and ``DEFAULT_MEMORY_MB``; the drill passes its profile's values). Introduced in lesson 07."""
     if not items:
         return []
     from course_lib.evaluation import sandbox
@@ -238,7 +239,7 @@ def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers
                     timeout_s: float | None = None, memory_mb: int | None = None,
                     backend: str | None = None) -> dict:
     """pass@1 of one greedy answer per problem, run in the course sandbox (``timeout_s`` / ``memory_mb``
-    None: the active profile's ``sandbox`` section). Introduced in lesson 07."""
+    None: the sandbox's defaults, as in :func:`run_programs`). Introduced in lesson 07."""
     from course_lib.evaluation.metrics import pass_at_k
 
     items, at, per = [], [], []

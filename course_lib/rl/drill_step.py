@@ -40,12 +40,12 @@ _RUNTIME_ONLY = ("threads", "judge_workers", "worker_timeout_s", "omp_wait_polic
 def drill_rl_settings(cfg: DrillConfig):
     """The :class:`course_lib.rl.RLSettings` of step 6: the profile's ``rl`` section with the run's
     ``--rl-*`` options (``cfg.rl_overrides``) over it; the judge uses the drill's sandbox backend
-    (``cfg.sandbox_backend``: Docker in full, the preferred backend in ci) unless the settings name one,
-    so step 6's rewards run where step 5's verdicts do. Introduced in lesson 10."""
+    (``cfg.sandbox_backend``: Docker in full, the preferred backend in ci) unless the run's options name
+    one, so step 6's rewards run where step 5's verdicts do. Introduced in lesson 10."""
     from course_lib.rl.settings import rl_settings
 
     overrides = dict(cfg.rl_overrides)
-    if overrides.get("sandbox_backend") is None and cfg.profile.rl.get("sandbox_backend") is None:
+    if overrides.get("sandbox_backend") is None:
         overrides["sandbox_backend"] = cfg.sandbox_backend
     return rl_settings(cfg.profile, **overrides)
 
