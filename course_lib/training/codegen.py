@@ -110,16 +110,13 @@ def codegen_ops():
 
 
 def chat_module(base_url: str, model_name: str, *, api_key: str = "EMPTY", timeout_s: float | None = None):
-    """A LazyLLM chat module for any OpenAI-compatible server; ``timeout_s`` (per request) None is the
-    active profile's ``pipeline.timeout_s``. Introduced in lesson 05."""
+    """A LazyLLM chat module for any OpenAI-compatible server; ``timeout_s`` (per request): the caller's
+    profile's ``pipeline.timeout_s`` (nothing here reads a profile). Introduced in lesson 05."""
     lazyllm_environment()
     import lazyllm
 
     if timeout_s is None:
-        from course_lib.profiles import get_profile
-
-        timeout_s = get_profile().pipeline.timeout_s
-
+        raise ValueError("chat_module needs timeout_s (run_codegen_pipeline passes its profile's pipeline.timeout_s)")
     return lazyllm.OnlineChatModule(source="openai", base_url=base_url, api_key=api_key,
                                     model=model_name, stream=False, timeout=timeout_s)
 
@@ -454,10 +451,11 @@ def _teacher_for(profile: Profile, base_url: str | None, model_name: str | None,
     if profile.pipeline.teacher == "offline":
         auditor = "sandbox-run auditor" if run_code is not None else "compile-only auditor: no sandbox given"
         if offline_teacher != "reference":
-            server = TeacherServer(offline_teacher(run_code=run_code), model_name=offline_teacher.model_name).start()
+            server = TeacherServer(offline_teacher(run_code=run_code, sandbox_timeout_s=profile.sandbox.timeout_s),
+                                   model_name=offline_teacher.model_name).start()
             return (server.url, offline_teacher.model_name, server,
                     offline_teacher.served_as.format(auditor=auditor), server.teacher)
-        server = TeacherServer(OfflineTeacher(run_code=run_code)).start()
+        server = TeacherServer(OfflineTeacher(run_code=run_code, sandbox_timeout_s=profile.sandbox.timeout_s)).start()
         return (server.url, OFFLINE_MODEL_NAME, server,
                 f"course offline teacher on 127.0.0.1 (rules + the dataset's reference code + {auditor}; "
                 "NOT an LLM)", server.teacher)
