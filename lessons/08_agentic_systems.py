@@ -33,17 +33,15 @@ import torch
 
 from course_lib import exercises, get_profile, record
 from course_lib.agentic import lesson_tokenizer, load_lesson_model
-from course_lib.agentic.tree import (ancestor_mask, first_fit_packs, make_branching_tree, pack_tree, pack_under_budget,
-                                     packed_clipped_loss, packed_loss, packed_token_logprobs, packing_cost,
-                                     sharing_stats, unpacked_loss)
-from course_lib.agentic.grpo import clipped_surrogate
+from course_lib.agentic.tree import (ancestor_mask, clipped_surrogate, first_fit_packs, make_branching_tree, pack_tree,
+                                     pack_under_budget, packed_clipped_loss, packed_loss, packed_token_logprobs,
+                                     packing_cost, sharing_stats, unpacked_loss)
 from course_lib.agentic.emsft import error_masked_example, failed_call_flags, single_conversation, tst_examples, tst_segments
 from course_lib.agentic.envs import (BrokenEnvironment, apply_patch, build_environment, evaluate_patch, load_task,
                                      naive_reward, run_tests_batch, task_names)
 from course_lib.agentic.trajectories import Attempt, hint_recovery, process_flags
-from course_lib.agentic.harness import (PROTOCOLS, format_call, make_rl_datum, parse_call, perturb_tool_output,
+from course_lib.agentic.harness import (PROTOCOLS, ToolCall, format_call, make_rl_datum, parse_call, perturb_tool_output,
                                         retokenize, sample_harness, token_mismatch)
-from course_lib.agentic.rule_rewards import ToolCall
 
 P = get_profile(PROFILE).agentic
 torch.manual_seed(SEED)
@@ -657,7 +655,7 @@ _ = record("harness_protocol_counts", {p: sum(d["protocol"] == p for d in draws)
 # 训练端就会给一串采样时**从没出现过**的 token 计算概率比。下面用本课模型自己采样 32 条序列，数一数有多少条经过文本往返后变了。
 
 # %% slideshow={"slide_type": "subslide"}
-from course_lib.agentic.distill import sample_continuations
+from course_lib.agentic.harness import sample_continuations
 
 with torch.no_grad():
     start = torch.tensor([tok.encode("def ")] * 32)

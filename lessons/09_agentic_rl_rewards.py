@@ -33,7 +33,7 @@ import torch
 
 from course_lib import exercises, get_profile, record
 from course_lib.agentic import load_lesson_model
-from course_lib.agentic.grpo import (clipped_surrogate, difficulty_weights, dynamic_sampling_filter, group_advantages,
+from course_lib.agentic.grpo import (clipped_surrogate, difficulty_weights, group_advantages, offline_difficulty_filter,
                                      weighted_advantages)
 from course_lib.agentic.turns import (icepop_mask, moe_logprobs, moe_routes, ratio_noise_by_k, sequence_ratios,
                                       token_logprobs, token_ratios, turn_level_loss, turn_ratios)
@@ -116,7 +116,7 @@ _ = record("grpo_hard_over_easy_weight", float(difficulty_weights(groups)[1] / d
 rng_ds = np.random.default_rng(SEED)
 pass_rates = rng_ds.uniform(0, 1, 64) ** 2                     # 64 questions of mixed difficulty
 sampled = [list((rng_ds.random(8) < p).astype(int)) for p in pass_rates]   # K = 8 rollouts each
-kept = dynamic_sampling_filter(sampled, k=8)
+kept = offline_difficulty_filter(sampled, k=8)
 print(f"the offline filter keeps {len(kept)} of {len(sampled)} questions "
       f"({sum(sum(g) == 8 for g in sampled)} all-correct, {sum(sum(g) == 0 for g in sampled)} all-wrong dropped)")
 q = lambda text, turn: ToolCall("search", json.dumps({"q": text}), turn=turn)

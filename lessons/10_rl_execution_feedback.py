@@ -39,7 +39,7 @@ from IPython.display import display
 from course_lib import drill, exercises, get_profile, record
 from course_lib.drill.outputs import read_json_output, setup_logging
 from course_lib.drill.settings import VARIANT_LABELS
-from course_lib.drill.rl import drill_rl_settings, rl_unavailable
+from course_lib.rl.drill_step import drill_rl_settings, rl_unavailable
 from course_lib.paths import repo_root
 from course_lib.rl import RolloutJudge, build_rl_prompts, sample_pass_at_k
 from course_lib.rl.mechanics import clipped_token_loss, trl_group_advantages

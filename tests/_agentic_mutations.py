@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 MUTANTS = [
-    ("clip_lower_side_removed", "grpo.py", "ratio.clamp(1 - clip_eps, 1 + clip_eps)", "ratio.clamp(max=1 + clip_eps)",
+    ("clip_lower_side_removed", "tree.py", "ratio.clamp(1 - clip_eps, 1 + clip_eps)", "ratio.clamp(max=1 + clip_eps)",
      ["tests/test_agentic_grpo.py", "tests/test_agentic_turns.py"]),
-    ("clip_max_not_min", "grpo.py", "per_token = -torch.minimum(unclipped, clipped)",
+    ("clip_max_not_min", "tree.py", "per_token = -torch.minimum(unclipped, clipped)",
      "per_token = -torch.maximum(unclipped, clipped)", ["tests/test_agentic_grpo.py"]),
     ("ppo_step_lower_side_removed", "critic.py", "np.clip(rho, 1 - clip_eps, 1 + clip_eps) * adv",
      "np.minimum(rho, 1 + clip_eps) * adv", ["tests/test_agentic_critic.py"]),

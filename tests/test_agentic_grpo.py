@@ -13,6 +13,7 @@ from course_lib.agentic.grpo import (
     group_advantages,
     length_stratified_batches,
     mean_token_entropy,
+    offline_difficulty_filter,
     task_difficulty,
     weighted_advantages,
 )
@@ -74,9 +75,11 @@ def test_surrogate_is_normalised_by_the_mask_sum_not_the_element_count():
 
 def test_dynamic_sampling_drops_all_correct_and_all_wrong_groups():
     groups = [[1] * 8, [0] * 8, [1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 0]]
-    assert dynamic_sampling_filter(groups) == [2, 3]
+    assert offline_difficulty_filter(groups) == [2, 3]
+    with pytest.warns(DeprecationWarning):
+        assert dynamic_sampling_filter(groups) == [2, 3]      # the old name, one more release
     with pytest.raises(ValueError, match="k=8"):
-        dynamic_sampling_filter([[1, 0, 1]])
+        offline_difficulty_filter([[1, 0, 1]])
 
 
 def test_length_stratified_batches_mix_every_length_band():

@@ -536,7 +536,7 @@ def test_rl_step_without_the_trl_environment_is_skipped_saying_why(tmp_path, fak
 
 def test_rl_step_without_hidden_tests_for_the_training_rows_is_skipped_saying_why(tmp_path, fakes, tiny_model, caplog):
     """Hub rows carry no tests: step 6 has no reward, says so, adds no rl row, and the drill still finishes."""
-    from course_lib.drill import rl as drill_rl
+    from course_lib.rl import drill_step as drill_rl
 
     empty = tmp_path / "no_tests.jsonl"
     empty.write_text("")

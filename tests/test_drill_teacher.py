@@ -92,9 +92,9 @@ def test_the_pipeline_with_the_rule_teacher_never_reads_the_answers(sample):
     unreadable = {"idx": 99999, "prompt": "Build a Python module snippet that Checks Extreme Travel.",
                   "response": "```python\ndef f():\n    return 1\n```"}
     kept, report = codegen.run_codegen_pipeline(rows + [unreadable], run_code=sandbox.run_code,
-                                                offline_teacher="rules", verbose=False)
+                                                offline_teacher=rt.RuleTeacher, verbose=False)
     garbage = [{**r, "response": "no answer"} for r in rows]
-    kept2, _ = codegen.run_codegen_pipeline(garbage, run_code=sandbox.run_code, offline_teacher="rules",
+    kept2, _ = codegen.run_codegen_pipeline(garbage, run_code=sandbox.run_code, offline_teacher=rt.RuleTeacher,
                                             verbose=False)
     assert [k["row_id"] for k in kept] == [str(r["idx"]) for r in rows]
     assert json.dumps(kept, sort_keys=True) == json.dumps(kept2, sort_keys=True)

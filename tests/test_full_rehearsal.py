@@ -177,8 +177,9 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     Steps 1-5 are cached by the drill test (run alone, this test runs them first); the hub rows have no hidden
     tests, so the step is first skipped, saying why, and then run with the sample's tests for the training rows
     (download, pipeline, inference and evaluation rerun on rows with tests; SFT is cached)."""
-    from course_lib.drill import rl, run, settings
+    from course_lib.drill import run, settings
     from course_lib.profiles import _FULL
+    from course_lib.rl import drill_step as rl
     from course_lib.rl.settings import RLSettings
 
     cfg = settings.config_from_profile("full")

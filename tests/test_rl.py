@@ -80,8 +80,8 @@ def test_full_profile_generates_with_vllm_and_corrects_the_mismatch():
 
 def test_step_6_judges_where_step_5_does():
     """The drill's RL settings take the drill's sandbox backend (Docker in full) unless the run names one."""
-    from course_lib.drill import rl as drill_rl
     from course_lib.drill.settings import config_from_profile
+    from course_lib.rl import drill_step as drill_rl
 
     full, ci = config_from_profile("full"), config_from_profile("ci")
     assert full.sandbox_backend == "docker" and drill_rl.drill_rl_settings(full).sandbox_backend == "docker"
@@ -127,7 +127,7 @@ def test_prompts_follow_the_drills_test_pass1_protocol(tiny_model):
     from course_lib.drill import generation, inference
     from course_lib.training.instructions import chat_prompt
 
-    tok = generation._load_tokenizer(tiny_model)
+    tok = generation.load_tokenizer(tiny_model)
     rows = [{"row_id": "7", "instruction": "Write `add(a, b)` returning the sum.", "input": "", "output": "..."},
             {"row_id": "8", "instruction": "no tests for me", "output": "..."},
             {"instruction": "no idx", "output": "..."}]
@@ -137,7 +137,7 @@ def test_prompts_follow_the_drills_test_pass1_protocol(tiny_model):
     assert p.key == "7" and p.prefix == "```python\ndef add(a, b):\n" == inference.signature_prefix(ADD_ROW)
     assert p.text == chat_prompt(tok, rows[0]["instruction"]) + p.prefix
     # TRL tokenizes the prompt text in one go; the drill encodes chat prompt and prefix apart: same ids
-    drill_ids, _ = generation._encode_prompts(tok, [rows[0]["instruction"]], 10_000, [p.prefix])
+    drill_ids, _ = generation.encode_prompts(tok, [rows[0]["instruction"]], 10_000, [p.prefix])
     assert tok(p.text, add_special_tokens=False)["input_ids"] == drill_ids[0]
     assert len(p.tests) == 4
 
@@ -337,7 +337,7 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypa
     assert res["rounds"] == 1 and res["versions"]["trl"] == "1.16.0"
     model_dir = Path(res["model_path"])
     assert json.loads((model_dir / "config.json").read_text()) == json.loads((tiny_model / "config.json").read_text())
-    tok, model = generation._load_model(model_dir)
+    tok, model = generation.load_model(model_dir)
     assert model.config.vocab_size == len(tok)
     assert json.loads((tmp_path / "models" / "rl" / "rl_result.json").read_text())["steps"] == 2
     assert model_dir == tmp_path / "models" / "rl" / "model"

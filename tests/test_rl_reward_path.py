@@ -227,14 +227,14 @@ def _drill_folder(root: Path) -> None:
 
 
 def test_no_rl_prompt_or_reward_comes_from_an_evaluation_row(tmp_path, tiny_model):
-    from course_lib.drill.generation import _load_tokenizer
+    from course_lib.drill.generation import load_tokenizer
     from course_lib.rl.__main__ import drill_inputs
 
     _drill_folder(tmp_path)
     got = drill_inputs(tmp_path)
     assert list(got["hidden_tests"]) == [3]                             # row 9 is an evaluation row
     hidden = {k: dict(v, signature="def add(a, b):") for k, v in got["hidden_tests"].items()}
-    prompts, dropped = rollouts.build_rl_prompts(got["rows"], hidden, _load_tokenizer(tiny_model))
+    prompts, dropped = rollouts.build_rl_prompts(got["rows"], hidden, load_tokenizer(tiny_model))
     eval_keys = {str(r["idx"]) for r in got["eval_rows"]}
     assert [p.key for p in prompts] == ["3"] and not eval_keys & {p.key for p in prompts}
     assert dropped["no hidden tests"] == 1

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from course_lib.agentic.harness import sample_continuations  # lesson 08's sampler
+
 
 def reverse_kl_per_token(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
     """``sum_v p_s(v) (log p_s(v) - log p_t(v))`` at each position: (..., V) → (...); tokens with
@@ -53,28 +55,6 @@ def gate_weights(overlap: torch.Tensor, threshold: float = 0.25, run: int = 4) -
                 weights[b, t:] = 0.0
                 break
     return weights
-
-
-@torch.no_grad()
-def sample_continuations(model: torch.nn.Module, prompt_ids: torch.Tensor, max_new_tokens: int,
-                         temperature: float = 1.0, seed: int | None = None) -> torch.Tensor:
-    """Plain ancestral sampling: (B, P) → (B, P + max_new_tokens). A transformers model reuses its KV
-    cache between steps; any other module that maps ``input_ids`` to ``.logits`` is run on the whole
-    prefix each step. Introduced in lesson 09."""
-    g = torch.Generator().manual_seed(seed) if seed is not None else None
-    ids, past, step_ids = prompt_ids, None, prompt_ids
-    cached = hasattr(model, "config") and hasattr(model, "generate")
-    for _ in range(max_new_tokens):
-        if cached:
-            out = model(input_ids=step_ids, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-        else:
-            out = model(input_ids=ids)
-        logits = out.logits[:, -1].float() / temperature
-        nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)
-        ids = torch.cat([ids, nxt], 1)
-        step_ids = nxt
-    return ids
 
 
 def distill_loss(student: torch.nn.Module, teacher: torch.nn.Module, sequences: torch.Tensor,

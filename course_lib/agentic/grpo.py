@@ -15,10 +15,13 @@ Introduced in lesson 09.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
 import torch
+
+from course_lib.agentic.tree import clipped_surrogate  # noqa: F401  (lesson 08's loss, the one GRPO minimises)
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> np.ndarray:
@@ -107,24 +110,12 @@ def mean_token_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -
     return (ent * mask).sum(-1) / mask.sum(-1).clamp(min=1)
 
 
-def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                      clip_eps: float = 0.2) -> torch.Tensor:
-    """The PPO/GRPO clipped objective as a loss (to minimise), averaged over masked tokens:
-    ``-min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)``. Introduced in lesson 09."""
-    unclipped = ratio * advantages
-    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * advantages
-    per_token = -torch.minimum(unclipped, clipped)
-    mask = mask.float()
-    return (per_token * mask).sum() / mask.sum().clamp(min=1)
-
-
-def dynamic_sampling_filter(groups_successes: Sequence[Sequence[float]], k: int = 8) -> list[int]:
+def offline_difficulty_filter(groups_successes: Sequence[Sequence[float]], k: int = 8) -> list[int]:
     """The offline difficulty filter of KAT-Coder-V2's WebSearch expert (sample each question ``k`` = 8
     times, drop the questions answered all-right or all-wrong): indices of the groups that keep a
-    learning signal. Despite the name (kept for compatibility) this is a one-off data filter before
-    RFT, not DAPO's online dynamic sampling, which refills each RL batch with fresh groups until it is
-    full of informative ones (lesson 10). A group with other than ``k`` samples is an error.
-    Introduced in lesson 09."""
+    learning signal. A one-off data filter before RFT, not DAPO's online dynamic sampling, which
+    refills each RL batch with fresh groups until it is full of informative ones (lesson 10). A group
+    with other than ``k`` samples is an error. Introduced in lesson 09."""
     keep = []
     for i, g in enumerate(groups_successes):
         s = np.asarray(g, dtype=np.float64)
@@ -135,6 +126,14 @@ def dynamic_sampling_filter(groups_successes: Sequence[Sequence[float]], k: int 
         if 0 < s.sum() < k:
             keep.append(i)
     return keep
+
+
+def dynamic_sampling_filter(groups_successes: Sequence[Sequence[float]], k: int = 8) -> list[int]:
+    """Deprecated name of :func:`offline_difficulty_filter` (it is no dynamic sampling); kept for one
+    release. Introduced in lesson 09."""
+    warnings.warn("dynamic_sampling_filter is deprecated: use offline_difficulty_filter (an offline filter, "
+                  "not DAPO's dynamic sampling)", DeprecationWarning, stacklevel=2)
+    return offline_difficulty_filter(groups_successes, k=k)
 
 
 def length_stratified_batches(lengths: Sequence[int], batch_size: int, num_strata: int,

@@ -7,7 +7,7 @@
 * **Multi-harness randomisation** (V2.5): the same task is trained under different tool-call protocols,
   context management and control flow, with perturbations (dependency errors, truncated output), so the
   policy does not depend on one harness. What must *not* change with the harness is the verifier and the
-  reward: they read canonical :class:`~course_lib.agentic.rule_rewards.ToolCall` objects, never one
+  reward: they read canonical :class:`ToolCall` objects, never one
   protocol's text.
 * **Token pass-through** (V2.5): the sampler's token ids go to the trainer as they are (``/generate``);
   decoding them to text and tokenising again (or re-applying a chat template) can give other ids, so the
@@ -24,7 +24,31 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from course_lib.agentic.rule_rewards import ToolCall
+
+@dataclass
+class ToolCall:
+    """One tool call of a trajectory: the tool name, its raw (JSON) argument string and the turn
+    (assistant message) it was made in. Introduced in lesson 08."""
+
+    name: str
+    arguments: str
+    turn: int = 0
+
+
+def malformed_calls(calls: Sequence[ToolCall], schemas: Mapping[str, Sequence[str]]) -> int:
+    """Tool calls whose arguments are not a JSON object, name an unknown tool, or miss a required key
+    (``schemas[name]`` lists the required keys). Introduced in lesson 08."""
+    bad = 0
+    for call in calls:
+        try:
+            args = json.loads(call.arguments)
+        except (json.JSONDecodeError, TypeError):
+            bad += 1
+            continue
+        if not isinstance(args, dict) or call.name not in schemas or any(k not in args for k in schemas[call.name]):
+            bad += 1
+    return bad
+
 
 PROTOCOLS = ("json", "xml", "cli")
 CONTEXT_MODES = ("full", "compressed")
@@ -167,3 +191,27 @@ def token_mismatch(sampled: Sequence[int], trained: Sequence[int]) -> dict[str, 
     if first is None and len(sampled) != len(trained):
         first = min(len(sampled), len(trained))
     return {"first_diff": first, "sampled": len(sampled), "trained": len(trained)}
+
+
+def sample_continuations(model, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
+                         seed: int | None = None):
+    """Plain ancestral sampling: (B, P) → (B, P + max_new_tokens) token ids, the ids the trainer gets
+    as they are. A transformers model reuses its KV cache between steps; any other module that maps
+    ``input_ids`` to ``.logits`` is run on the whole prefix each step. Introduced in lesson 08."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed) if seed is not None else None
+    ids, past, step_ids = prompt_ids, None, prompt_ids
+    cached = hasattr(model, "config") and hasattr(model, "generate")
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            if cached:
+                out = model(input_ids=step_ids, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+            else:
+                out = model(input_ids=ids)
+            logits = out.logits[:, -1].float() / temperature
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)
+            ids = torch.cat([ids, nxt], 1)
+            step_ids = nxt
+    return ids

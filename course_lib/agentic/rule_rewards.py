@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from course_lib.agentic.harness import ToolCall, malformed_calls  # lesson 08's, used by the rewards
+
 
 def f_beta(predicted: Iterable[str], gold: Iterable[str], beta: float = 2.0) -> float:
     """F-beta of a set of predicted files against the gold files (F2 by default; 0 when either is
@@ -38,31 +40,6 @@ def repeated_text_ratio(text: str, n: int = 8) -> float:
     if not grams:
         return 0.0
     return 1.0 - len(set(grams)) / len(grams)
-
-
-@dataclass
-class ToolCall:
-    """One tool call of a trajectory: the tool name, its raw (JSON) argument string and the turn
-    (assistant message) it was made in. Introduced in lesson 09."""
-
-    name: str
-    arguments: str
-    turn: int = 0
-
-
-def malformed_calls(calls: Sequence[ToolCall], schemas: Mapping[str, Sequence[str]]) -> int:
-    """Tool calls whose arguments are not a JSON object, name an unknown tool, or miss a required key
-    (``schemas[name]`` lists the required keys). Introduced in lesson 09."""
-    bad = 0
-    for call in calls:
-        try:
-            args = json.loads(call.arguments)
-        except (json.JSONDecodeError, TypeError):
-            bad += 1
-            continue
-        if not isinstance(args, dict) or call.name not in schemas or any(k not in args for k in schemas[call.name]):
-            bad += 1
-    return bad
 
 
 def repeated_calls(calls: Sequence[ToolCall]) -> int:

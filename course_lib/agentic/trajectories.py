@@ -22,7 +22,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from course_lib.agentic.rule_rewards import ToolCall, malformed_calls
+from course_lib.agentic.harness import ToolCall, malformed_calls
 
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "*/tests/*", "pytest.ini", "tox.ini")
 

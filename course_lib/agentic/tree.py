@@ -245,6 +245,17 @@ def packed_token_logprobs(model: torch.nn.Module, packed: PackedTree) -> torch.T
     return logp.masked_scatter(has_parent, pred.gather(-1, packed.input_ids[has_parent, None])[:, 0])
 
 
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                      clip_eps: float = 0.2) -> torch.Tensor:
+    """The PPO/GRPO clipped objective as a loss (to minimise), averaged over masked tokens:
+    ``-min(ratio * A, clip(ratio, 1-eps, 1+eps) * A)``. Introduced in lesson 08."""
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - clip_eps, 1 + clip_eps) * advantages
+    per_token = -torch.minimum(unclipped, clipped)
+    mask = mask.float()
+    return (per_token * mask).sum() / mask.sum().clamp(min=1)
+
+
 def packed_clipped_loss(logp_new: torch.Tensor, logp_old: torch.Tensor, packed: PackedTree,
                         advantages: Sequence[Sequence[float]], clip_eps: float = 0.2) -> torch.Tensor:
     """The PPO clipped loss of every trajectory from one packed forward pass: the shared tokens'
@@ -253,8 +264,6 @@ def packed_clipped_loss(logp_new: torch.Tensor, logp_old: torch.Tensor, packed: 
     that trajectory's own advantage. Equals the unpacked clipped loss (mean over the non-zero
     advantages). Summing the advantages onto a shared node first (what :func:`pack_tree` does with
     float weights) is exact only for a loss linear in the weight: clipping is not. Introduced in lesson 08."""
-    from course_lib.agentic.grpo import clipped_surrogate
-
     if len(advantages) != len(packed.branch_nodes):
         raise ValueError(f"{len(packed.branch_nodes)} trajectories but {len(advantages)} advantage lists")
     ratios, advs, masks = [], [], []

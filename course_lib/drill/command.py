@@ -11,7 +11,7 @@ from pathlib import Path
 from course_lib.drill.outputs import DrillPaths, StepOutputError, setup_logging
 from course_lib.drill.run import run_drill
 from course_lib.drill.settings import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
-from course_lib.rl.settings import REWARDS
+from course_lib.evaluation.rewards import REWARDS
 
 _EPILOG = """\
 steps (each skipped when its output is whole; --force redoes the selected steps):

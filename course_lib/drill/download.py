@@ -183,17 +183,6 @@ def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
     return n
 
 
-def holdout_predicate(tests_path: str | Path) -> Callable[[dict], str | bool]:
-    """``is_eval`` for :func:`split_python_rows`: a row's eval part ("new instances", "held-out
-    combinations") when its hidden-test record says ``holdout``, else False (a training row)."""
-    tests = load_hidden_tests(tests_path)
-
-    def is_eval(row: dict) -> str | bool:
-        rec = tests.get(int(row["idx"]), {})
-        return (rec.get("eval_part") or "held-out combinations") if rec.get("holdout") else False
-    return is_eval
-
-
 def eval_split_predicate(split_path: str | Path) -> Callable[[dict], str | bool]:
     """``is_eval`` for :func:`split_python_rows` from a sample's ``eval_split.json`` (``{part: [idx, ...]}``):
     a row's eval part, or False for a training row. The split never depends on the hidden tests, so

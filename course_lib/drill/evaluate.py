@@ -82,10 +82,11 @@ def _check_backend(results: Sequence[Any], n: int) -> None:
             f"--sandbox-backend. First error: {detail}")
 
 
-def _run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
+def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
                  backend: str | None) -> list[Any]:
     """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``
-    (``timeout_s`` / ``memory_mb`` None: the active profile's ``sandbox`` section)."""
+    (``timeout_s`` / ``memory_mb`` None: the sandbox's defaults, :data:`~course_lib.evaluation.sandbox.DEFAULT_TIMEOUT_S`
+    and ``DEFAULT_MEMORY_MB``; the drill passes its profile's values). Introduced in lesson 07."""
     if not items:
         return []
     from course_lib.evaluation import sandbox
@@ -155,11 +156,11 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
                     test_at.append((i, key))
         rows.append(row)
     kw = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "backend": backend}
-    for i, res in zip(run_at, _run_programs(run_items, **kw)):
+    for i, res in zip(run_at, run_programs(run_items, **kw)):
         rows[i].update(category=category_of(res.status), sandbox_status=res.status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
                        error="" if res.status == "passed" else _error_text(res))
-    for (i, key), res in zip(test_at, _run_programs(test_items, **kw)):
+    for (i, key), res in zip(test_at, run_programs(test_items, **kw)):
         if key == "free":
             rows[i].update(correct_free=res.status == "passed", test_status_free=res.status)
         else:
@@ -238,7 +239,7 @@ def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers
                     timeout_s: float | None = None, memory_mb: int | None = None,
                     backend: str | None = None) -> dict:
     """pass@1 of one greedy answer per problem, run in the course sandbox (``timeout_s`` / ``memory_mb``
-    None: the active profile's ``sandbox`` section). Introduced in lesson 07."""
+    None: the sandbox's defaults, as in :func:`run_programs`). Introduced in lesson 07."""
     from course_lib.evaluation.metrics import pass_at_k
 
     items, at, per = [], [], []
@@ -248,7 +249,7 @@ def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers
         if prog is not None:
             items.append({"code": prog, "tests": tests})
             at.append(i)
-    for i, res in zip(at, _run_programs(items, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
+    for i, res in zip(at, run_programs(items, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
                                        backend=backend)):
         per[i].update(status=res.status, passed=res.status == "passed")
     n_pass = sum(r["passed"] for r in per)

@@ -50,8 +50,8 @@ def vllm_server_command(model: str | Path, knobs: VLLMKnobs, *, port: int = 8000
                  max_num_seqs=knobs.max_num_seqs, max_num_batched_tokens=knobs.max_num_batched_tokens)
 
 
-def _stop_token_ids(tokenizer) -> list[int]:
-    """Ids of ``<|im_end|>``, ``<|endoftext|>`` (when the vocabulary has them) and the eos token."""
+def stop_token_ids(tokenizer) -> list[int]:
+    """Ids of ``<|im_end|>``, ``<|endoftext|>`` (when the vocabulary has them) and the eos token. Introduced in lesson 07."""
     ids = []
     for t in _STOP_TOKENS:
         i = tokenizer.convert_tokens_to_ids(t)
@@ -62,8 +62,8 @@ def _stop_token_ids(tokenizer) -> list[int]:
     return ids
 
 
-def _load_tokenizer(model_path: str | Path):
-    """The model's tokenizer, set up for batched generation (left padding, a pad token)."""
+def load_tokenizer(model_path: str | Path):
+    """The model's tokenizer, set up for batched generation (left padding, a pad token). Introduced in lesson 07."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
@@ -73,14 +73,14 @@ def _load_tokenizer(model_path: str | Path):
     return tok
 
 
-def _load_model(model_path: str | Path, *, threads: int | None = None):
-    """(tokenizer, model) from a Hugging Face folder on CPU in float32, ready for batched generation."""
+def load_model(model_path: str | Path, *, threads: int | None = None):
+    """(tokenizer, model) from a Hugging Face folder on CPU in float32, ready for batched generation. Introduced in lesson 07."""
     import torch
     from transformers import AutoModelForCausalLM
 
     if threads:
         torch.set_num_threads(int(threads))
-    tok = _load_tokenizer(model_path)
+    tok = load_tokenizer(model_path)
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     model.eval()
     return tok, model
@@ -94,12 +94,12 @@ def _model_max_len(model_path: str | Path, knobs: VLLMKnobs) -> int:
     return min(knobs.max_model_len, ctx) if ctx else knobs.max_model_len
 
 
-def _encode_prompts(tokenizer, prompts: Sequence[str], room: int,
+def encode_prompts(tokenizer, prompts: Sequence[str], room: int,
                    answer_prefixes: Sequence[str | None] | None = None) -> tuple[list[list[int]], int]:
     """Chat-formatted token ids of ``prompts``, each cut to its last ``room`` tokens (the answer's
     budget must fit in the context). ``answer_prefixes[i]`` (optional): the start of the answer, given
     to the model after the chat prompt (encoded on its own, as SFT encodes the answer apart from the
-    prompt). Returns (ids per prompt, how many prompts were cut)."""
+    prompt). Returns (ids per prompt, how many prompts were cut). Introduced in lesson 07."""
     from course_lib.training.instructions import chat_prompt
 
     if answer_prefixes is not None and len(answer_prefixes) != len(prompts):
@@ -116,9 +116,9 @@ def _encode_prompts(tokenizer, prompts: Sequence[str], room: int,
     return out, cut
 
 
-def _decode_answer(tokenizer, ids: Sequence[int], stop: Sequence[int]) -> dict[str, Any]:
+def decode_answer(tokenizer, ids: Sequence[int], stop: Sequence[int]) -> dict[str, Any]:
     """``{"response", "new_tokens", "finished"}`` from generated ids: cut at the first stop token
-    (``finished``: the model stopped on its own rather than at the token budget)."""
+    (``finished``: the model stopped on its own rather than at the token budget). Introduced in lesson 07."""
     ids = list(ids)
     hits = [ids.index(s) for s in stop if s in ids]
     cut = min(hits, default=len(ids))
@@ -134,8 +134,8 @@ def _generate_ids_transformers(model_path: str | Path, prompt_ids: Sequence[Sequ
     from tqdm.auto import tqdm
     from transformers import GenerationConfig
 
-    tok, model = _load_model(model_path, threads=threads)
-    stop = _stop_token_ids(tok)
+    tok, model = load_model(model_path, threads=threads)
+    stop = stop_token_ids(tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else stop[0]
     gen_cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop,
                                pad_token_id=pad)   # only these: the model's own defaults do not apply
@@ -170,13 +170,13 @@ def generate_transformers(model_path: str | Path, prompts: Sequence[str], *, max
     """
     from course_lib.drill.vllm_engine import model_context
 
-    tok = _load_tokenizer(model_path)
+    tok = load_tokenizer(model_path)
     max_len = max_len or model_context(model_path) or 2048
-    ids, _ = _encode_prompts(tok, prompts, max(16, max_len - max_new_tokens))
+    ids, _ = encode_prompts(tok, prompts, max(16, max_len - max_new_tokens))
     gen = _generate_ids_transformers(model_path, ids, max_new_tokens=max_new_tokens, batch_size=batch_size,
                                     threads=threads, progress=progress)
-    stop = _stop_token_ids(tok)
-    return [_decode_answer(tok, g, stop) for g in gen]
+    stop = stop_token_ids(tok)
+    return [decode_answer(tok, g, stop) for g in gen]
 
 
 def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]], *, batch_size: int = 8,
@@ -191,7 +191,7 @@ def teacher_forced_ppl(model_path: str | Path, pairs: Sequence[tuple[str, str]],
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    tok, model = _load_model(model_path, threads=threads)
+    tok, model = load_model(model_path, threads=threads)
     model.to(device)
     from course_lib.training.instructions import IGNORE_INDEX, encode_chat
 
@@ -295,11 +295,11 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
     if fallback not in (None, "transformers"):
         raise ValueError(f"unknown inference fallback {fallback!r}; use 'transformers' or None")
 
-    tok = _load_tokenizer(model_path)
-    stop = _stop_token_ids(tok)
+    tok = load_tokenizer(model_path)
+    stop = stop_token_ids(tok)
     max_len = _model_max_len(model_path, knobs)
     room = max(16, max_len - knobs.response_max_tokens)
-    prompt_ids, truncated = _encode_prompts(tok, prompts, room, answer_prefixes)
+    prompt_ids, truncated = encode_prompts(tok, prompts, room, answer_prefixes)
     seconds: dict[str, float] = {}
     second: dict[str, Any] = {}      # the follow-up round: its prompts' prefixes, ids, truncations, answers
 
@@ -316,7 +316,7 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         if spec is None:
             return None
         prompts2, prefixes2 = spec
-        ids2, trunc2 = _encode_prompts(tok, prompts2, room, prefixes2)
+        ids2, trunc2 = encode_prompts(tok, prompts2, room, prefixes2)
         second.update(prefixes=prefixes2, ids=ids2, truncated=trunc2)
         return ids2
 
@@ -335,18 +335,18 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
             decoded: list[dict] = []
 
             def engine_follow_up(raw: list[dict]) -> list[list[int]] | None:
-                decoded[:] = with_prefixes([_decode_answer(tok, a["token_ids"], stop) for a in raw],
+                decoded[:] = with_prefixes([decode_answer(tok, a["token_ids"], stop) for a in raw],
                                            answer_prefixes)
                 return next_round(decoded)
 
             res = generate_offline(model_path, prompt_ids, knobs, stop_token_ids=stop, timeout_s=timeout_s,
                                    follow_up=engine_follow_up if follow_up is not None else None)
             if follow_up is None:      # (with a follow-up, engine_follow_up has decoded the answers)
-                decoded = with_prefixes([_decode_answer(tok, a["token_ids"], stop) for a in res["answers"]],
+                decoded = with_prefixes([decode_answer(tok, a["token_ids"], stop) for a in res["answers"]],
                                         answer_prefixes)
             answers = decoded
             if res.get("follow_up") is not None:
-                second["answers"] = [_decode_answer(tok, a["token_ids"], stop) for a in res["follow_up"]]
+                second["answers"] = [decode_answer(tok, a["token_ids"], stop) for a in res["follow_up"]]
             e = res["engine"]
             info = {"engine": "vllm", "version": e["version"], "device": e["device"], "python": e["python"],
                     "settings": {"knobs": knobs.as_dict(), "dtype": knobs.dtype,
@@ -367,13 +367,13 @@ def run_model(model_path: str | Path, prompts: Sequence[str], ppl_pairs: Sequenc
         t1 = time.monotonic()
         gen = _generate_ids_transformers(model_path, prompt_ids, max_new_tokens=knobs.response_max_tokens,
                                         batch_size=batch_size, threads=threads, progress=False)
-        answers = with_prefixes([_decode_answer(tok, g, stop) for g in gen], answer_prefixes)
+        answers = with_prefixes([decode_answer(tok, g, stop) for g in gen], answer_prefixes)
         seconds["generate"] = round(time.monotonic() - t1, 2)
         if next_round(answers) is not None:
             t2 = time.monotonic()
             gen = _generate_ids_transformers(model_path, second["ids"], max_new_tokens=knobs.response_max_tokens,
                                             batch_size=batch_size, threads=threads, progress=False)
-            second["answers"] = [_decode_answer(tok, g, stop) for g in gen]
+            second["answers"] = [decode_answer(tok, g, stop) for g in gen]
             seconds["follow_up_generate"] = round(time.monotonic() - t2, 2)
         _free_memory()
         info = {"engine": "transformers", "version": _installed("transformers"), "device": "cpu",

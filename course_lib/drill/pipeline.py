@@ -157,13 +157,14 @@ def step_pipeline(cfg: DrillConfig) -> dict:
             raise PrerequisiteError(f"pipeline: {why}")
     from course_lib.drill.download import without_hidden_tests
     from course_lib.training import codegen
+    from course_lib.training.rule_teacher import RuleTeacher
 
     # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
     rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]
     run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
                                                 run_code=run_code, timeout_s=conf["timeout_s"],
-                                                offline_teacher="rules")
+                                                offline_teacher=RuleTeacher)
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()

@@ -2,7 +2,7 @@
 
 Each step is a module that ends with its ``STEP = Step(...)`` (:class:`course_lib.drill.settings.Step`):
 ``download`` → ``pipeline`` → ``sft`` (:mod:`~course_lib.drill.finetune`) → ``inference`` →
-``evaluation`` (:mod:`~course_lib.drill.evaluate`) → ``rl`` (:mod:`~course_lib.drill.rl`, lesson 10), listed in run order in
+``evaluation`` (:mod:`~course_lib.drill.evaluate`) → ``rl`` (:mod:`~course_lib.rl.drill_step`, lesson 10), listed in run order in
 :data:`course_lib.drill.steps.DRILL_STEPS`, the one place a new step is registered.
 
 Each step skips itself when its outputs are whole and were made with the same configuration (``force``

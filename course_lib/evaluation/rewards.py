@@ -119,12 +119,12 @@ def io_reward_from_result(result: SandboxResult, n_cases: int) -> float:
         raise RuntimeError(f"the sandbox itself failed, so there is no reward for this sample: {result.detail}")
     status = reward_status(result)
     if status == "syntax_error":
-        return SYNTAX_ERROR_REWARD
+        return shaped_reward("lecture", status, 0, n_cases)
     if status in CRASH_STATUSES or len(result.tests) != n_cases + 1:   # a run that ended early crashed
-        return RUNTIME_ERROR_REWARD
-    if result.tests[0] != "ok" or "error" in result.tests[1:]:
-        return RUNTIME_ERROR_REWARD
-    return result.tests[1:].count("ok") / n_cases
+        return shaped_reward("lecture", "runtime_error", 0, n_cases)
+    if result.tests[0] != "ok" or "error" in result.tests[1:]:        # no solution, or a call raised
+        return shaped_reward("lecture", "runtime_error", 0, n_cases)
+    return shaped_reward("lecture", "failed", result.tests[1:].count("ok"), n_cases)
 
 
 def io_tests(test_cases: Sequence[tuple[Any, Any]]) -> list[str]:

@@ -39,16 +39,13 @@ def sample_completions(model_dir, prompts: Sequence[RLPrompt], *, n: int, temper
     """``n`` sampled completions per prompt (what follows the prompt's prefix), with transformers.
 
     Prompt ids are built as the drill builds them (chat prompt and prefix encoded apart,
-    :func:`course_lib.drill.generation._encode_prompts`); sampling at ``temperature`` with no top-k/top-p cut,
+    :func:`course_lib.drill.generation.encode_prompts`); sampling at ``temperature`` with no top-k/top-p cut,
     stopping at the drill's stop tokens. Introduced in lesson 10.
     """
     import torch
     from transformers import GenerationConfig
 
-    from course_lib.drill.generation import _decode_answer as decode_answer
-    from course_lib.drill.generation import _encode_prompts as encode_prompts
-    from course_lib.drill.generation import _load_model as load_model
-    from course_lib.drill.generation import _stop_token_ids as stop_token_ids
+    from course_lib.drill.generation import decode_answer, encode_prompts, load_model, stop_token_ids
     from course_lib.drill.vllm_engine import model_context
 
     tok, model = load_model(model_dir, threads=threads)
@@ -99,7 +96,7 @@ def sample_pass_at_k(model_dir, eval_rows: Sequence[Mapping[str, Any]], settings
     Returns ``{"n", "temperature", "parts": {part: {"prompts", "pass@1", ..., "pass@n", "mean_correct"}},
     "seconds": {"sample", "judge"}}``. Introduced in lesson 10.
     """
-    from course_lib.drill.generation import _load_tokenizer as load_tokenizer
+    from course_lib.drill.generation import load_tokenizer
 
     s = settings or rl_settings("ci")
     n = int(n or s.passk_samples)

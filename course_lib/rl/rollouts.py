@@ -5,7 +5,7 @@
   ``def`` line (:func:`course_lib.drill.inference.signature_prefix`); the rollout continues after the ``def``
   line and its program is the code of that answer (:func:`course_lib.drill.extract.extract_code`).
 * :class:`RolloutJudge` — rewards of a batch of rollouts from the course sandbox (``run_many`` through the
-  drill.s :func:`~course_lib.drill.evaluate._run_programs`), in this process. The only thing a rollout
+  drill.s :func:`~course_lib.drill.evaluate.run_programs`), in this process. The only thing a rollout
   contributes is its text; the tests, the program and the verdict are built here, so a rollout can
   forge a reward only by forging the sandbox's verdict, which the judge of lesson 06 rules out.
 * :func:`reward_of` — the three rewards compared (``pass``, ``fraction``, ``lecture``).
@@ -259,7 +259,7 @@ class RolloutJudge:
         self.rounds: list[dict[str, Any]] = []
 
     def _run(self, items: list[dict]) -> list[Any]:
-        from course_lib.drill.evaluate import _run_programs as run_programs
+        from course_lib.drill.evaluate import run_programs
 
         s = self.settings
         return run_programs(items, workers=s.judge_workers, timeout_s=s.judge_timeout_s, memory_mb=s.judge_memory_mb,

@@ -8,7 +8,7 @@ mermaid import). The course instead:
   committed to the repository;
 * copies them into a ``vendor/`` folder beside the exported HTML and points the template's URLs there
   (relative URLs, so the folder can be zipped and moved);
-* uses the template ``course_lib/templates/course_reveal`` (nbconvert's ``reveal`` without the mermaid
+* uses the template ``course_lib/tooling/templates/course_reveal`` (nbconvert's ``reveal`` without the mermaid
   and Jupyter-widgets imports);
 * removes the cells papermill adds (``injected-parameters``, the error banner).
 

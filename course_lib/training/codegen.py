@@ -7,7 +7,7 @@ The lesson's pipeline (``lazyllm.tools.data.codegen_ops``, composed with ``lazyl
 Its model is ``lazyllm.OnlineChatModule(source='openai', base_url=...)`` talking to an
 OpenAI-compatible server on 127.0.0.1: in ``ci`` an offline teacher that is NOT an LLM — lesson 05's
 :class:`~course_lib.training.teacher.OfflineTeacher` (``offline_teacher="reference"``: told each row's
-own answer) or lesson 07's :class:`~course_lib.training.rule_teacher.RuleTeacher` (``offline_teacher="rules"``:
+own answer) or lesson 07's :class:`~course_lib.training.rule_teacher.RuleTeacher` (``offline_teacher=RuleTeacher``:
 writes new code and its own tests from the instruction alone, as the lecture's teacher does) — and a
 vLLM server with the lesson's teacher in ``full``.
 
@@ -110,16 +110,13 @@ def codegen_ops():
 
 
 def chat_module(base_url: str, model_name: str, *, api_key: str = "EMPTY", timeout_s: float | None = None):
-    """A LazyLLM chat module for any OpenAI-compatible server; ``timeout_s`` (per request) None is the
-    active profile's ``pipeline.timeout_s``. Introduced in lesson 05."""
+    """A LazyLLM chat module for any OpenAI-compatible server; ``timeout_s`` (per request): the caller's
+    profile's ``pipeline.timeout_s`` (nothing here reads a profile). Introduced in lesson 05."""
     lazyllm_environment()
     import lazyllm
 
     if timeout_s is None:
-        from course_lib.profiles import get_profile
-
-        timeout_s = get_profile().pipeline.timeout_s
-
+        raise ValueError("chat_module needs timeout_s (run_codegen_pipeline passes its profile's pipeline.timeout_s)")
     return lazyllm.OnlineChatModule(source="openai", base_url=base_url, api_key=api_key,
                                     model=model_name, stream=False, timeout=timeout_s)
 
@@ -440,27 +437,25 @@ def _match_formatted(formatted: list, snapshot: dict[str, dict]) -> tuple[dict[s
     return matched, unmatched
 
 
-OFFLINE_TEACHERS = ("reference", "rules")
-
-
 def _teacher_for(profile: Profile, base_url: str | None, model_name: str | None, run_code: RunCode | None,
-                 offline_teacher: str = "reference"):
-    """(base_url, model_name, server to stop or None, description, offline teacher or None)."""
-    if offline_teacher not in OFFLINE_TEACHERS:
-        raise ValueError(f"offline_teacher must be one of {OFFLINE_TEACHERS}, got {offline_teacher!r}")
+                 offline_teacher: str | type[OfflineTeacher] = "reference"):
+    """(base_url, model_name, server to stop or None, description, offline teacher or None).
+    ``offline_teacher``: ``"reference"`` (lesson 05's :class:`OfflineTeacher`) or a subclass of it that a
+    later lesson brings (lesson 07's ``RuleTeacher``), which describes itself in ``served_as``."""
+    if offline_teacher != "reference" and not (isinstance(offline_teacher, type)
+                                                and issubclass(offline_teacher, OfflineTeacher)):
+        raise ValueError("offline_teacher must be 'reference' or a subclass of OfflineTeacher (lesson 07's "
+                         f"RuleTeacher), got {offline_teacher!r}")
     if base_url:
         return base_url, model_name or OFFLINE_MODEL_NAME, None, f"OpenAI-compatible server at {base_url}", None
     if profile.pipeline.teacher == "offline":
         auditor = "sandbox-run auditor" if run_code is not None else "compile-only auditor: no sandbox given"
-        if offline_teacher == "rules":
-            from course_lib.training.rule_teacher import RULE_TEACHER_NAME, RuleTeacher
-
-            server = TeacherServer(RuleTeacher(run_code=run_code), model_name=RULE_TEACHER_NAME).start()
-            return (server.url, RULE_TEACHER_NAME, server,
-                    "course rule teacher on 127.0.0.1 (writes each row's code and its own tests from the "
-                    f"instruction alone, {auditor}; NOT an LLM: it stands in for the lecture's "
-                    "Qwen3-30B-A3B-Instruct)", server.teacher)
-        server = TeacherServer(OfflineTeacher(run_code=run_code)).start()
+        if offline_teacher != "reference":
+            server = TeacherServer(offline_teacher(run_code=run_code, sandbox_timeout_s=profile.sandbox.timeout_s),
+                                   model_name=offline_teacher.model_name).start()
+            return (server.url, offline_teacher.model_name, server,
+                    offline_teacher.served_as.format(auditor=auditor), server.teacher)
+        server = TeacherServer(OfflineTeacher(run_code=run_code, sandbox_timeout_s=profile.sandbox.timeout_s)).start()
         return (server.url, OFFLINE_MODEL_NAME, server,
                 f"course offline teacher on 127.0.0.1 (rules + the dataset's reference code + {auditor}; "
                 "NOT an LLM)", server.teacher)
@@ -476,7 +471,8 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
                          normalize_scores: bool = True, instruction_from: str = "raw",
                          run_code: RunCode | None = None, timeout_s: float | None = None,
                          max_workers: int = 4, verbose: bool = True,
-                         offline_teacher: str = "reference") -> tuple[list[dict], PipelineReport]:
+                         offline_teacher: str | type[OfflineTeacher] = "reference",
+                         ) -> tuple[list[dict], PipelineReport]:
     """Run the lesson's LazyLLM codegen pipeline on ``rows`` and report what happened to each row.
 
     ``rows``: tiny-codes-shaped (``prompt``, ``response``, optional ``idx``) or instruction samples
@@ -484,8 +480,9 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
     (a running :class:`~course_lib.training.teacher.TeacherServer`), else ``base_url``/``model_name``, else the
     profile's (``ci``: an offline teacher started here, whose auditor runs the code with ``run_code`` —
     :func:`course_lib.evaluation.sandbox.run_code` — and only compiles it without one: with
-    ``offline_teacher="reference"`` lesson 05's, told each row's answer and tests, with ``"rules"`` lesson
-    07's :class:`~course_lib.training.rule_teacher.RuleTeacher`, which sees each instruction only and writes
+    ``offline_teacher="reference"`` lesson 05's, told each row's answer and tests, with
+    ``offline_teacher=RuleTeacher`` lesson 07's :class:`~course_lib.training.rule_teacher.RuleTeacher`
+    (passed in: lesson 05 does not know it), which sees each instruction only and writes
     new code and its own tests, as the lecture's teacher does; ``full``: ``$COURSE_TEACHER_URL`` or vLLM
     on 127.0.0.1:8000). ``timeout_s`` (per teacher request) None is the
     profile's ``pipeline.timeout_s``. Returns (kept rows in input order, :class:`PipelineReport`). Each kept row has

@@ -180,6 +180,9 @@ class RuleTeacher(OfflineTeacher):
 
     model_name = RULE_TEACHER_NAME
     uses_references = False
+    # how lesson 05's codegen pipeline describes the teacher it serves ({auditor}: sandbox-run or compile-only)
+    served_as = ("course rule teacher on 127.0.0.1 (writes each row's code and its own tests from the instruction "
+                 "alone, {auditor}; NOT an LLM: it stands in for the lecture's Qwen3-30B-A3B-Instruct)")
 
     def register(self, items) -> None:
         raise TypeError("the rule teacher writes code from the instruction alone: it takes no reference "

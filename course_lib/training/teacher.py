@@ -61,6 +61,10 @@ _LEAD = re.compile(rf"^\s*(?:please\s+)?{_VERBS}\s+(?:a|an|some|the)?\s*{_THINGS
 _DOES = re.compile(r"^(?:does|do) the following:\s*", re.I)
 
 
+# seconds one audit run may take when the caller gives none: the ci and full profiles' sandbox.timeout_s
+# (the codegen pipeline passes its own profile's value; the default is never read from a profile here)
+AUDIT_TIMEOUT_S = 10.0
+
 def _first_sentence(text: str) -> str:
     text = " ".join(text.strip().split("\n\n")[0].split())
     m = re.search(r"(?<=[.!?])\s+(?=[A-Z])", text)
@@ -124,7 +128,8 @@ class OfflineTeacher:
 
     ``register(rows)`` tells it each row's raw instruction, reference answer and tests (the
     dataset's own). ``respond(messages)`` dispatches on the system prompt of the operator asking.
-    ``run_code``, ``sandbox_timeout_s`` (None: the profile's ``sandbox.timeout_s``) and
+    ``run_code``, ``sandbox_timeout_s`` (None: :data:`AUDIT_TIMEOUT_S`; the pipeline passes its profile's
+    ``sandbox.timeout_s``) and
     ``max_parallel_runs`` go to :func:`audit_code`. Introduced in lesson 05.
     """
 
@@ -247,9 +252,7 @@ def audit_code(code: str, tests: str | None = None, *, timeout_s: float | None =
     if run_code is None:
         return not_run("no sandbox given: pass run_code=course_lib.evaluation.sandbox.run_code")
     if timeout_s is None:
-        from course_lib.profiles import get_profile
-
-        timeout_s = get_profile().sandbox.timeout_s
+        timeout_s = AUDIT_TIMEOUT_S
     if semaphore is not None:
         semaphore.acquire()
     try:
