@@ -398,7 +398,7 @@ print(f"planted fork of {fork_of} ({len(fork_idx)} files): found as {fork_pairs}
 record("repos_left_incomplete", len(partial))
 record("repo_level_pairs_real", len(real_pairs))
 ### BEGIN HIDDEN TESTS
-assert fork_pairs and fork_pairs[0][2] >= CFG.threshold
+assert fork_pairs and fork_pairs[0][2] >= CFG.threshold, f"the planted fork of {fork_of} was found as {fork_pairs}"
 ### END HIDDEN TESTS
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -454,7 +454,7 @@ else:
               f"median {np.median(sims):.2f}, min {min(sims):.2f} ({len(sims)} members)")
         record("datatrove_only_jaccard_median", float(np.median(sims)))
         ### BEGIN HIDDEN TESTS
-        assert np.median(sims) < (1 / b_dt) ** (1 / r_dt) < CFG.threshold
+        assert np.median(sims) < (1 / b_dt) ** (1 / r_dt) < CFG.threshold, (np.median(sims), b_dt, r_dt, CFG.threshold)
         ### END HIDDEN TESTS
     record("datatrove_ran", True)
     record("datatrove_removed", cmp["theirs_removed"])
