@@ -110,7 +110,7 @@ _ = record("grpo_hard_over_easy_weight", float(difficulty_weights(groups)[1] / d
 # KAT 笔记：「先剔除不用工具也能回答的问题；再对每题采样8次，去掉全对与全错样本」；「保留答案正确、无失败工具调用、无重复查询的正轨迹，执行 RFT」。
 #
 # 笔记的「采样8次，去掉全对与全错」是 WebSearch 专家构建 RFT 数据时的一次性过滤；本课照此实现为**离线过滤**，而不是 DAPO 式的在线动态采样（RL 中不断补采新组，直到 batch 里全是有信号的组），
-# 因为笔记说的就是数据构建；在线的形式在第10课的 RL 循环里。函数名 `dynamic_sampling_filter` 是历史名字。
+# 因为笔记说的就是数据构建；在线的形式在第10课的 RL 循环里。所以函数叫 `offline_difficulty_filter`（旧名 `dynamic_sampling_filter` 容易让人以为是在线的动态采样，保留一个版本的别名）。
 
 # %% slideshow={"slide_type": "subslide"}
 rng_ds = np.random.default_rng(SEED)
