@@ -1,6 +1,6 @@
 """The drill's run (the lesson's ``run.py``): the steps in order, what a run needs, and running them.
 
-Each step is a module that ends with its ``STEP = Step(...)`` (:class:`course_lib.drill.settings.Step`):
+Each step is a module that ends with its ``STEP = Step(...)`` (:class:`course_lib.drill.config.Step`):
 ``download`` → ``pipeline`` → ``sft`` (:mod:`~course_lib.drill.finetune`) → ``inference`` →
 ``evaluation`` (:mod:`~course_lib.drill.evaluate`) → ``rl`` (:mod:`~course_lib.rl.drill_step`, lesson 10), listed in run order in
 :data:`course_lib.drill.steps.DRILL_STEPS`, the one place a new step is registered.
@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from course_lib.drill import manifest, preflight
+from course_lib.drill.config import VARIANTS, DrillConfig, PrerequisiteError, Step
 from course_lib.drill.outputs import StepOutputError, log, output_state
-from course_lib.drill.settings import VARIANTS, DrillConfig, PrerequisiteError, Step
 from course_lib.drill.steps import DRILL_STEPS, STEPS
 
 __all__ = ["DRILL_STEPS", "STEPS", "check_prerequisites", "load_metrics", "load_report", "parse_steps",
