@@ -10,6 +10,7 @@ import pytest
 # old module → new module
 ALIASES = {
     "course_lib.drill.rl": "course_lib.rl.drill_step",
+    "course_lib.drill.run": "course_lib.drill.orchestrate",
     "course_lib.drill.settings": "course_lib.drill.config",
 }
 

@@ -2,7 +2,7 @@
 the shape every step has (:class:`Step`).
 
 Read this module first: every step module (``download``, ``pipeline``, ``finetune``, ``inference``,
-``evaluate``) takes a :class:`DrillConfig` and ends with its ``STEP = Step(...)``; ``run.py`` lists the
+``evaluate``) takes a :class:`DrillConfig` and ends with its ``STEP = Step(...)``; ``orchestrate`` lists the
 steps in order and runs them.
 
 Introduced in lesson 07.
