@@ -144,7 +144,8 @@ def parse_fim(text: str, sentinels: str | FimSentinels = "starcoder") -> tuple[s
     the prefix ends and the middle starts from the text alone, so for SPM the returned prefix holds
     ``prefix + middle`` and middle is ``""``. A PSM string with an empty prefix is the same string as
     an SPM one and reads as SPM. The lecture's SPM layout (starting with ``<SUF>``) keeps the split
-    and comes back exactly. Introduced in lesson 04."""
+    and comes back exactly. Introduced in lesson 04.
+    Public: documented in docs/fim_tinymodel.md, for students to call."""
     s = get_sentinels(sentinels)
     body = text[: -len(s.eot)] if text.endswith(s.eot) else text
     if body.startswith(s.suffix):  # the lecture's SPM: <SUF> suffix <PRE> prefix <MID> middle
