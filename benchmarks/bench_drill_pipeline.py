@@ -34,8 +34,8 @@ from pathlib import Path
 
 from course_lib import drill
 from course_lib.drill import scoreboard
+from course_lib.drill.config import default_root
 from course_lib.drill.outputs import DrillPaths, setup_logging
-from course_lib.drill.settings import default_root
 from course_lib.training import sft
 
 KEYS = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",

@@ -37,8 +37,8 @@ import pandas as pd
 from IPython.display import display
 
 from course_lib import drill, exercises, get_profile, record
+from course_lib.drill.config import VARIANT_LABELS
 from course_lib.drill.outputs import read_json_output, setup_logging
-from course_lib.drill.settings import VARIANT_LABELS
 from course_lib.rl.drill_step import drill_rl_settings, rl_unavailable
 from course_lib.paths import repo_root
 from course_lib.rl import RolloutJudge, build_rl_prompts, sample_pass_at_k

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import download, evaluate, finetune, inference, pipeline, run, scoreboard, settings  # noqa: E402
+from course_lib.drill import config, download, evaluate, finetune, inference, orchestrate, pipeline, scoreboard  # noqa: E402
 from course_lib.drill.outputs import DrillPaths, StepOutputError, output_state, read_json_output  # noqa: E402
 
 
@@ -41,11 +41,11 @@ def tiny_cfg(tmp_path, model, **kw):
                 inference_backend="transformers",   # vLLM's CPU attention refuses head size 16 (test_vllm_engine.py)
                 answer_while_training=False)        # on in ci; test_sft_answers_with_the_ready_models_while_the_last_run_trains
     args.update(kw)
-    return settings.config_from_profile("ci", **args)
+    return config.config_from_profile("ci", **args)
 
 
 def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
-    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=50, eval_size=20)
+    cfg = config.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=50, eval_size=20)
     cfg.paths.make()
     info = download.step_download(cfg)
     train, evals = read_json_output(cfg.paths.train_json, "download"), read_json_output(cfg.paths.eval_json, "download")
@@ -67,22 +67,22 @@ def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
 
 def test_prerequisites_name_the_step_to_run(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
-    problems = run.check_prerequisites(cfg, ["inference"])
+    problems = orchestrate.check_prerequisites(cfg, ["inference"])
     text = "\n".join(problems)
     assert "run step 1 `--only-step download`" in text
     assert "run step 3 `--only-step sft`" in text
-    with pytest.raises(settings.PrerequisiteError, match="only-step sft"):
-        run.run_drill(cfg, only_step="inference")
+    with pytest.raises(config.PrerequisiteError, match="only-step sft"):
+        orchestrate.run_drill(cfg, only_step="inference")
 
 
 def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
-    done = run.run_drill(cfg)
-    assert list(done) == [s for s in run.STEPS if s != "rl"]    # step 6 only with use_rl (lesson 10)
+    done = orchestrate.run_drill(cfg)
+    assert list(done) == [s for s in orchestrate.STEPS if s != "rl"]    # step 6 only with use_rl (lesson 10)
     assert fakes == [30, 30] or sorted(fakes)[0] <= 30    # raw + pipeline SFT ran once each
     for v in ("base", "raw_sft", "pipeline_sft"):
         out = cfg.paths.output_for(v)
-        rep = run.load_report(cfg, v)
+        rep = orchestrate.load_report(cfg, v)
         assert len(rep) == 6                              # every eval sample is in the report
         assert set(rep["category"]) <= set(evaluate.CATEGORIES)
         assert list(rep.columns) == evaluate.REPORT_COLUMNS      # incl. correct_free, which lesson 07 shows
@@ -93,13 +93,13 @@ def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model
     assert (cfg.paths.output_dir / "metrics.png").exists()
     funnel = json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())
     assert funnel["input"] == 30 and funnel["kept"] <= 30
-    metrics = run.load_metrics(cfg)
+    metrics = orchestrate.load_metrics(cfg)
     assert set(metrics) == {"base", "raw_sft", "pipeline_sft"}
     for m in metrics.values():
         assert {"Pass@1", "FCR", "SER", "RSR", "PPL", "test pass@1", "HumanEval pass@1"} <= set(m)
         assert m["PPL"] > 1
     n_calls = len(fakes)
-    again = run.run_drill(cfg)
+    again = orchestrate.run_drill(cfg)
     assert again["download"] == {"skipped": True}
     assert all(v == {"skipped": True} for v in again["sft"].values())
     assert all(v == {"skipped": True} for v in again["inference"].values())
@@ -108,14 +108,14 @@ def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model
 
 def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False, evaluate_base=False, humaneval_subset=0)
-    run.run_drill(cfg, only_step="1,2,3")
+    orchestrate.run_drill(cfg, only_step="1,2,3")
 
     def killed(*a, **k):
         raise KeyboardInterrupt("killed")
     original = inference.infer
     monkeypatch.setattr(inference, "infer", killed)
     with pytest.raises(KeyboardInterrupt):
-        run.run_drill(cfg)
+        orchestrate.run_drill(cfg)
     answers = cfg.paths.output_for("pipeline_sft") / "inference_results.json"
     assert not output_state(answers)[0]
     # a killed writer may leave a half file without a marker: it must not be trusted
@@ -123,7 +123,7 @@ def test_resume_after_a_killed_step(tmp_path, fakes, tiny_model, monkeypatch):
     answers.write_text('[{"idx": 1, "resp')
     assert "no completion marker" in output_state(answers)[1]
     monkeypatch.setattr(inference, "infer", original)
-    done = run.run_drill(cfg)
+    done = orchestrate.run_drill(cfg)
     assert done["download"] == {"skipped": True} and done["sft"]["pipeline_sft"] == {"skipped": True}
     assert len(read_json_output(answers, "inference")) == 6
 
@@ -138,7 +138,7 @@ def test_corrupted_output_is_detected_and_redone(tmp_path, fakes, tiny_model):
     assert not ok and "corrupted" in why
     with pytest.raises(StepOutputError, match="'download'"):
         read_json_output(train, "download")
-    assert any("run step 1" in p for p in run.check_prerequisites(cfg, ["pipeline"]))
+    assert any("run step 1" in p for p in orchestrate.check_prerequisites(cfg, ["pipeline"]))
     info = download.step_download(cfg)                         # redone, not skipped
     assert info.get("train") == 30 and output_state(train)[0]
     # a marker from another configuration does not count either
@@ -228,7 +228,7 @@ def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model
         raise RuntimeError("no sandbox backend works here. Install bubblewrap (`apt-get install bubblewrap`)")
     monkeypatch.setattr(sandbox, "resolve_backend", no_backend)
     cfg = tiny_cfg(tmp_path, tiny_model)
-    assert any("bubblewrap" in p for p in run.check_prerequisites(cfg, ["evaluation"]))
+    assert any("bubblewrap" in p for p in orchestrate.check_prerequisites(cfg, ["evaluation"]))
 
 
 def test_pipeline_step_passes_the_profiles_timeout(tmp_path, fakes, tiny_model):
@@ -275,7 +275,7 @@ def test_upstream_change_rebuilds_and_says_why(tmp_path, fakes, tiny_model, capl
 
 def test_truncated_weights_name_the_file_and_what_to_do(tmp_path, fakes, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False)
-    run.run_drill(cfg, only_step="1,2,3")
+    orchestrate.run_drill(cfg, only_step="1,2,3")
     assert inference.model_path_for(cfg, "pipeline_sft").endswith("lazyllm_merge")
     weights = next(Path(inference.model_path_for(cfg, "pipeline_sft")).glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:-1000])
@@ -286,7 +286,7 @@ def test_truncated_weights_name_the_file_and_what_to_do(tmp_path, fakes, tiny_mo
 def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
     from course_lib.drill.generation import VLLMKnobs, vllm_server_command
 
-    cfg = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path))
+    cfg = config.config_from_profile("full", paths=DrillPaths.under(tmp_path))
     assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536, kv_cache_gib=4, enforce_eager=False, dtype="auto")
     assert (cfg.train_size, cfg.eval_size, cfg.source, cfg.inference_backend) == (5000, 1000, "hub", "vllm")
     assert cfg.sandbox_backend == "docker"
@@ -300,7 +300,7 @@ def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "no-vllm-venv"))
     monkeypatch.setattr(vllm_engine, "_here_has_vllm", lambda: False)
-    assert any("vLLM" in p for p in run.check_prerequisites(cfg, ["inference"]))
+    assert any("vLLM" in p for p in orchestrate.check_prerequisites(cfg, ["inference"]))
 
 
 def test_cli_help_and_options(capsys, tmp_path):
@@ -320,10 +320,10 @@ def test_cli_help_and_options(capsys, tmp_path):
                                       "--vllm-max-num-seqs", "32", "--eval-size", "10"])
     cfg = config_from_args(args)
     assert cfg.vllm.max_num_seqs == 32 and cfg.eval_size == 10 and cfg.variants() == ["base", "raw_sft"]
-    assert run.plan_steps(cfg, skip_steps="1") == ["sft", "inference", "evaluation"]
-    assert run.plan_steps(cfg, only_step="evaluation,4") == ["inference", "evaluation"]
+    assert orchestrate.plan_steps(cfg, skip_steps="1") == ["sft", "inference", "evaluation"]
+    assert orchestrate.plan_steps(cfg, only_step="evaluation,4") == ["inference", "evaluation"]
     with pytest.raises(ValueError, match="unknown step"):
-        run.parse_steps("7")
+        orchestrate.parse_steps("7")
     assert main(["--root", str(tmp_path), "--only-step", "inference", "--quiet"]) == 1
     assert "only-step" in capsys.readouterr().err
     assert any(p.name.startswith("drill_") for p in (tmp_path / "logs").iterdir())
@@ -338,11 +338,11 @@ def test_full_profile_sft_goes_through_lesson_05_with_the_full_settings(tmp_path
         seen.update(base=base, rows=len(rows), profile=profile.name, overrides=overrides)
         return fake(tiny_model, rows, out_dir, profile=profile)
     standins.install(monkeypatch, finetune=fake_finetune)
-    cfg = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,
+    cfg = config.config_from_profile("full", paths=DrillPaths.under(tmp_path), use_pipeline=False,
                                   source="local", data_files=[str(Path(__file__).parents[1] / "assets" / "tiny_codes"
                                                                   / "tiny_codes_sample.jsonl")],
                                   train_size=12, eval_size=3)
-    assert cfg.sft_overrides == {} and settings.base_model_path(cfg) == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert cfg.sft_overrides == {} and config.base_model_path(cfg) == "Qwen/Qwen2.5-0.5B-Instruct"
     cfg.paths.make()
     download.step_download(cfg)
     finetune.step_sft(cfg)
@@ -371,7 +371,7 @@ def test_side_by_side_sft_records_the_variant_that_trained_when_the_other_fails(
     assert cfg.run_notes["sft"]["raw_sft"]["processes"] == 2
     with pytest.raises(StepOutputError, match="run the 'sft' step"):
         inference.model_path_for(cfg, "pipeline_sft")
-    assert finetune.sft_side_by_side(settings.config_from_profile("full"), 2) == 1      # one GPU: one after the other
+    assert finetune.sft_side_by_side(config.config_from_profile("full"), 2) == 1      # one GPU: one after the other
 
 
 def test_sft_answers_with_the_ready_models_while_the_last_run_trains(tmp_path, monkeypatch, tiny_model):
@@ -405,9 +405,9 @@ def test_sft_answers_with_the_ready_models_while_the_last_run_trains(tmp_path, m
     monkeypatch.setenv("OMP_NUM_THREADS", "2")                    # two cores: one per SFT run
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=True, answer_while_training=True)
-    assert settings.config_from_profile("ci").answer_while_training and \
-        not settings.config_from_profile("full").answer_while_training
-    done = run.run_drill(cfg)
+    assert config.config_from_profile("ci").answer_while_training and \
+        not config.config_from_profile("full").answer_while_training
+    done = orchestrate.run_drill(cfg)
     assert seen["variants"] == ["base", "pipeline_sft"] and seen["workers"] == 1 and seen["bind"]
     assert "VLLM_CPU_OMP_THREADS_BIND" not in os.environ and cfg.inference_workers == 1
     assert done["inference"]["base"] == {"skipped": True} == done["inference"]["pipeline_sft"]
@@ -417,15 +417,15 @@ def test_sft_answers_with_the_ready_models_while_the_last_run_trains(tmp_path, m
     assert step4["status"] == "ran"
     assert "while raw_sft trained" in step4["variants"]["base"]["answered_during"]
     assert step4["variants"]["pipeline_sft"]["status"] == "ran" and "answered_during" not in step4["variants"]["raw_sft"]
-    assert set(run.load_metrics(cfg)) == {"base", "raw_sft", "pipeline_sft"}
+    assert set(orchestrate.load_metrics(cfg)) == {"base", "raw_sft", "pipeline_sft"}
     # --only-step sft: no step 4 planned, so step 3 answers nothing
     early_done.clear()
     cfg2 = tiny_cfg(tmp_path / "only", tiny_model, compare_raw=True, answer_while_training=True)
     cfg2.paths.make()
-    run.run_drill(cfg2, only_step="download,pipeline")
+    orchestrate.run_drill(cfg2, only_step="download,pipeline")
     threading.Timer(0.5, early_done.set).start()               # raw SFT may finish: nobody answers early
     seen.clear()
-    run.run_drill(cfg2, only_step="sft")
+    orchestrate.run_drill(cfg2, only_step="sft")
     assert "variants" not in seen and not (cfg2.paths.output_for("base") / "inference_results.json").exists()
 
 
@@ -484,10 +484,10 @@ def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=True,
                    sft_overrides={"max_steps": 12, "per_device_train_batch_size": 4,
                                   "learning_rate": 5e-3})
-    run.run_drill(cfg)
+    orchestrate.run_drill(cfg)
     for v in cfg.variants():
-        assert len(run.load_report(cfg, v)) == 4
-    assert run.load_metrics(cfg)["pipeline_sft"]["samples"] == 4
+        assert len(orchestrate.load_report(cfg, v)) == 4
+    assert orchestrate.load_metrics(cfg)["pipeline_sft"]["samples"] == 4
     sft_notes = cfg.run_notes["sft"]
     assert [(v, n["status"], n["processes"]) for v, n in sft_notes.items()] == [
         ("raw_sft", "ran", 2), ("pipeline_sft", "ran", 2)]           # table order, whichever ended first
@@ -502,8 +502,8 @@ def test_rl_step_adds_the_rl_variant_with_every_metric_and_is_cached(tmp_path, f
     standins.install_rl(monkeypatch, calls)
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False, use_rl=True, rl_overrides={"steps": 3, "group_size": 4})
     assert cfg.variants() == ["base", "pipeline_sft", "rl"] and cfg.core_variants() == ["base", "pipeline_sft"]
-    done = run.run_drill(cfg)
-    assert list(done) == list(run.STEPS)
+    done = orchestrate.run_drill(cfg)
+    assert list(done) == list(orchestrate.STEPS)
     (call,) = calls
     assert (call["settings"].steps, call["settings"].group_size, call["settings"].reward) == (3, 4, "pass")
     assert call["model_dir"] == read_json_output(cfg.paths.model_record("pipeline_sft"), "sft")["model_path"]
@@ -511,16 +511,16 @@ def test_rl_step_adds_the_rl_variant_with_every_metric_and_is_cached(tmp_path, f
     metrics = json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())
     assert list(metrics) == ["base", "pipeline_sft", "rl"]    # table order, step 5's rows kept
     assert set(metrics["rl"]) == set(metrics["pipeline_sft"])
-    assert len(run.load_report(cfg, "rl")) == 6
+    assert len(orchestrate.load_report(cfg, "rl")) == 6
     log = json.loads((cfg.paths.output_for("rl") / "train_log.json").read_text())
     assert [r["step"] for r in log] == [1, 2] and all(set(LOG_KEYS) <= set(r) for r in log)
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
     assert manifest["steps"]["rl"]["engine"]["steps"] == 3
-    again = run.run_drill(cfg, only_step="rl")
+    again = orchestrate.run_drill(cfg, only_step="rl")
     assert again["rl"]["train"] == {"skipped": True} and len(calls) == 1
     assert again["rl"]["inference"] == {"rl": {"skipped": True}}
     cfg.rl_overrides = {"steps": 4, "reward": "lecture"}      # another setting: trained again
-    run.run_drill(cfg, only_step="6")
+    orchestrate.run_drill(cfg, only_step="6")
     assert len(calls) == 2 and calls[1]["settings"].reward == "lecture"
 
 
@@ -528,7 +528,7 @@ def test_rl_step_without_the_trl_environment_is_skipped_saying_why(tmp_path, fak
     monkeypatch.setenv("COURSE_TRL_VENV", str(tmp_path / "no-trl"))
     cfg = tiny_cfg(tmp_path, tiny_model, compare_raw=False, evaluate_base=False, humaneval_subset=0, use_rl=True)
     with caplog.at_level("WARNING"):
-        done = run.run_drill(cfg)
+        done = orchestrate.run_drill(cfg)
     assert "tooling.environments setup trl" in done["rl"]["skipped"] or "course_lib.rl setup" in done["rl"]["skipped"]
     assert "step 6 (rl) skipped" in caplog.text
     assert list(json.loads((cfg.paths.output_dir / "drill_metrics.json").read_text())) == ["pipeline_sft"]
@@ -543,7 +543,7 @@ def test_rl_step_without_hidden_tests_for_the_training_rows_is_skipped_saying_wh
     cfg = tiny_cfg(tmp_path / "d", tiny_model, compare_raw=False, evaluate_base=False, humaneval_subset=0, use_rl=True,
                    hidden_tests=str(empty))
     with caplog.at_level("WARNING"):
-        done = run.run_drill(cfg)
+        done = orchestrate.run_drill(cfg)
     assert "no reward to train on" in done["rl"]["skipped"] and "--hidden-tests" in done["rl"]["skipped"]
     assert "step 6 (rl) skipped" in caplog.text
     assert drill_rl.no_reward_reason(cfg) == done["rl"]["skipped"]
@@ -552,13 +552,13 @@ def test_rl_step_without_hidden_tests_for_the_training_rows_is_skipped_saying_wh
 
 def test_rl_is_left_out_without_use_rl_and_its_prerequisites_name_the_steps(tmp_path, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model)
-    assert "rl" not in run.plan_steps(cfg) and "rl" not in cfg.variants()
+    assert "rl" not in orchestrate.plan_steps(cfg) and "rl" not in cfg.variants()
     cfg.use_rl = True
-    assert run.plan_steps(cfg, only_step="rl") == ["rl"]
-    text = "\n".join(run.check_prerequisites(cfg, ["rl"]))
+    assert orchestrate.plan_steps(cfg, only_step="rl") == ["rl"]
+    text = "\n".join(orchestrate.check_prerequisites(cfg, ["rl"]))
     assert "run step 3 `--only-step sft`" in text and "run step 2 `--only-step pipeline`" in text
     cfg.use_pipeline = False                                   # rl starts from pipeline SFT
-    assert "rl" not in run.plan_steps(cfg)
+    assert "rl" not in orchestrate.plan_steps(cfg)
 
 
 def test_cli_rl_options(tmp_path, capsys):
@@ -567,9 +567,9 @@ def test_cli_rl_options(tmp_path, capsys):
     cfg = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--rl-steps", "3", "--rl-group-size",
                                                       "4", "--rl-reward", "lecture"]))
     assert cfg.use_rl is True and cfg.rl_overrides == {"steps": 3, "group_size": 4, "reward": "lecture"}
-    assert "rl" in run.plan_steps(cfg)
+    assert "rl" in orchestrate.plan_steps(cfg)
     cfg = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--no-rl"]))
-    assert cfg.use_rl is False and "rl" not in run.plan_steps(cfg)
+    assert cfg.use_rl is False and "rl" not in orchestrate.plan_steps(cfg)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--rl-reward", "exec"])
     assert main(["--root", str(tmp_path), "--only-step", "rl", "--rl-group-size", "1", "--quiet"]) == 1

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import download, evaluate, inference, pipeline, preflight, run, scoreboard, settings  # noqa: E402
+from course_lib.drill import config, download, evaluate, inference, orchestrate, pipeline, preflight, scoreboard  # noqa: E402
 from course_lib.drill.outputs import DrillPaths, StepOutputError, output_state, write_json_output  # noqa: E402
 from course_lib.drill.taskgen import HUB_COLUMNS  # noqa: E402
 
@@ -39,7 +39,7 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
     standins.install(monkeypatch)
     src = tmp_path / "hub.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in hub_rows()))
-    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "drill"), source="local",
+    cfg = config.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "drill"), source="local",
                                   data_files=[str(src)], hidden_tests=None, train_size=6, eval_size=6,
                                   humaneval_subset=0, sft_model="Org/not-a-folder")
     cfg.variants = lambda: ["base"]
@@ -68,7 +68,7 @@ def test_hub_shaped_rows_go_through_download_inference_and_evaluation(tmp_path, 
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     assert [r["task"] for r in records] == [""] * 6 and not any("tests" in r for r in records)
     m = evaluate.step_evaluation(cfg)["base"]
-    rep = run.load_report(cfg, "base")
+    rep = orchestrate.load_report(cfg, "base")
     assert len(rep) == 6 and not rep["has_tests"].any() and rep["correct"].isna().all()
     assert m["with tests"] == 0 and m["test pass@1"] == 0.0 and m["samples"] == 6
     assert m["SyntaxError"] == sum("(x)\n" in r["response"] for r in evals)
@@ -97,7 +97,7 @@ def probes(monkeypatch):
 
 
 def full_cfg(tmp_path, **kw):
-    return settings.config_from_profile("full", paths=DrillPaths.under(tmp_path / "drill"), **kw)
+    return config.config_from_profile("full", paths=DrillPaths.under(tmp_path / "drill"), **kw)
 
 
 def test_full_prerequisites_all_good_and_hub_ids_said(tmp_path, probes, monkeypatch, caplog):
@@ -120,7 +120,7 @@ def test_full_prerequisites_name_each_missing_piece(tmp_path, probes, monkeypatc
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     probes.update(gpus=None, docker=(False, False))
     cfg = full_cfg(tmp_path, pipeline_model="/models/missing-teacher")
-    problems = preflight.check_full_prerequisites(cfg, list(run.STEPS))
+    problems = preflight.check_full_prerequisites(cfg, list(orchestrate.STEPS))
     text = "\n".join(problems)
     assert "Qwen/Qwen2.5-0.5B-Instruct is a hub id but HF_HUB_OFFLINE=1" in text           # base model
     assert "the teacher model /models/missing-teacher does not exist" in text
@@ -133,10 +133,10 @@ def test_full_prerequisites_name_each_missing_piece(tmp_path, probes, monkeypatc
                for p in preflight.check_full_prerequisites(cfg, ["evaluation"]))
     # run_drill stops before any step runs
     ran = []
-    monkeypatch.setattr(run, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s))
-                                                  for s in run.DRILL_STEPS))
-    with pytest.raises(settings.PrerequisiteError, match="cannot start the drill"):
-        run.run_drill(cfg)
+    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s))
+                                                  for s in orchestrate.DRILL_STEPS))
+    with pytest.raises(config.PrerequisiteError, match="cannot start the drill"):
+        orchestrate.run_drill(cfg)
     assert ran == []
 
 
@@ -161,11 +161,11 @@ def test_full_run_checks_gpu_memory_again_after_step_2(tmp_path, probes, monkeyp
     probes["teacher"] = (True, "Qwen/Qwen3-30B-A3B-Instruct-2507")
     cfg = full_cfg(tmp_path, sft_model=str(fake_model(tmp_path / "m")))
     ran = []
-    monkeypatch.setattr(run, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s) or {})
-                                                  for s in run.DRILL_STEPS))
-    monkeypatch.setattr(run, "check_prerequisites", lambda cfg, steps: [])
-    with pytest.raises(settings.PrerequisiteError, match=r"(?s)step 3 \(sft\).*stop it before SFT"):
-        run.run_drill(cfg)
+    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s) or {})
+                                                  for s in orchestrate.DRILL_STEPS))
+    monkeypatch.setattr(orchestrate, "check_prerequisites", lambda cfg, steps: [])
+    with pytest.raises(config.PrerequisiteError, match=r"(?s)step 3 \(sft\).*stop it before SFT"):
+        orchestrate.run_drill(cfg)
     assert ran == ["download", "pipeline"]
 
 
@@ -173,12 +173,12 @@ def test_step_2_needs_the_teacher_and_never_caches_an_empty_run(tmp_path, probes
     standins.install(monkeypatch)
     cfg = full_cfg(tmp_path)
     cfg.paths.make()
-    with pytest.raises(settings.PrerequisiteError, match="Start it .*\n.*vllm.entrypoints.openai.api_server"):
+    with pytest.raises(config.PrerequisiteError, match="Start it .*\n.*vllm.entrypoints.openai.api_server"):
         pipeline.step_pipeline(cfg)
     # ci: the offline teacher; a run that keeps nothing (or whose teacher was down) is an error
     src = tmp_path / "hub.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in hub_rows()))
-    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "ci"), source="local",
+    cfg = config.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "ci"), source="local",
                                   data_files=[str(src)], hidden_tests=None, train_size=6, eval_size=2)
     cfg.paths.make()
     download.step_download(cfg)
@@ -201,20 +201,20 @@ def test_pipeline_and_full_defaults_follow_the_lecture(capsys):
     from course_lib.drill.command import main
     from course_lib.profiles import get_profile
 
-    cfg = settings.config_from_profile("full")
+    cfg = config.config_from_profile("full")
     assert cfg.inference_workers == 8 and cfg.eval_workers == 8                 # the lecture's run.py defaults
-    assert run.step_settings(cfg, "pipeline")["timeout_s"] == get_profile("full").pipeline.timeout_s
+    assert orchestrate.step_settings(cfg, "pipeline")["timeout_s"] == get_profile("full").pipeline.timeout_s
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "vLLM does not use it: its engine batches by itself, up to --vllm-max-num-seqs" in help_text
-    inf = run.step_settings(cfg, "inference")
+    inf = orchestrate.step_settings(cfg, "inference")
     assert inf["engine"] == "vllm" and inf["max_new_tokens"] == 1536 and inf["ppl_threads"] == 8
     assert inf["fallback"] is None and inf["dtype"] == "auto"
     assert inf["vllm"] == {"max_model_len": 4096, "gpu_memory_utilization": 0.8, "max_num_seqs": 16,
                            "max_num_batched_tokens": 16384, "response_max_tokens": 1536, "kv_cache_gib": 4,
                            "enforce_eager": False, "dtype": "auto"}
-    ev = run.step_settings(cfg, "evaluation")
+    ev = orchestrate.step_settings(cfg, "evaluation")
     assert (ev["sandbox_backend"], ev["timeout_s"], ev["memory_mb"]) == ("docker", 10.0, 128)
 
 
@@ -231,14 +231,14 @@ def tiny_model(tmp_path_factory):
 
 def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tiny_model):
     standins.install(monkeypatch)
-    cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=20, eval_size=4,
+    cfg = config.config_from_profile("ci", paths=DrillPaths.under(tmp_path), train_size=20, eval_size=4,
                                   humaneval_subset=1, max_new_tokens=8, batch_size=4, sft_model=str(tiny_model),
                                   inference_workers=1, eval_workers=2, compare_raw=False, timeout_s=5.0,
                                   inference_backend="transformers")    # head size 16: not for vLLM's CPU attention
-    run.run_drill(cfg)
+    orchestrate.run_drill(cfg)
     path = cfg.paths.output_dir / "run_manifest.json"
     first = json.loads(path.read_text())
-    assert first["profile"] == "ci" and list(first["steps"]) == [s for s in run.STEPS if s != "rl"]
+    assert first["profile"] == "ci" and list(first["steps"]) == [s for s in orchestrate.STEPS if s != "rl"]
     for name, e in first["steps"].items():
         assert e["status"] == "ran" and e["cached"] is False and e["profile"] == "ci", name
         assert e["started"] <= e["finished"] and e["seconds"] >= 0 and e["engine"]["name"]
@@ -253,7 +253,7 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
     assert (ev["sandbox_backend"], ev["timeout_s"], ev["memory_mb"], ev["workers"]) == ("bwrap", 5.0, 128, 2)
     assert first["steps"]["download"]["result"]["train"] == 20
 
-    run.run_drill(cfg)                                              # everything cached
+    orchestrate.run_drill(cfg)                                              # everything cached
     second = json.loads(path.read_text())
     for name, e in second["steps"].items():
         old = first["steps"][name]
@@ -261,7 +261,7 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
         assert (e["started"], e["finished"], e["engine"]) == (old["started"], old["finished"], old["engine"])
 
     cfg.force = True                                                # a partial rerun: step 5 only
-    run.run_drill(cfg, only_step="evaluation")
+    orchestrate.run_drill(cfg, only_step="evaluation")
     third = json.loads(path.read_text())
     assert third["steps"]["evaluation"]["status"] == "ran"
     assert third["steps"]["sft"] == second["steps"]["sft"]          # steps that did not run keep their entry
@@ -270,12 +270,12 @@ def test_manifest_records_each_step_and_merges_reruns(tmp_path, monkeypatch, tin
         raise RuntimeError("engine crashed")
     monkeypatch.setattr(inference, "infer", broken)
     with pytest.raises(RuntimeError, match="engine crashed"):
-        run.run_drill(cfg, only_step="inference")
+        orchestrate.run_drill(cfg, only_step="inference")
     failed = json.loads(path.read_text())["steps"]["inference"]
     assert failed["status"] == "failed" and "engine crashed" in failed["error"]
     path.write_text("not json")                                     # a broken manifest is rewritten
     cfg.force = False
-    run.run_drill(cfg, only_step="download")
+    orchestrate.run_drill(cfg, only_step="download")
     assert json.loads(path.read_text())["steps"]["download"]["status"] == "cached"
 
 
@@ -329,7 +329,7 @@ def test_sft_cache_key_follows_the_profiles_sft_section(tmp_path, monkeypatch):
         f = tmp_path / f"over_{ratio}.json"
         f.write_text(json.dumps({"profile": "ci", "sections": {"sft": {"warmup_ratio": ratio}}}))
         monkeypatch.setenv("COURSE_PROFILE_OVERRIDES", str(f))
-        cfg = settings.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "d"))
+        cfg = config.config_from_profile("ci", paths=DrillPaths.under(tmp_path / "d"))
         return finetune._sft_config(cfg, "pipeline_sft")
 
     a, b = key(0.1), key(0.2)

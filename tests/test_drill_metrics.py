@@ -83,7 +83,7 @@ def test_library_does_not_switch_the_matplotlib_backend(tmp_path):
     by = {"base": scoreboard.drill_metrics(_summary(Pass=1, NoCode=1))}
     scoreboard.plot_metrics(by, tmp_path / "m.png")
     assert matplotlib.get_backend() == before
-    src = "".join((Path(scoreboard.__file__).parent / f).read_text() for f in ("scoreboard.py", "run.py"))
+    src = "".join((Path(scoreboard.__file__).parent / f).read_text() for f in ("scoreboard.py", "orchestrate.py"))
     assert "matplotlib.use(" not in src
 
 

@@ -99,20 +99,20 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
 
 
 def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
-    from course_lib.drill import evaluate, outputs, pipeline, run, settings
+    from course_lib.drill import config, evaluate, orchestrate, outputs, pipeline
     from course_lib.drill.taskgen import HUB_COLUMNS
     from course_lib.training.sft import llamafactory_config
 
-    cfg = settings.config_from_profile("full")
-    steps = run.plan_steps(cfg)
-    assert steps == [s for s in run.STEPS if s != "rl"]    # step 6 only with use_rl (lesson 10)
+    cfg = config.config_from_profile("full")
+    steps = orchestrate.plan_steps(cfg)
+    assert steps == [s for s in orchestrate.STEPS if s != "rl"]    # step 6 only with use_rl (lesson 10)
     assert pipeline.teacher_problem(cfg) is None            # the full profile's own teacher check
-    problems = run.check_prerequisites(cfg, steps)
+    problems = orchestrate.check_prerequisites(cfg, steps)
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
     backends = spy_backends(monkeypatch)    # the sandbox backend of every program the drill runs
     t0 = time.monotonic()
-    done = run.run_drill(cfg)
+    done = orchestrate.run_drill(cfg)
     rehearsal_env["timings"]["drill_s"] = time.monotonic() - t0
     print(f"full-profile rehearsal drill: {time.monotonic() - t0:.0f} s")
 
@@ -140,10 +140,10 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     for v in cfg.variants():
         assert done["inference"][v]["engine"] == cfg.inference_backend
     for v in cfg.variants():
-        rep = run.load_report(cfg, v)
+        rep = orchestrate.load_report(cfg, v)
         assert len(rep) == cfg.eval_size
         assert set(rep["category"]) and not (rep["sandbox_status"] == "sandbox_error").any()
-    metrics = run.load_metrics(cfg)
+    metrics = orchestrate.load_metrics(cfg)
     assert set(metrics) == set(cfg.variants())
     # a few LoRA steps at the lecture's learning rate do not teach the tiny model to answer in a code fence, so
     # its answers may hold no code to run: step 5's judge also gets the eval rows' reference answers, with the
@@ -157,10 +157,10 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
 
 def test_notebook_07_with_the_full_profile(rehearsal_env, repo, tmp_path):
     """Notebook 07 with ``PROFILE = "full"`` under the same stand-ins (steps cached by the drill test)."""
-    from course_lib.drill import run, settings
+    from course_lib.drill import config, orchestrate
     from course_lib.tooling.runner import execute_notebook
 
-    problems = run.check_prerequisites(settings.config_from_profile("full"), list(run.STEPS))
+    problems = orchestrate.check_prerequisites(config.config_from_profile("full"), list(orchestrate.STEPS))
     if problems:
         missing("\n  - " + "\n  - ".join(problems))
     source = repo / "solutions" / "07_tiny_codes_drill.ipynb"
@@ -177,27 +177,27 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     Steps 1-5 are cached by the drill test (run alone, this test runs them first); the hub rows have no hidden
     tests, so the step is first skipped, saying why, and then run with the sample's tests for the training rows
     (download, pipeline, inference and evaluation rerun on rows with tests; SFT is cached)."""
-    from course_lib.drill import run, settings
+    from course_lib.drill import config, orchestrate
     from course_lib.profiles import _FULL
     from course_lib.rl import drill_step as rl
     from course_lib.rl.settings import RLSettings
 
-    cfg = settings.config_from_profile("full")
+    cfg = config.config_from_profile("full")
     cfg.use_rl = True                                      # what the CLI does with the full profile's rl.in_drill
     assert _FULL["rl"]["in_drill"] is True
     why = rl.rl_unavailable(cfg)
     if why:
         missing(f"step 6 needs the TRL environment: {why}")
     # hub rows carry no hidden tests: step 6 has no reward, says so and is skipped (no rl row), the drill goes on
-    done = run.run_drill(cfg)
+    done = orchestrate.run_drill(cfg)
     assert "no reward to train on" in rl.no_reward_reason(cfg) == done["rl"]["skipped"]
-    assert "rl" not in run.load_metrics(cfg)
+    assert "rl" not in orchestrate.load_metrics(cfg)
     assert json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())["steps"]["rl"]["variants"]["rl"][
         "status"] == "skipped"
     # with tests for the training rows (the sample's, as scripts/gpu_check.sh passes them) step 6 trains
     from course_lib.paths import assets_dir
 
-    cfg = settings.config_from_profile("full", hidden_tests=str(assets_dir("tiny_codes", "hidden_tests.jsonl")))
+    cfg = config.config_from_profile("full", hidden_tests=str(assets_dir("tiny_codes", "hidden_tests.jsonl")))
     cfg.use_rl = True
     s = rl.drill_rl_settings(cfg)
     kept = {k: v for k, v in _FULL["rl"].items() if k != "in_drill" and k not in rehearsal.REHEARSAL["rl"]}
@@ -205,7 +205,7 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     assert s.sandbox_backend == "docker" and s.group_size == 8 and isinstance(s, RLSettings)
     backends = spy_backends(monkeypatch)
     t0 = time.monotonic()
-    run.run_drill(cfg)
+    orchestrate.run_drill(cfg)
     rehearsal_env["timings"]["rl_s"] = time.monotonic() - t0
     print(f"full-profile rehearsal, step 6: {time.monotonic() - t0:.0f} s")
 
@@ -215,9 +215,9 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
         assert {"step", "reward_mean", "pass_rate", "groups_without_signal", "clip_low_fraction",
                 "clip_high_fraction", "kl", "entropy", "seconds"} <= set(r), sorted(r)
         assert r["kl"] is None                             # beta 0 in both profiles: no KL term
-    metrics = run.load_metrics(cfg)
+    metrics = orchestrate.load_metrics(cfg)
     assert "rl" in metrics and set(metrics["rl"]) == set(metrics["pipeline_sft"])
-    rep = run.load_report(cfg, "rl")
+    rep = orchestrate.load_report(cfg, "rl")
     assert len(rep) == cfg.eval_size and not (rep["sandbox_status"] == "sandbox_error").any()
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())
     step6 = manifest["steps"]["rl"]

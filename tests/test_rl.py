@@ -80,7 +80,7 @@ def test_full_profile_generates_with_vllm_and_corrects_the_mismatch():
 
 def test_step_6_judges_where_step_5_does():
     """The drill's RL settings take the drill's sandbox backend (Docker in full) unless the run names one."""
-    from course_lib.drill.settings import config_from_profile
+    from course_lib.drill.config import config_from_profile
     from course_lib.rl import drill_step as drill_rl
 
     full, ci = config_from_profile("full"), config_from_profile("ci")

@@ -116,7 +116,7 @@ def test_a_setting_lazyllms_template_lacks_is_an_error_not_dropped(tiny_model, t
     """lazyllm.finetune.llamafactory drops keyword arguments its train template lacks (one INFO line);
     the course refuses them instead, naming the key."""
     for profile in ("ci", "full"):
-        from course_lib.drill.settings import config_from_profile
+        from course_lib.drill.config import config_from_profile
 
         cfg = sft.llamafactory_config(profile, **config_from_profile(profile).sft_overrides)
         assert set(cfg) <= sft.lazyllm_template_keys(), sorted(set(cfg) - sft.lazyllm_template_keys())

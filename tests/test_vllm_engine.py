@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import generation, run, settings, vllm_engine  # noqa: E402
+from course_lib.drill import config, generation, orchestrate, vllm_engine  # noqa: E402
 from course_lib.drill.outputs import DrillPaths  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def drill_cfg(tmp_path, model, **kw):
                 max_new_tokens=24, sft_model=str(model), inference_workers=1, batch_size=4,
                 compare_raw=False, evaluate_base=True, use_pipeline=False)
     args.update(kw)
-    cfg = settings.config_from_profile("ci", **args)
+    cfg = config.config_from_profile("ci", **args)
     cfg.variants = lambda: ["base"]
     return cfg
 
@@ -72,7 +72,7 @@ def test_vllm_greedy_equals_transformers_fp32_through_the_drill(tmp_path, vllm_m
     python = require_vllm_environment()
     cfg = drill_cfg(tmp_path, vllm_model, inference_fallback=None)
     assert cfg.inference_backend == "vllm" and cfg.vllm.dtype == "float32"
-    run.run_drill(cfg, only_step="download,inference")
+    orchestrate.run_drill(cfg, only_step="download,inference")
     records = json.loads((cfg.paths.output_for("base") / "inference_results.json").read_text())
     he = json.loads((cfg.paths.output_for("base") / "humaneval_generations.json").read_text())
     assert len(records) == 6 and len(he) == 2
@@ -148,15 +148,15 @@ def test_manifest_records_the_fallback_and_its_reason(tmp_path, small_model, mon
     monkeypatch.setattr(vllm_engine, "_here_has_vllm", lambda: False)
     monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "no-venv"))
     cfg = drill_cfg(tmp_path / "drill", small_model, humaneval_subset=1)
-    run.run_drill(cfg, only_step="1,4")
+    orchestrate.run_drill(cfg, only_step="1,4")
     eng = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())["steps"]["inference"]["engine"]
     assert eng["engine"] == "vllm" and eng["fallback"] == "transformers"       # configured
     assert eng["used"] == "transformers" and "no vLLM environment at" in eng["fallback_reason"]
     assert eng["used_version"].startswith("transformers ")
     # the full profile has no fallback: its prerequisite check names the missing engine before any step
-    full = settings.config_from_profile("full", paths=DrillPaths.under(tmp_path / "full"))
+    full = config.config_from_profile("full", paths=DrillPaths.under(tmp_path / "full"))
     assert any("step 4 needs vLLM" in p and "no vLLM environment" in p
-               for p in run.check_prerequisites(full, ["inference"]))
+               for p in orchestrate.check_prerequisites(full, ["inference"]))
 
 
 def test_engine_settings_come_from_the_profile():

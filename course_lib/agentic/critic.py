@@ -199,7 +199,8 @@ def train_actor(task: ToyTask | None = None, kind: str = "hindsight", *, iterati
                 seed: int = 0) -> np.ndarray:
     """Experiment 2: policy-gradient training of the tabular actor with advantages from the critic
     ``kind`` (updated online). Returns the success rate of each iteration's batch.
-    Introduced in lesson 09."""
+    Introduced in lesson 09.
+    Public: documented in docs/agentic.md, for students to call."""
     task = task or ToyTask()
     rng = np.random.default_rng(seed)
     theta = initial_theta(task)

@@ -93,7 +93,8 @@ def error_masked_example(messages: Sequence[dict], tokenize: Callable[[str], lis
 
 
 def byte_tokenize(text: str) -> list[int]:
-    """A tokenizer that needs no files: one id per UTF-8 byte (ids 0–255). Introduced in lesson 08."""
+    """A tokenizer that needs no files: one id per UTF-8 byte (ids 0–255). Introduced in lesson 08.
+    Public: documented in docs/agentic.md, for students to call."""
     return list(text.encode("utf-8"))
 
 

@@ -447,7 +447,8 @@ def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runn
 
 def naive_fail_to_pass(task: EnvTask, *, runner: Runner | None = None) -> list[str]:
     """What a builder *without* the checks derives: one run each side, only the tests that happened
-    to be collected, no stability or collection check. Introduced in lesson 08."""
+    to be collected, no stability or collection check. Introduced in lesson 08.
+    Public: documented in docs/agentic.md, for students to call."""
     with_tests = apply_patch(task.files, task.test_patch)
     with_gold = apply_patch(with_tests, task.gold_patch)
     probe = run_tests(with_tests, [], runner=runner)

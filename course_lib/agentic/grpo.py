@@ -101,7 +101,8 @@ def weighted_advantages(groups_rewards: Sequence[Sequence[float]],
 
 def mean_token_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean policy entropy over the (masked) tokens of each sequence: logits (B, T, V) → (B,).
-    Introduced in lesson 09."""
+    Introduced in lesson 09.
+    Public: documented in docs/agentic.md, for students to call."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     ent = -(logp.exp() * logp).sum(-1)
     if mask is None:

@@ -17,14 +17,14 @@
 
 Introduced in lesson 07.
 """
+from course_lib.drill.config import DrillConfig, PrerequisiteError, config_from_profile
 from course_lib.drill.download import step_download
 from course_lib.drill.evaluate import step_evaluation
 from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
 from course_lib.drill.finetune import step_sft
 from course_lib.drill.inference import inference_knobs, model_path_for, step_inference
+from course_lib.drill.orchestrate import STEPS, check_prerequisites, load_metrics, load_report, run_drill
 from course_lib.drill.pipeline import step_pipeline
-from course_lib.drill.run import STEPS, check_prerequisites, load_metrics, load_report, run_drill
-from course_lib.drill.settings import DrillConfig, PrerequisiteError, config_from_profile
 
 
 def main(argv: list[str] | None = None) -> int:

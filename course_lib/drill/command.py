@@ -8,9 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from course_lib.drill.config import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
+from course_lib.drill.orchestrate import run_drill
 from course_lib.drill.outputs import DrillPaths, StepOutputError, setup_logging
-from course_lib.drill.run import run_drill
-from course_lib.drill.settings import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
 from course_lib.evaluation.rewards import REWARDS
 
 _EPILOG = """\

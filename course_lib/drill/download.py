@@ -19,8 +19,8 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from course_lib.drill.config import DrillConfig, Step
 from course_lib.drill.outputs import StepOutputError, log, sha_or_none, up_to_date, write_json_output
-from course_lib.drill.settings import DrillConfig, Step
 from course_lib.drill.taskgen import HUB_COLUMNS, load_hidden_tests
 
 _HUB_DATASET = "nampdn-ai/tiny-codes"

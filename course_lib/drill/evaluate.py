@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.drill.config import DrillConfig, Need, Step
 from course_lib.drill.extract import extract_code, has_fenced_code
 from course_lib.drill.outputs import (
     StepOutputError,
@@ -40,7 +41,6 @@ from course_lib.drill.outputs import (
     up_to_date,
     write_json_output,
 )
-from course_lib.drill.settings import DrillConfig, Need, Step
 
 CATEGORIES = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
 _STATUS_TO_CATEGORY = {

@@ -22,6 +22,14 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.drill.config import (
+    DrillConfig,
+    Need,
+    Step,
+    base_model_path,
+    base_model_problems,
+    use_lazyllm_path,
+)
 from course_lib.drill.outputs import (
     StepOutputError,
     has_weights,
@@ -32,14 +40,6 @@ from course_lib.drill.outputs import (
     write_json_output,
 )
 from course_lib.drill.pipeline import fence_if_bare
-from course_lib.drill.settings import (
-    DrillConfig,
-    Need,
-    Step,
-    base_model_path,
-    base_model_problems,
-    use_lazyllm_path,
-)
 from course_lib.profiles import Profile
 
 # --- the training rows -----------------------------------------------------------------------------

@@ -167,6 +167,7 @@ def generate_transformers(model_path: str | Path, prompts: Sequence[str], *, max
     Prompts longer than ``max_len - max_new_tokens`` tokens (``max_len``: the model's context) keep
     their last tokens. Returns one dict per prompt, in order: ``response``, ``new_tokens``,
     ``finished`` (stopped on its own rather than at ``max_new_tokens``). Introduced in lesson 07.
+    Public: documented in docs/drill.md, for students to call.
     """
     from course_lib.drill.vllm_engine import model_context
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_lib.drill.config import DrillConfig, Need, Step, base_model_path, trained_by
 from course_lib.drill.generation import run_model
 from course_lib.drill.outputs import (
     StepOutputError,
@@ -27,7 +28,6 @@ from course_lib.drill.outputs import (
     write_json_output,
 )
 from course_lib.drill.pipeline import reference_in_pipeline_format
-from course_lib.drill.settings import DrillConfig, Need, Step, base_model_path, trained_by
 from course_lib.drill.vllm_engine import VLLMKnobs
 
 
@@ -235,7 +235,7 @@ def _needs(cfg: DrillConfig) -> list[Need]:
 
 
 def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
-    from course_lib.drill.settings import base_model_problems
+    from course_lib.drill.config import base_model_problems
 
     problems = []
     if "base" in cfg.variants() and "sft" not in steps:

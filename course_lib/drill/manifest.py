@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from course_lib.drill.outputs import atomic_write_text, log
 
 if TYPE_CHECKING:  # pragma: no cover
-    from course_lib.drill.settings import DrillConfig
+    from course_lib.drill.config import DrillConfig
 
 _MANIFEST_NAME = "run_manifest.json"
 
@@ -87,7 +87,7 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
     """Merge the entry of ``step`` (just run, cached or failed) into the manifest and write it atomically.
 
     The entry's ``engine`` is the step's own description of its engine and settings
-    (:attr:`course_lib.drill.settings.Step.engine`). Returns the whole manifest. A failure to record a
+    (:attr:`course_lib.drill.config.Step.engine`). Returns the whole manifest. A failure to record a
     *failed* step is logged, never raised (the step's own error is what the user must see).
     Introduced in lesson 07.
     """

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 
+from course_lib.drill.config import DrillConfig, Need, PrerequisiteError, Step, use_lazyllm_path
 from course_lib.drill.outputs import (
     StepOutputError,
     atomic_write_text,
@@ -31,7 +32,6 @@ from course_lib.drill.outputs import (
     up_to_date,
     write_json_output,
 )
-from course_lib.drill.settings import DrillConfig, Need, PrerequisiteError, Step, use_lazyllm_path
 from course_lib.evaluation import sandbox
 
 # --- the pipeline's answer format ---------------------------------------------------------------

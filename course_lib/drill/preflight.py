@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from course_lib.drill import pipeline
+from course_lib.drill.config import DrillConfig, base_model_path
 from course_lib.drill.outputs import has_weights, log
-from course_lib.drill.settings import DrillConfig, base_model_path
 
 _GPU_QUERY = ["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

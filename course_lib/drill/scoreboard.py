@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from course_lib.drill.settings import VARIANT_LABELS
+from course_lib.drill.config import VARIANT_LABELS
 
 # The lecture's published counts (§5.2, Table 1: Qwen2.5-0.5B-Instruct, 1,000 eval samples).
 LECTURE_COUNTS = {

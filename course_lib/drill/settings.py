@@ -1,244 +1,29 @@
-"""What one drill run is made of: its settings (:class:`DrillConfig`), its models (:data:`VARIANTS`) and
-the shape every step has (:class:`Step`).
-
-Read this module first: every step module (``download``, ``pipeline``, ``finetune``, ``inference``,
-``evaluate``) takes a :class:`DrillConfig` and ends with its ``STEP = Step(...)``; ``run.py`` lists the
-steps in order and runs them.
+"""Deprecated alias of :mod:`course_lib.drill.config` (renamed so that ``course_lib.drill.settings`` no longer
+collides with ``course_lib.rl.settings``). Kept for one release.
 
 Introduced in lesson 07.
 """
-from __future__ import annotations
+import warnings
 
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
-
-from course_lib.drill.outputs import DrillPaths
-from course_lib.drill.vllm_engine import VLLMKnobs, knobs_from_profile
-from course_lib.profiles import Profile, ProfileLike, resolve_profile
-
-
-class PrerequisiteError(RuntimeError):
-    """Something a selected step needs is missing; the message names the step to run."""
-
-
-# --- the models a run trains and evaluates ------------------------------------------------------
-
-@dataclass(frozen=True)
-class Variant:
-    """One model of the drill's tables: ``name`` is its folder under ``models/`` and ``output/`` and its
-    key in ``drill_metrics.json``; ``label`` its column in the lesson's tables; ``trained_by`` the step
-    that makes it (None: the base model, used as it is); ``wanted`` whether a run has it;
-    ``own_evaluation``: its step comes after step 5 and runs steps 4-5 on it itself (the ``rl`` step
-    starts from ``pipeline_sft``), so steps 4-5 of the run leave it out."""
-
-    name: str
-    label: str
-    trained_by: str | None
-    wanted: Callable[["DrillConfig"], bool]
-    own_evaluation: bool = False
-
-
-VARIANTS: tuple[Variant, ...] = (
-    Variant("base", "base model", None, lambda cfg: cfg.evaluate_base),
-    Variant("raw_sft", "raw SFT", "sft", lambda cfg: cfg.compare_raw or not cfg.use_pipeline),
-    Variant("pipeline_sft", "pipeline SFT", "sft", lambda cfg: cfg.use_pipeline),
-    Variant("rl", "RL (GRPO)", "rl", lambda cfg: cfg.use_rl and cfg.use_pipeline, own_evaluation=True),
+from course_lib.drill.config import (
+    VARIANT_LABELS,
+    VARIANTS,
+    DrillConfig,
+    Need,
+    PrerequisiteError,
+    Step,
+    Variant,
+    base_model_path,
+    base_model_problems,
+    config_from_profile,
+    default_root,
+    trained_by,
+    use_lazyllm_path,
 )
-"""Every model variant, in table order. A step that trains a new model adds one entry here."""
 
-VARIANT_LABELS: dict[str, str] = {v.name: v.label for v in VARIANTS}
+warnings.warn("course_lib.drill.settings is deprecated: use course_lib.drill.config", DeprecationWarning,
+              stacklevel=2)
 
-
-def trained_by(variant: str) -> str | None:
-    """The step that trains ``variant`` (None for the base model)."""
-    for v in VARIANTS:
-        if v.name == variant:
-            return v.trained_by
-    raise ValueError(f"unknown model variant {variant!r}; variants are {', '.join(VARIANT_LABELS)}")
-
-
-# --- the settings of one run ---------------------------------------------------------------------
-
-@dataclass
-class DrillConfig:
-    """Everything one drill run needs; :func:`config_from_profile` fills it from a profile.
-
-    Introduced in lesson 07.
-    """
-
-    # the profile, resolved once (config_from_profile), and settings of its ``drill`` and ``sandbox``
-    # sections (no defaults here: the profile is the one source of their values)
-    profile: Profile
-    train_size: int
-    eval_size: int
-    humaneval_subset: int
-    seed: int
-    source: str                                 # "assets" (ci sample) | "hub" | "local"
-    dataset: str
-    compare_raw: bool
-    vllm: VLLMKnobs
-    inference_backend: str                      # "vllm" (both profiles) | "transformers"
-    inference_fallback: str | None              # "transformers" (ci) | None (full: vLLM or an error)
-    inference_timeout_s: float
-    batch_size: int
-    inference_workers: int
-    eval_workers: int
-    sandbox_backend: str | None
-    timeout_s: float
-    memory_mb: int
-    ppl_samples: int | None
-    sft_overrides: dict[str, Any]
-    sft_parallel: bool                          # step 3 trains the SFT variants side by side
-    # while the longest SFT run still trains, step 3 answers (step 4's work) with the models already there
-    # on the core the finished runs left free (ci: drill.answer_while_training; see finetune.step_sft)
-    answer_while_training: bool = False
-    # settings of one run (command-line options)
-    paths: DrillPaths | None = None
-    data_files: list[str] | None = None         # local files for source="local"/"assets"
-    hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample): evaluation (and RL) only
-    eval_split: str | None = None               # eval_split.json (ci sample): which rows are eval rows
-    lazyllm_path: str | None = None
-    pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
-    sft_model: str | None = None                # the base model that SFT starts from
-    use_pipeline: bool = True
-    max_new_tokens: int | None = None           # answer budget (--max-new-tokens); None: vllm.response_max_tokens
-    evaluate_base: bool = True
-    use_rl: bool = False                        # step 6 (lesson 10): the CLI turns it on (profile rl.in_drill)
-    rl_overrides: dict[str, Any] = field(default_factory=dict)   # RLSettings over the profile's rl section
-    force: bool = False
-    # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
-    # filled by the steps, read by course_lib.drill.manifest; not a setting
-    run_notes: dict[str, dict] = field(default_factory=dict)
-    # the steps run_drill is running (empty: the steps are called one by one, as lesson 07 does); not a setting
-    planned_steps: tuple[str, ...] = ()
-
-    def variants(self) -> list[str]:
-        """The models this run trains and evaluates, in table order (:data:`VARIANTS`)."""
-        return [v.name for v in VARIANTS if v.wanted(self)]
-
-    def trained_variants(self, step: str | None = None) -> list[str]:
-        """The variants a step trains (``step`` None: every trained variant), in table order."""
-        return [n for n in self.variants() if trained_by(n) is not None and (step is None or trained_by(n) == step)]
-
-    def core_variants(self) -> list[str]:
-        """The variants steps 4-5 answer and evaluate: all of :meth:`variants` but those whose own step
-        evaluates them (:attr:`Variant.own_evaluation`)."""
-        own = {v.name for v in VARIANTS if v.own_evaluation}
-        return [n for n in self.variants() if n not in own]
-
-
-def default_root(profile: ProfileLike) -> Path:
-    """The drill's folder in the course cache (shared by the CLI, the notebook and the tests)."""
-    from course_lib.paths import cache_dir
-
-    return cache_dir("drill", resolve_profile(profile).name)
-
-
-def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = None,
-                        **overrides: Any) -> DrillConfig:
-    """A :class:`DrillConfig` from the profile's ``drill`` section plus ``overrides`` (settings of
-    :class:`DrillConfig`; None values are ignored). ``sft_steps``: SFT optimizer steps per variant (the
-    ``max_steps`` of the SFT settings; the CLI's ``--sft-steps``, the notebook's ``SFT_STEPS``).
-
-    Introduced in lesson 07.
-    """
-    P = resolve_profile(profile)
-    d = P.drill
-    knobs = knobs_from_profile(P)
-    cfg = DrillConfig(
-        profile=P, train_size=d.train_size, eval_size=d.eval_size,
-        humaneval_subset=d.humaneval_subset, seed=P.seed, source=d.source, dataset=d.dataset,
-        compare_raw=d.compare_raw, vllm=knobs, inference_backend=d.inference_backend,
-        inference_fallback=d.inference_fallback, inference_timeout_s=float(d.inference_timeout_s),
-        batch_size=d.batch_size, inference_workers=d.inference_workers,
-        eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
-        memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
-        sft_parallel=bool(d.sft_parallel), answer_while_training=bool(d.get("answer_while_training", False)),
-    )
-    for k, v in overrides.items():
-        if v is None:
-            continue
-        if not hasattr(cfg, k):
-            raise TypeError(f"DrillConfig has no setting {k!r}")
-        setattr(cfg, k, v)
-    if cfg.paths is None:
-        cfg.paths = DrillPaths.under(default_root(P))
-    if cfg.source == "assets" and cfg.data_files is None:
-        from course_lib.paths import assets_dir
-
-        cfg.data_files = [str(assets_dir("tiny_codes", "tiny_codes_sample.jsonl"))]
-        cfg.hidden_tests = cfg.hidden_tests or str(assets_dir("tiny_codes", "hidden_tests.jsonl"))
-        cfg.eval_split = cfg.eval_split or str(assets_dir("tiny_codes", "eval_split.json"))
-    if sft_steps:
-        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
-    return cfg
-
-
-def base_model_problems(cfg: DrillConfig) -> list[str]:
-    """A ``--sft-model`` folder without a config and weights (where the profile runs the preflight checks,
-    ``drill.preflight``, they check, and log, the models: :mod:`course_lib.drill.preflight`); checked by
-    steps 3 and 4."""
-    from course_lib.drill.outputs import has_weights
-
-    if cfg.profile.drill.preflight or not cfg.sft_model:
-        return []
-    sm = Path(cfg.sft_model)
-    if (sm.is_absolute() or sm.exists()) and not has_weights(sm):
-        return [f"--sft-model {cfg.sft_model} has no config.json and weights"]
-    return []
-
-
-def base_model_path(cfg: DrillConfig) -> str:
-    """The model SFT starts from: ``--sft-model`` as given, else the profile's ``sft.base_model`` through
-    lesson 05's resolver (the course's tiny model in ci; a hub id in full, not downloaded here)."""
-    if cfg.sft_model:
-        return str(cfg.sft_model)
-    from course_lib.training.sft import resolve_base_model
-
-    return str(resolve_base_model(None, cfg.profile, download=False))
-
-
-def use_lazyllm_path(cfg: DrillConfig) -> None:
-    """Put ``--lazyllm-path`` (a LazyLLM source checkout) first on ``sys.path``."""
-    if cfg.lazyllm_path:
-        p = str(Path(cfg.lazyllm_path).resolve())
-        if not Path(p).exists():
-            raise PrerequisiteError(f"--lazyllm-path {cfg.lazyllm_path} does not exist")
-        if p not in sys.path:
-            sys.path.insert(0, p)
-
-
-# --- the shape of a step ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Need:
-    """An input a step reads: the file, the step that makes it, and what it is (for the message)."""
-
-    path: Path
-    made_by: str
-    what: str
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the drill, as its module declares it (``STEP = Step(...)`` at the module's end).
-
-    ``run(cfg)`` does the work (skipping outputs that are up to date) and returns what it did;
-    ``needs(cfg)`` lists the files it reads that earlier steps make (:class:`Need`): when such a step is
-    not planned and its output is not whole, the run stops before it starts, naming the step to run;
-    ``check(cfg, steps)`` lists any other problem that would stop it (a missing tool, data file or
-    model); ``engine(cfg)`` describes the engine and settings it runs with (the run manifest's
-    ``engine`` entry); ``uses_gpu``: where the profile checks the GPU, its free memory is checked right
-    before the step starts.
-
-    Introduced in lesson 07.
-    """
-
-    name: str
-    run: Callable[[DrillConfig], dict]
-    needs: Callable[[DrillConfig], list[Need]]
-    check: Callable[[DrillConfig, Sequence[str]], list[str]]
-    engine: Callable[[DrillConfig], dict]
-    uses_gpu: bool = False
+__all__ = ["VARIANTS", "VARIANT_LABELS", "DrillConfig", "Need", "PrerequisiteError", "Step", "Variant",
+           "base_model_path", "base_model_problems", "config_from_profile", "default_root", "trained_by",
+           "use_lazyllm_path"]

@@ -1,8 +1,8 @@
 """The drill's steps, in run order: the one place a step is registered.
 
-Each step is a module that ends with its ``STEP = Step(...)`` (:class:`course_lib.drill.settings.Step`).
+Each step is a module that ends with its ``STEP = Step(...)`` (:class:`course_lib.drill.config.Step`).
 A new step is one more module and one more entry in :data:`DRILL_STEPS` (and, when it trains a model,
-one more :data:`course_lib.drill.settings.VARIANTS` entry); ``--only-step`` and ``--skip-steps`` take
+one more :data:`course_lib.drill.config.VARIANTS` entry); ``--only-step`` and ``--skip-steps`` take
 the names or the numbers (from 1) of this list.
 
 A step that a later lesson adds (lesson 10's ``rl``) is registered here by name and by the module that
@@ -18,7 +18,7 @@ import importlib
 from typing import Sequence
 
 from course_lib.drill import download, evaluate, finetune, inference, pipeline
-from course_lib.drill.settings import DrillConfig, Step
+from course_lib.drill.config import DrillConfig, Step
 
 # steps later lessons add, in run order after lesson 07's five: name -> (module ending with its STEP, uses_gpu)
 LATER_STEPS: dict[str, tuple[str, bool]] = {

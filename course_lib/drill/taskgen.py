@@ -24,6 +24,10 @@ fences, a shell block, prose after the code, markdown headings, the Python code 
 language's fence tag: correct code in a messy answer, what the lecture's "格式对齐是基础" is about).
 Eval rows never carry defects.
 
+It stays in ``course_lib.drill`` (not a build-tools package) because it is used at run time, not only to
+build the sample: step 1 reads its hidden tests (``load_hidden_tests``), lesson 07 prints its defect rates and
+:mod:`course_lib.rl.audit` recomputes answers with :func:`expected_value`.
+
 Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
 
 - ``tiny_codes_sample.jsonl`` — exactly the hub's columns (``prompt, main_topic, subtopic, adjective,

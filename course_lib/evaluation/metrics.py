@@ -57,5 +57,6 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
 
 def pass_counts(results_per_problem: Iterable[Iterable]) -> list[tuple[int, int]]:
     """``(n, c)`` per problem from sandbox results grouped by problem (``.passed`` is counted).
-    Introduced in lesson 06."""
+    Introduced in lesson 06.
+    Public: documented in docs/sandbox.md, for students to call."""
     return [(len(rs), sum(bool(r.passed) for r in rs)) for rs in (list(g) for g in results_per_problem)]

@@ -177,7 +177,8 @@ def calculate_rewards(codes: Iterable[str], test_cases: Sequence[Any], *, worker
                       progress: bool = True, **kw) -> list[float]:
     """Rewards of many samples in one sandbox batch (input order). ``test_cases`` is one list shared by
     every sample, or one list per sample (each in either form of :func:`calculate_reward`). A sample the
-    sandbox could not run gets ``nan`` (and the others keep theirs). Introduced in lesson 06."""
+    sandbox could not run gets ``nan`` (and the others keep theirs). Introduced in lesson 06.
+    Public: documented in docs/sandbox.md, for students to call."""
     codes = list(codes)
     per_sample = bool(test_cases) and isinstance(test_cases[0], (list,)) and not isinstance(test_cases[0], tuple)
     if per_sample and len(test_cases) != len(codes):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from course_lib.drill.config import DrillConfig, Need, Step
 from course_lib.drill.outputs import (
     StepOutputError,
     log,
@@ -31,7 +32,6 @@ from course_lib.drill.outputs import (
     up_to_date,
     write_json_output,
 )
-from course_lib.drill.settings import DrillConfig, Need, Step
 
 # RLSettings fields that change how fast the step runs, not what it trains: left out of the cache key
 _RUNTIME_ONLY = ("threads", "judge_workers", "worker_timeout_s", "omp_wait_policy", "passk_batch_size")

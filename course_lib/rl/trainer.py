@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from course_lib import store
 from course_lib.rl.audit import ROLLOUTS_FILE, save_rollouts
 from course_lib.rl.rollouts import RolloutJudge, build_rl_prompts, step_record
 from course_lib.rl.settings import RLSettings, rl_settings, trl_config
@@ -290,10 +291,9 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """``data`` as JSON at ``path``, in one rename (a reader never sees half a file)."""
-    part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(part, path)
+    """``data`` as JSON at ``path`` through :func:`course_lib.store.atomic_write_text` (a reader never sees
+    half a file)."""
+    store.atomic_write_text(path, json.dumps(data, indent=1))
 
 
 def _fmt(v: Any) -> str:

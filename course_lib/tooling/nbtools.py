@@ -43,7 +43,8 @@ def _root() -> Path:
 
 
 def lesson_ids(folder: str = "solutions") -> list[str]:
-    """The two-digit ids of the lessons in ``solutions/`` (or ``notebooks/``), in order."""
+    """The two-digit ids of the lessons in ``solutions/`` (or ``notebooks/``), in order.
+    Public: the course's tooling API for authors (the tests list lessons with it)."""
     return [m.group(1) for p in lesson_paths(folder) if (m := _LESSON_RE.match(p.name))]
 
 
@@ -273,7 +274,8 @@ KERNEL_NAME = "code-llm-course"
 
 
 def write_notebook(path: str | Path, cells: list[nbformat.NotebookNode]) -> Path:
-    """Write a lesson notebook with the course kernelspec and stable cell ids."""
+    """Write a lesson notebook with the course kernelspec and stable cell ids.
+    Public: the course's tooling API for authors (the tests write fixture notebooks with it)."""
     nb = nbformat.v4.new_notebook()
     nb.cells = cells
     for i, cell in enumerate(nb.cells):

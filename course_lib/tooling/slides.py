@@ -501,7 +501,8 @@ def slide_outline(html: str | Path) -> tuple[int, list[tuple[int, str]]]:
 
 
 def section_headings(notebook) -> list[str]:
-    """The ``## `` headings of the cells a slide show displays (not ``skip``/``notes``)."""
+    """The ``## `` headings of the cells a slide show displays (not ``skip``/``notes``).
+    Public: one of the deck checks in ``tests/test_slides.py``, kept callable for authors checking a deck."""
     import nbformat
 
     nb = notebook if isinstance(notebook, nbformat.NotebookNode) else nbformat.read(notebook, as_version=4)
@@ -518,7 +519,8 @@ def section_headings(notebook) -> list[str]:
 
 
 def offline_problems(html: str | Path) -> list[str]:
-    """URLs in the export that need the internet (scripts and stylesheets), e.g. a CDN fallback."""
+    """URLs in the export that need the internet (scripts and stylesheets), e.g. a CDN fallback.
+    Public: one of the deck checks in ``tests/test_slides.py``, kept callable for authors checking a deck."""
     import re
 
     text = Path(html).read_text(encoding="utf-8")
@@ -691,7 +693,8 @@ def measure_deck(driver, html: str | Path, *, cjk_families: set[str] | None = No
     slide, a cut-off code line, Chinese text drawn by a font without CJK glyphs (``cjk_families``: default
     :func:`cjk_font_families`), a solution or hidden-test marker, a request that leaves the machine.
     ``scrolling``, when given, receives one line per box that still needs scrolling ("slide 3.2: code,
-    120px hidden")."""
+    120px hidden").
+    Public: one of the deck checks in ``tests/test_slides.py``, kept callable for authors checking a deck."""
     import json
 
     html = Path(html).resolve()

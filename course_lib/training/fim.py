@@ -144,7 +144,8 @@ def parse_fim(text: str, sentinels: str | FimSentinels = "starcoder") -> tuple[s
     the prefix ends and the middle starts from the text alone, so for SPM the returned prefix holds
     ``prefix + middle`` and middle is ``""``. A PSM string with an empty prefix is the same string as
     an SPM one and reads as SPM. The lecture's SPM layout (starting with ``<SUF>``) keeps the split
-    and comes back exactly. Introduced in lesson 04."""
+    and comes back exactly. Introduced in lesson 04.
+    Public: documented in docs/fim_tinymodel.md, for students to call."""
     s = get_sentinels(sentinels)
     body = text[: -len(s.eot)] if text.endswith(s.eot) else text
     if body.startswith(s.suffix):  # the lecture's SPM: <SUF> suffix <PRE> prefix <MID> middle
@@ -385,6 +386,19 @@ def fim_mode_counts(modes: Sequence[str]) -> dict[str, int]:
 
 # --- inference -----------------------------------------------------------------------------------
 
+def trim_context(before: str, after: str, max_prefix_chars: int, max_suffix_chars: int) -> tuple[str, str]:
+    """``before`` cut to its last whole lines within ``max_prefix_chars`` and ``after`` to its first whole
+    lines within ``max_suffix_chars`` (a single line longer than the limit is cut mid-line). Used by
+    :func:`line_infill_tasks` and :mod:`course_lib.training.fim_probe`. Introduced in lesson 04."""
+    if len(before) > max_prefix_chars:
+        cut = before.find("\n", len(before) - max_prefix_chars)
+        before = before[cut + 1:] if cut >= 0 else before[-max_prefix_chars:]
+    if len(after) > max_suffix_chars:
+        cut = after.rfind("\n", 0, max_suffix_chars)
+        after = after[:cut + 1] if cut >= 0 else after[:max_suffix_chars]
+    return before, after
+
+
 def line_infill_tasks(texts: Sequence[str], n: int, seed: int = 0, min_chars: int = 8,
                       max_prefix_chars: int = 500, max_suffix_chars: int = 250
                       ) -> list[tuple[str, str, str]]:
@@ -413,13 +427,8 @@ def line_infill_tasks(texts: Sequence[str], n: int, seed: int = 0, min_chars: in
         line = lines[i]
         indent = len(line) - len(line.lstrip())
         body = line[indent:].rstrip("\n")
-        before, after = "".join(lines[:i]), "".join(lines[i + 1:])
-        if len(before) > max_prefix_chars:
-            cut = before.find("\n", len(before) - max_prefix_chars)
-            before = before[cut + 1:] if cut >= 0 else before[-max_prefix_chars:]
-        if len(after) > max_suffix_chars:
-            cut = after.rfind("\n", 0, max_suffix_chars)
-            after = after[:cut + 1] if cut >= 0 else after[:max_suffix_chars]
+        before, after = trim_context("".join(lines[:i]), "".join(lines[i + 1:]), max_prefix_chars,
+                                     max_suffix_chars)
         prefix = before + line[:indent]
         suffix = line[indent + len(body):] + after
         tasks.append((prefix, body, suffix))

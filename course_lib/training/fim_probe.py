@@ -56,16 +56,6 @@ class InfillTask:
     suffix: str
 
 
-def _trim(before: str, after: str, max_prefix: int, max_suffix: int) -> tuple[str, str]:
-    if len(before) > max_prefix:
-        cut = before.find("\n", len(before) - max_prefix)
-        before = before[cut + 1:] if cut >= 0 else before[-max_prefix:]
-    if len(after) > max_suffix:
-        cut = after.rfind("\n", 0, max_suffix)
-        after = after[:cut + 1] if cut >= 0 else after[:max_suffix]
-    return before, after
-
-
 def _candidates(text: str, kind: str) -> list[tuple[int, int]]:
     """(line index, length of the middle within the line) for every line of ``text`` of this kind."""
     lines = text.splitlines(keepends=True)
@@ -108,7 +98,8 @@ def infill_tasks(texts: Sequence[str], kind: str, n: int, *, seed: int = 0, max_
         lines = text.splitlines(keepends=True)
         for i, width in cands:
             line = lines[i]
-            before, after = _trim("".join(lines[:i]), "".join(lines[i + 1:]), max_prefix_chars, max_suffix_chars)
+            before, after = fim.trim_context("".join(lines[:i]), "".join(lines[i + 1:]), max_prefix_chars,
+                                             max_suffix_chars)
             middle, rest = line[:width], line[width:]
             if kind == "name_from_suffix":
                 name = middle.strip()

@@ -64,7 +64,9 @@ def generate(llm, SamplingParams, job: dict) -> list[dict]:
 
 
 def write_atomic(path: str, data: dict) -> None:
-    """Write ``data`` as JSON to ``path`` in one rename, so the parent never reads half a file."""
+    """Write ``data`` as JSON to ``path`` in one rename, so the parent never reads half a file. A copy of
+    :func:`course_lib.store.atomic_write_text`'s pattern because this script runs in vLLM's interpreter,
+    which has no course package to import."""
     with open(path + ".part", "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.replace(path + ".part", path)

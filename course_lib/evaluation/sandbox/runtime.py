@@ -81,6 +81,8 @@ def build_runtime(python: Path | None = None) -> Path:
             os.chmod(os.path.join(root, n), 0o555)
         for n in files:
             os.chmod(os.path.join(root, n), 0o444)
+    # A folder swap, not a file write (so not course_lib.store.atomic_write_text): the old read-only
+    # folder is moved aside, the new one renamed into place, the old one removed.
     final = RUNTIME_DIR / "site-packages"
     old = RUNTIME_DIR / "site-packages.old"
     if final.exists():
