@@ -78,8 +78,10 @@ EXERCISES = [
         description="(r - mean) / (population std + eps)",
         cases=[([1, 0, 0, 1],), ([1, 0],), ([0.2, 0.5, 0.9, 0.1, 0.0],), ([1, 1, 1, 1],), ([0, 0, 0, 1],),
                ([3.0, -1.0, 2.0],),
-               ([1, 0], 0.5),                    # eps is an argument: 0.5 / (0.5 + 0.5), not 0.5 / (0.5 + 1e-6)
-               ([0.2, 0.4, 0.9], 0.1),
+               # eps is an argument: 0.5 / (0.5 + 0.002), not 0.5 / (0.5 + 1e-6). With std 0.5 the form
+               # sqrt(var + eps) agrees with std + eps to 1e-5, so both right forms pass and an unused eps fails
+               ([1, 0], 0.002),
+               ([1, 1, 0, 0], 0.002),
                ([2, 2, 2], 1.0)]),
     Exercise(
         id="09-2", name="my_clipped_objective", reference=reference_clipped_objective, compare=_close6,
