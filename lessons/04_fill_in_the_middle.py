@@ -377,7 +377,7 @@ assert sees_all and middle_rows
 #
 # 同样的代码和种子训练两次：`nofim`（fim_rate 0）和 `base`（fim_rate 0.5）。`base` 就是后面课程用的 `get_tiny_model("base")`。
 # 结果缓存在课程 cache 里（按配置做 key）：第一次运行会真的训练（下面打印每个模型的训练用时），之后直接读取。
-# 训练种子是本课的 `SEED`：`SEED = 0` 是后面各课用的那一对；换一个种子就另训一对——换一台 CPU 也会得到不同的模型（fp32 的矩阵内核随指令集而不同），所以本课的实验结论都要和多个种子一起看。
+# 训练种子是本课的 `SEED`（0 是后面各课用的那一对）；换种子、换 CPU 都会得到另一对模型，所以结论要和多个种子一起看。
 
 # %% slideshow={"slide_type": "subslide"}
 print("vocab:", len(tokenizer), "| special tokens:",
@@ -649,6 +649,6 @@ else:
 # - label mask 决定"算哪些 loss"（L_FIM 只算 middle），attention mask 决定"能看到谁"，PSM/SPM 不需要改 attention（prefix-LM 变体才需要）；
 # - context-level FIM 放不下 sentinel 的片段保持原样，middle 永远完整；
 # - 目标：CLM 是 $-\sum_t \log P(x_t \mid x_{<t})$，FIM 学 $P(\text{Middle} \mid \text{Prefix}, \text{Suffix})$，L_FIM 只在 middle 上求和；
-# - 这个 2.4M 参数的模型补不出整行代码；三类短而规则的 middle 上 FIM 有没有帮上忙，看这次运行打印的结论和多种子的记录（`benchmarks/results/bench_fim_probe.json`）——一次运行、一台 CPU 不足以下结论；
+# - 这个 2.4M 参数的模型补不出整行代码；短 middle 上 FIM 帮没帮上忙，看本次运行和多种子记录（`bench_fim_probe.json`）；
 # - 预训练数据就是第 01–03 课的语料，一个仓库一条依赖顺序的样本，held-out 按整个仓库留出；依赖顺序 vs 打乱顺序：单次运行要和多个种子的结果（`benchmarks/results/`）一起看；
 # - 课程的小模型就是这里的 `base`：`tinymodel.get_tiny_model("base")` 返回标准的 Hugging Face 文件夹，第 05 课在它上面做 SFT（ChatML，`template: qwen`）。
