@@ -464,7 +464,7 @@ record("sft_answers_stopped", [n_stopped_before, n_stopped, len(after)])
 record("sft_answers_use_argument", [n_arg_before, n_arg, len(after)])
 _ = record("sft_probe_passed", [passed_before, passed_after, len(probe_rows)])
 ### BEGIN HIDDEN TESTS
-# "学会了": both hold with margin over seeds 0-2, bf16 on and off (benchmarks/results/bench_sft_demo.json, tests/test_claims.py)
+# "学会了": both hold with margin (bench_sft_demo.json: seed 0 with bf16 on and off; CI's perturbed run: seed 1) (benchmarks/results/bench_sft_demo.json, tests/test_claims.py)
 assert loss_after < 0.7 * loss_before, f"held-out answer loss {loss_before:.3f} -> {loss_after:.3f}: expected a fall of more than 30 %"
 assert n_stopped > n_stopped_before, f"answers ending with <|im_end|>: {n_stopped_before} -> {n_stopped}: expected more after SFT"
 ### END HIDDEN TESTS
