@@ -586,7 +586,7 @@ assert all(0 <= r.p_value <= 1 and 0 <= r.format_p_value <= 1 for r in probe), [
 # **读表**：结论以上面打印的 "this run" 几行为准，再和下面的多种子结果对照——一次运行只是一个种子、一台 CPU。
 # 表里要看三行：`FIM helps (p < 0.05)`（读了 suffix 的 FIM 模型是否在显著更多的任务上给真 middle 更低的 loss）、
 # `fim_psm lower / higher than nofim_l2r`（逐题比较的计数）、`p (same prompt)`（和拿同样 PSM prompt、却从没见过这种格式的 no-FIM 模型比）。
-# 在课程记录的种子里，FIM 在这三类短中间上大多**没有**帮上忙（多种子那几行给出几个种子里成立）；贪心续写的例子也多是同一串没有意义的符号。
+# 多种子的结论看上面 "over N training seeds" 几行（基准还没记录时，那里打印生成它的命令）；贪心续写的例子见上一格。
 #
 # 为什么难：读 PSM 样本要"跳着读"——先读 suffix、再回到 prefix 末尾接着写——这比左到右难得多；这个模型只有约 2.4M 参数，
 # 只有一部分训练样本是 FIM 格式（上面打印的 FIM data mix）。论文的 "FIM for free" 是在大得多的模型和数据上测出来的。
