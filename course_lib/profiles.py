@@ -285,8 +285,8 @@ _CI: dict[str, dict[str, Any]] = {
         "teacher": "smollm2-135m-instruct",
         # lesson 06's real model under the judge, sized for <= 3 min on 2 cores the first time (cached after,
         # keyed by the model's fingerprint and these settings): problems x samples x tokens, sampled at T
-        "judge_humaneval_problems": 10,
-        "judge_drill_tasks": 10,
+        "judge_humaneval_problems": 8,
+        "judge_drill_tasks": 8,
         "judge_samples": 4,
         "judge_max_new_tokens": 128,
         "judge_temperature": 0.8,
