@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=M.judge_samples)
     ap.add_argument("--tokens", type=int, default=M.judge_max_new_tokens)
-    ap.add_argument("--engines", nargs="+", default=["transformers", "vllm"], choices=model_samples.ENGINES)
+    ap.add_argument("--engines", nargs="+", default=["vllm", "transformers"], choices=model_samples.ENGINES)
     ap.add_argument("--json", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
 

@@ -214,15 +214,19 @@ class Task:
     imports: str = ""              # lines a program needs that the model's answer may drop (HumanEval's typing)
 
 
+HUMANEVAL_REQUEST = "Complete the following Python function. Answer with the whole function in a ```python code block."
+"""The user message of a HumanEval task; the function itself starts the answer (it is not repeated here, which
+would double the tokens the model reads)."""
+
+
 def humaneval_tasks(problems: Sequence[dict]) -> list[Task]:
-    """HumanEval problems as tasks: the drill's HumanEval instruction (the prompt in a ```` ```python ````
-    block), the answer started with ```` ```python ```` + the problem's prompt (signature and docstring: the
-    model writes the body, HumanEval's own protocol), visible tests = the docstring's examples, hidden tests =
-    ``check(entry_point)``. Introduced in lesson 06."""
-    from course_lib.drill.evaluate import HUMANEVAL_INSTRUCTION
+    """HumanEval problems as tasks: :data:`HUMANEVAL_REQUEST` as the user message, the answer started with
+    ```` ```python ```` + the problem's prompt (signature and docstring: the model writes the body, HumanEval's
+    own protocol), visible tests = the docstring's examples, hidden tests = ``check(entry_point)``.
+    Introduced in lesson 06."""
     from course_lib.evaluation import humaneval
 
-    return [Task(p["task_id"], HUMANEVAL_INSTRUCTION.format(prompt=p["prompt"]), "```python\n" + p["prompt"],
+    return [Task(p["task_id"], HUMANEVAL_REQUEST, "```python\n" + p["prompt"],
                  humaneval.visible_tests(p), humaneval.hidden_tests(p), p["entry_point"],
                  "\n".join(ln for ln in p["prompt"].splitlines() if ln.startswith(("import ", "from "))))
             for p in problems]
