@@ -639,7 +639,7 @@ temps.round(3)
 #
 # 流程和前面完全一样，只是样本来自模型：
 # 1. **HumanEval 子集**（canonical solution 最短的几道题）：给出签名和 docstring，模型写函数体（HumanEval 自己的协议）；
-# 2. **drill 的任务**（第07课的 tiny-codes 题，新实例）：给出指令和 `def` 行（第07课 test pass@1 的协议）；
+# 2. **drill 的任务**（第07课的 tiny-codes 题，新实例）：只给指令（指令里有函数名），模型自由回答；
 # 3. 每题按温度 T 采 n 个样本（`models.judge_*`），全部进沙箱：可见测试（docstring 例子 / 第一条 assert）和隐藏测试各跑一次。
 #
 # 生成结果按模型指纹（fingerprint）和全部设置缓存在课程缓存里：第一次要生成（下面打印用时），之后立即读回。
@@ -693,7 +693,7 @@ if real_run is not None:
     # one sample per status that occurred: what a real model's failures look like
     for status, g in judged.groupby("status"):
         row = g.iloc[0]
-        print(f"--- {status}: {row.task_id} sample {row.sample} ({row.new_tokens} tokens, "
+        print(f"--- {status}: {row.task_id} sample {row['sample']} ({row.new_tokens} tokens, "
               f"{'stopped by itself' if row.finished else 'hit the token budget'}) ---")
         print((row.program or "(no code in the answer)")[-500:])
 
@@ -736,9 +736,11 @@ if real_run is not None:
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 读这张表时注意三件事：
-# - 一个 1.35 亿参数的模型在 HumanEval 上几乎总是失败（讲义里 0.5B 的 Qwen2.5 也只有几成），失败的**方式**才是看点：
-#   真实模型的失败大多是 `failed`（代码能跑、答案错）、`runtime_error`（比如用了没定义的名字）、
-#   以及写到 token 上限被截断的 `syntax_error`——和第 6 节人为构造的 bug 同一类，但比例由模型决定。
+# - 一个 1.35 亿参数的通用模型在这些题上几乎总是失败，失败的**方式**才是看点。我们第一次试跑时（drill 题也给出 `def` 行）看到：
+#   HumanEval 的样本大多是 `failed`（代码能跑、答案错）——模型常常先写一段注释、再**重新定义**同名函数，啰嗦到 token 上限；
+#   drill 题几乎全是 `syntax_error`：模型不接着给出的 `def` 行写函数体，而是另起一个代码块重写整个函数，
+#   两个代码块拼在一起（第07课的抽取规则）就是一个没有函数体的 `def`。协议本身就会决定一个小模型的分数，
+#   所以这里 drill 题改为自由回答；第07课的参照行把两种协议并排给出。
 # - 每题只有 n 个样本、题目也少，这些数的方差很大（第 4 节的曲线）：它们说明流程，不是对模型的评测。
 # - pass@k 随 k 上升说明"多采几次"确实有用；best-of-n 能拿到多少取决于可见测试能不能把对的样本挑出来——
 #   可见测试越弱，越接近"只交第一个"，越强越接近 oracle。

@@ -26,9 +26,11 @@ def test_humaneval_task_gives_signature_and_docstring():
     assert model_samples.program_of(t, "I cannot help with that.") is None
 
 
-def test_drill_task_gives_the_def_line():
+def test_drill_task_free_or_with_the_def_line():
     row = load_task_rows("eval", 1)[0]
     (t,) = model_samples.drill_tasks([row])
+    assert t.prefix == ""                                    # a free answer
+    (t,) = model_samples.drill_tasks([row], signature_given=True)
     assert t.prefix == "```python\n" + row["signature"] + "\n"
     assert len(t.visible_tests) == 1 and t.visible_tests[0] in t.hidden_tests
 
@@ -73,7 +75,7 @@ def test_real_model_samples_are_cached_and_judged():
     assert [len(a) for a in run.answers] == [2, 2]
     for t, samples in zip(tasks, run.answers):
         for a in samples:
-            assert a["response"].startswith(t.prefix) and 0 < a["new_tokens"] <= 24
+            assert a["response"].startswith(t.prefix) and 0 < a["new_tokens"] <= 24   # "" for the free drill answer
     again = model_samples.sample_answers(model, [t.prompt for t in tasks], **kw)
     assert again.cached and again.answers == run.answers
     rows = model_samples.judge(tasks, run, workers=2)

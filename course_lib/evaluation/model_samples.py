@@ -13,7 +13,7 @@ judge. Three steps, each a function:
    run records how long generation took, how many tokens it wrote and the machine's load.
 2. :func:`humaneval_tasks` / :func:`drill_tasks` — what the model is asked and how its answer becomes a
    program: the HumanEval prompt with its signature and docstring given (the model writes the body), or a
-   drill row's instruction with the task's ``def`` line given (test pass@1's protocol, lesson 07); visible
+   drill row's instruction answered freely (or with the task's ``def`` line given, lesson 07's protocol); visible
    tests (HumanEval's docstring examples; a drill task's first assert) for a verifier, hidden tests for the
    verdict.
 3. :func:`judge` — every sample run in the sandbox twice (visible and hidden tests); one row per sample with
@@ -232,22 +232,25 @@ def humaneval_tasks(problems: Sequence[dict]) -> list[Task]:
             for p in problems]
 
 
-def drill_tasks(rows: Sequence[dict]) -> list[Task]:
+def drill_tasks(rows: Sequence[dict], *, signature_given: bool = False) -> list[Task]:
     """Rows of the drill's sample with hidden tests (:func:`course_lib.training.sft_demo.load_task_rows`) as
-    tasks: the row's instruction, the answer started with ```` ```python ```` + the task's ``def`` line (test
-    pass@1's protocol), visible tests = the first assert, hidden tests = all of them. Introduced in lesson 06."""
+    tasks: the row's instruction (it names the function), the free answer (``signature_given``: the answer
+    started with ```` ```python ```` + the task's ``def`` line, test pass@1's protocol — a small instruct model
+    often restarts the function in a new block instead of continuing the line, and the joined blocks are a
+    syntax error), visible tests = the first assert, hidden tests = all of them. Introduced in lesson 06."""
     out = []
     for r in rows:
         tests = [t for t in r["tests"].splitlines() if t.strip()]
-        out.append(Task(f"drill/{r['idx']}", r["prompt"], "```python\n" + r["signature"] + "\n", tests[:1], tests,
-                        r["entry_point"]))
+        prefix = "```python\n" + r["signature"] + "\n" if signature_given else ""
+        out.append(Task(f"drill/{r['idx']}", r["prompt"], prefix, tests[:1], tests, r["entry_point"]))
     return out
 
 
 def judge_tasks(profile: Any = "ci", seed: int = 0) -> list[Task]:
     """Lesson 06's tasks for the real model: the ``models.judge_humaneval_problems`` HumanEval problems with
-    the shortest canonical solutions (the model is small), then ``models.judge_drill_tasks`` of the drill's
-    eval rows ("new instances", seeded order). Introduced in lesson 06."""
+    the shortest canonical solutions (the model is small; signature and docstring given), then
+    ``models.judge_drill_tasks`` of the drill's eval rows ("new instances", seeded order; free answers).
+    Introduced in lesson 06."""
     from course_lib.evaluation import humaneval
     from course_lib.profiles import resolve_profile
     from course_lib.training.sft_demo import load_task_rows
