@@ -695,7 +695,7 @@ if real_run is not None:
         row = g.iloc[0]
         print(f"--- {status}: {row.task_id} sample {row['sample']} ({row.new_tokens} tokens, "
               f"{'stopped by itself' if row.finished else 'hit the token budget'}) ---")
-        print((row.program or "(no code in the answer)")[-500:])
+        print(row.program[-500:] if isinstance(row.program, str) else "(no code in the answer)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 真实模型的 pass@k 与 best-of-n
