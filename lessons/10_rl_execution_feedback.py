@@ -365,7 +365,7 @@ if RL_READY:
 # 审计两组程序：训练中得到 reward 的通过 rollout（训练器把每条 rollout 的 step、题号、程序、reward、status 存进 `rollouts.jsonl`），和 RL 模型答对的评测答案。
 
 # %% slideshow={"slide_type": "subslide"}
-from course_lib.drill.extract import extract_code
+from course_lib.evaluation.extract import extract_code
 from course_lib.evaluation.sandbox import resolve_backend
 from course_lib.rl import audit
 

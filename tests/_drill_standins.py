@@ -74,7 +74,7 @@ class FakeReport:
 
 def fake_run_codegen_pipeline(rows, *, profile="ci", run_code=None, timeout_s=None, **kw):
     """Keeps rows whose answer has a fenced block that compiles (a stand-in for lesson 05's pipeline)."""
-    from course_lib.drill.extract import extract_code
+    from course_lib.evaluation.extract import extract_code
 
     kept = []
     for r in rows:

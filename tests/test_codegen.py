@@ -223,8 +223,8 @@ def test_full_profile_talks_to_the_teacher_url(monkeypatch):
 
 
 def test_one_vllm_command_builder_serves_teacher_and_drill():
-    from course_lib.drill.generation import VLLMKnobs
-    from course_lib.drill.generation import vllm_server_command as drill_command
+    from course_lib.evaluation.generation import VLLMKnobs
+    from course_lib.evaluation.generation import vllm_server_command as drill_command
     from course_lib.training.teacher import VLLMTeacher, vllm_server_command
 
     teacher_cmd = VLLMTeacher(model="/m/teacher", port=8001).command()

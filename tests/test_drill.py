@@ -284,7 +284,7 @@ def test_truncated_weights_name_the_file_and_what_to_do(tmp_path, fakes, tiny_mo
 
 
 def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
-    from course_lib.drill.generation import VLLMKnobs, vllm_server_command
+    from course_lib.evaluation.generation import VLLMKnobs, vllm_server_command
 
     cfg = config.config_from_profile("full", paths=DrillPaths.under(tmp_path))
     assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536, kv_cache_gib=4, enforce_eager=False, dtype="auto")
@@ -296,7 +296,7 @@ def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
                  "--max-num-seqs 16", "--max-num-batched-tokens 16384", "--port 8011"):
         assert flag in text
     assert cfg.vllm.engine_args("/m")["max_num_batched_tokens"] == 16384
-    from course_lib.drill import vllm_engine
+    from course_lib.evaluation import vllm_engine
 
     monkeypatch.setenv("COURSE_VLLM_VENV", str(tmp_path / "no-vllm-venv"))
     monkeypatch.setattr(vllm_engine, "_here_has_vllm", lambda: False)

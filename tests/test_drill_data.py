@@ -6,7 +6,7 @@ import json
 import pytest
 
 from course_lib.drill import download, taskgen
-from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
+from course_lib.evaluation.extract import extract_code, find_code_blocks, has_fenced_code
 from course_lib.paths import assets_dir
 
 

@@ -100,7 +100,7 @@ def test_runs_vs_correct_crosstab():
 def test_teacher_forced_ppl_counts_only_answer_tokens(tmp_path):
     import _drill_standins as standins
 
-    from course_lib.drill.generation import teacher_forced_ppl
+    from course_lib.evaluation.generation import teacher_forced_ppl
 
     model = standins.make_tiny_model(tmp_path / "m", ["def f(x):\n    return x\n"] * 20)
     one = teacher_forced_ppl(model, [("write f", "```python\ndef f(x):\n    return x\n```")])
@@ -131,7 +131,7 @@ def test_names_the_function_tells_a_wrong_name_from_wrong_code():
     ("", None),
 ])
 def test_answer_lead_in_stops_before_the_first_def_line_of_a_python_fence(answer, lead):
-    from course_lib.drill.extract import answer_lead_in
+    from course_lib.evaluation.extract import answer_lead_in
 
     assert answer_lead_in(answer) == lead
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from course_lib.drill import taskgen
-from course_lib.drill.extract import extract_code
 from course_lib.evaluation import sandbox
+from course_lib.evaluation.extract import extract_code
 from course_lib.training import codegen
 from course_lib.training import rule_teacher as rt
 

@@ -124,7 +124,8 @@ def tiny_model(tmp_path_factory):
 
 
 def test_prompts_follow_the_drills_test_pass1_protocol(tiny_model):
-    from course_lib.drill import generation, inference
+    from course_lib.drill import inference
+    from course_lib.evaluation import generation
     from course_lib.training.instructions import chat_prompt
 
     tok = generation.load_tokenizer(tiny_model)
@@ -318,7 +319,7 @@ def test_grpo_end_to_end_with_the_real_trl_worker(tiny_model, tmp_path, monkeypa
     course's transformers and keeps the starting model's config and tokenizer."""
     require_trl_environment()
     require_bwrap()
-    from course_lib.drill import generation
+    from course_lib.evaluation import generation
 
     rows = [{"row_id": str(i), "instruction": f"Write `add(a, b)` returning the sum ({i}).", "output": "..."}
             for i in range(4)]

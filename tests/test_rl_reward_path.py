@@ -227,7 +227,7 @@ def _drill_folder(root: Path) -> None:
 
 
 def test_no_rl_prompt_or_reward_comes_from_an_evaluation_row(tmp_path, tiny_model):
-    from course_lib.drill.generation import load_tokenizer
+    from course_lib.evaluation.generation import load_tokenizer
     from course_lib.rl.__main__ import drill_inputs
 
     _drill_folder(tmp_path)

@@ -1,4 +1,4 @@
-"""vLLM in the drill's step 4 (course_lib.drill.vllm_engine, generation.run_model): real engine vs transformers
+"""vLLM in the drill's step 4 (course_lib.evaluation.vllm_engine, generation.run_model): real engine vs transformers
 fp32 greedy, the fallback that says why, and what the run manifest records.
 
 The real-engine test needs ``.venv-vllm`` (``./course setup`` creates it). In CI (``$CI`` set) a missing
@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _drill_standins as standins  # noqa: E402
 
-from course_lib.drill import config, generation, orchestrate, vllm_engine  # noqa: E402
+from course_lib.drill import config, orchestrate  # noqa: E402
 from course_lib.drill.outputs import DrillPaths  # noqa: E402
+from course_lib.evaluation import generation, vllm_engine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

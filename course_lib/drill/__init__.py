@@ -12,19 +12,22 @@
   machine checks (GPU, Docker, model folders);
 - ``outputs``     the drill's files: folders, atomic writes, completion markers, the log;
 - ``scoreboard``  Pass@1, PPL, FCR, SER, RSR per model and the lecture's tables;
-- ``generation``  how a model answers (vLLM in ``vllm_engine``, or transformers) and its PPL;
-- ``extract``     code out of an answer; ``taskgen`` the tiny-codes-shaped ci sample.
+- ``taskgen``     the tiny-codes-shaped ci sample.
+
+How a model answers (vLLM or transformers) and its PPL, and code out of an answer, live in lesson 06's
+:mod:`course_lib.evaluation.generation`, :mod:`course_lib.evaluation.vllm_engine` and
+:mod:`course_lib.evaluation.extract` (lesson 06 samples a real model to judge it).
 
 Introduced in lesson 07.
 """
 from course_lib.drill.config import DrillConfig, PrerequisiteError, config_from_profile
 from course_lib.drill.download import step_download
 from course_lib.drill.evaluate import step_evaluation
-from course_lib.drill.extract import extract_code, find_code_blocks, has_fenced_code
 from course_lib.drill.finetune import step_sft
 from course_lib.drill.inference import inference_knobs, model_path_for, step_inference
 from course_lib.drill.orchestrate import STEPS, check_prerequisites, load_metrics, load_report, run_drill
 from course_lib.drill.pipeline import step_pipeline
+from course_lib.evaluation.extract import extract_code, find_code_blocks, has_fenced_code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from course_lib.drill.outputs import DrillPaths
-from course_lib.drill.vllm_engine import VLLMKnobs, knobs_from_profile
+from course_lib.evaluation.vllm_engine import VLLMKnobs, knobs_from_profile
 from course_lib.profiles import Profile, ProfileLike, resolve_profile
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.drill.config import DrillConfig, Need, Step
-from course_lib.drill.extract import extract_code, has_fenced_code
 from course_lib.drill.outputs import (
     StepOutputError,
     atomic_write_text,
@@ -41,6 +40,7 @@ from course_lib.drill.outputs import (
     up_to_date,
     write_json_output,
 )
+from course_lib.evaluation.extract import extract_code, has_fenced_code
 
 CATEGORIES = ("Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error")
 _STATUS_TO_CATEGORY = {

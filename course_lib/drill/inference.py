@@ -1,7 +1,7 @@
 """Step 4 of the drill — inference: each model answers the eval prompts and a HumanEval subset; PPL.
 
 :func:`step_inference` asks one engine per model (:func:`infer`, through
-:func:`course_lib.drill.generation.run_model`: vLLM, or transformers ``generate`` as a fallback that says
+:func:`course_lib.evaluation.generation.run_model`: vLLM, or transformers ``generate`` as a fallback that says
 why) and writes ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and
 ``ppl.json`` (PPL on the references in two formats, :data:`PPL_FORMATS`). Eval rows with hidden tests are
 answered a second time from the task's ``def`` line (:func:`signature_prefix`): those answers are what
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.drill.config import DrillConfig, Need, Step, base_model_path, trained_by
-from course_lib.drill.generation import run_model
 from course_lib.drill.outputs import (
     StepOutputError,
     check_weights,
@@ -28,7 +27,8 @@ from course_lib.drill.outputs import (
     write_json_output,
 )
 from course_lib.drill.pipeline import reference_in_pipeline_format
-from course_lib.drill.vllm_engine import VLLMKnobs
+from course_lib.evaluation.generation import run_model
+from course_lib.evaluation.vllm_engine import VLLMKnobs
 
 
 def model_path_for(cfg: DrillConfig, variant: str) -> str:
@@ -77,12 +77,12 @@ PPL_FORMATS = "raw (the eval answers as they are) + pipeline (as the pipeline wr
 def pipeline_ppl(cfg: DrillConfig, model_path: str, pairs: list[tuple[str, str]]) -> dict:
     """PPL of a model on the references in the pipeline's format (after its engine has exited: one model
     in memory at a time). Introduced in lesson 07."""
-    from course_lib.drill.generation import _model_max_len, teacher_forced_ppl
+    from course_lib.evaluation.generation import model_max_len, teacher_forced_ppl
 
     if not pairs:
         return {"ppl": float("nan"), "nll": float("nan"), "tokens": 0, "samples": 0}
     return teacher_forced_ppl(model_path, pairs, threads=cfg.inference_workers,
-                              max_length=_model_max_len(model_path, inference_knobs(cfg)))
+                              max_length=model_max_len(model_path, inference_knobs(cfg)))
 
 
 # test pass@1's protocol: the model answers freely; its first `def` line is replaced by the one the task
@@ -93,11 +93,11 @@ DEFAULT_LEAD_IN = "```python\n"
 def signature_prefix(row: dict, free_answer: str | None = None) -> str | None:
     """The start of the answer that test pass@1 gives the model for an eval row with hidden tests: the
     model's own free answer up to its first function definition (prose, the ```` ```python ```` fence;
-    :func:`course_lib.drill.extract.answer_lead_in`), or ```` ```python ```` when it defined none,
+    :func:`course_lib.evaluation.extract.answer_lead_in`), or ```` ```python ```` when it defined none,
     followed by the task's ``def`` line (``signature`` of the hidden-test record). So every model
     keeps its own answer format and only the name and argument of the function are given, as
     HumanEval's prompt ends with the signature. None for rows without a signature (hub rows)."""
-    from course_lib.drill.extract import answer_lead_in
+    from course_lib.evaluation.extract import answer_lead_in
 
     sig = row.get("signature")
     if not (sig and row.get("tests")):
@@ -109,7 +109,7 @@ def signature_prefix(row: dict, free_answer: str | None = None) -> str | None:
 def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list[tuple[str, str]],
           answer_prefixes: list[str | None] | None = None, follow_up=None) -> dict:
     """One model's answers to ``prompts`` and its PPL on ``ppl_pairs`` with the configured engine
-    (:func:`run_model`, from :mod:`course_lib.drill.generation`: vLLM, or the transformers fallback saying
+    (:func:`run_model`, from :mod:`course_lib.evaluation.generation`: vLLM, or the transformers fallback saying
     why);
     ``follow_up`` builds a second round from the answers, for the same engine."""
     return run_model(model_path, prompts, ppl_pairs, profile=cfg.profile, knobs=inference_knobs(cfg),
@@ -241,7 +241,7 @@ def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
     if "base" in cfg.variants() and "sft" not in steps:
         problems += base_model_problems(cfg)
     if cfg.inference_backend == "vllm" and not cfg.inference_fallback:
-        from course_lib.drill.vllm_engine import vllm_python
+        from course_lib.evaluation.vllm_engine import vllm_python
 
         python, why = vllm_python()
         if python is None:
@@ -250,7 +250,7 @@ def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
 
 
 def _engine(cfg: DrillConfig) -> dict:
-    from course_lib.drill.vllm_engine import installed_version, vllm_python
+    from course_lib.evaluation.vllm_engine import installed_version, vllm_python
 
     knobs = inference_knobs(cfg)
     out = {"engine": cfg.inference_backend, "fallback": cfg.inference_fallback,

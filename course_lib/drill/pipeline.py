@@ -43,7 +43,7 @@ def fence_if_bare(answer: str) -> str:
     LazyLLM's ``CodeFeedbackFormatter`` outputs bare code; the drill's answer format (and FCR) is code
     in a fence, so both SFT variants learn the same format. Introduced in lesson 07.
     """
-    from course_lib.drill.extract import find_code_blocks
+    from course_lib.evaluation.extract import find_code_blocks
 
     if find_code_blocks(answer):
         return answer
@@ -56,7 +56,7 @@ def reference_in_pipeline_format(response: str, prompt: str | None = None) -> st
     teacher's code in one python fence, :mod:`course_lib.training.rule_teacher`); else the reference's
     Python code in one python fence (a reference without Python code as it is). Introduced in lesson 07.
     """
-    from course_lib.drill.extract import extract_code
+    from course_lib.evaluation.extract import extract_code
 
     if prompt is not None:
         from course_lib.training.rule_teacher import read_instruction, write_code

@@ -10,7 +10,7 @@ The lecture's definitions, over all N eval samples and the categories of :mod:`c
   extracted and parses, the share that runs without error.
 - **Fail rate** (the lecture's 逻辑错误率) = Fail / N.
 - **PPL** — perplexity on the eval set's reference answers as they are (the raw format: prose and a
-  fence), teacher-forced, answer tokens only (:func:`course_lib.drill.generation.teacher_forced_ppl`).
+  fence), teacher-forced, answer tokens only (:func:`course_lib.evaluation.generation.teacher_forced_ppl`).
   ``PPL (raw format)`` repeats it under an explicit name and ``PPL (pipeline format)`` scores the answers
   the pipeline writes for the same prompts (code in one fence, as pipeline SFT's rows are): each format
   favours the variant trained on it.

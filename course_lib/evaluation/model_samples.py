@@ -6,7 +6,7 @@ judge. Three steps, each a function:
 
 1. :func:`sample_answers` — n answers per chat prompt from one model, greedy (n = 1, T = 0) or sampled
    (temperature, top-p, one seed per sample), written by transformers ``generate`` in this process or by a
-   vLLM engine in ``.venv-vllm`` (:func:`course_lib.drill.vllm_engine.generate_offline`). The prompts are
+   vLLM engine in ``.venv-vllm`` (:func:`course_lib.evaluation.vllm_engine.generate_offline`). The prompts are
    encoded once by the course (chat template + an optional answer prefix such as a function's signature),
    so both engines read the same token ids. The answers are cached in ``<course cache>/samples/`` under a key
    made of the model's fingerprint, the prompts and every setting: a re-run reads them back at once, and the
@@ -81,10 +81,10 @@ def _sample_transformers(model_path: str | Path, prompt_ids: list[list[int]], *,
     from tqdm.auto import tqdm
     from transformers import GenerationConfig
 
-    from course_lib.drill.generation import _load_model, _stop_token_ids
+    from course_lib.evaluation.generation import load_model, stop_token_ids
 
-    tok, model = _load_model(model_path, threads=threads)
-    stop = _stop_token_ids(tok)
+    tok, model = load_model(model_path, threads=threads)
+    stop = stop_token_ids(tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else stop[0]
     sample = temperature > 0
     gen_cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, eos_token_id=stop, pad_token_id=pad,
@@ -117,7 +117,7 @@ def _sample_vllm(model_path: str | Path, prompt_ids: list[list[int]], *, n: int,
                  max_new_tokens: int, seed: int, stop: list[int], profile: Any, timeout_s: float
                  ) -> tuple[list[list[list[int]]], dict]:
     """Generated ids per prompt and sample from one vLLM engine in a child process (``.venv-vllm``)."""
-    from course_lib.drill.vllm_engine import generate_offline, knobs_from_profile
+    from course_lib.evaluation.vllm_engine import generate_offline, knobs_from_profile
 
     knobs = knobs_from_profile(profile, response_max_tokens=max_new_tokens)
     flat = [ids for ids in prompt_ids for _ in range(n)]
@@ -143,10 +143,10 @@ def sample_answers(model: str | Path, prompts: Sequence[str], *, n: int = 1, tem
     kept at the front of each ``response``. ``temperature`` 0 is greedy decoding (then ``n`` must be 1).
     ``engine``: ``"transformers"`` (this process, ``threads`` CPU threads, ``batch_size`` sequences per
     ``generate`` call) or ``"vllm"`` (``.venv-vllm``, the profile's ``drill.vllm_*`` knobs, float32 in ci);
-    a vLLM engine that cannot run raises :class:`course_lib.drill.vllm_engine.VLLMUnavailable` with the reason.
+    a vLLM engine that cannot run raises :class:`course_lib.evaluation.vllm_engine.VLLMUnavailable` with the reason.
     Each answer stops at the chat template's end-of-turn token or after ``max_new_tokens``.
     Introduced in lesson 06."""
-    from course_lib.drill.generation import _decode_answer, _encode_prompts, _load_tokenizer, _stop_token_ids
+    from course_lib.evaluation.generation import decode_answer, encode_prompts, load_tokenizer, stop_token_ids
     from course_lib.training.pretrained import model_fingerprint
 
     if engine not in ENGINES:
@@ -165,9 +165,9 @@ def sample_answers(model: str | Path, prompts: Sequence[str], *, n: int = 1, tem
         return SampleRun(data["answers"], data["settings"], data["engine"], data["seconds"], data["tokens"],
                          cached=True, path=path)
 
-    tok = _load_tokenizer(model)
-    stop = _stop_token_ids(tok)
-    ids, _ = _encode_prompts(tok, prompts, 4096, prefixes)
+    tok = load_tokenizer(model)
+    stop = stop_token_ids(tok)
+    ids, _ = encode_prompts(tok, prompts, 4096, prefixes)
     t0 = time.monotonic()
     if engine == "transformers":
         gen, eng = _sample_transformers(model, ids, n=n, temperature=temperature, top_p=top_p,
@@ -181,7 +181,7 @@ def sample_answers(model: str | Path, prompts: Sequence[str], *, n: int = 1, tem
     for prefix, samples in zip(prefixes, gen):
         row = []
         for g in samples:
-            a = _decode_answer(tok, g, stop)
+            a = decode_answer(tok, g, stop)
             if prefix:
                 a["response"] = prefix + a["response"]
             row.append(a)
@@ -262,9 +262,9 @@ def judge_tasks(profile: Any = "ci", seed: int = 0) -> list[Task]:
 
 
 def program_of(task: Task, response: str) -> str | None:
-    """The program an answer makes: its Python code (:func:`course_lib.drill.extract.extract_code`; an
+    """The program an answer makes: its Python code (:func:`course_lib.evaluation.extract.extract_code`; an
     unclosed fence counts), with the task's imports; None when the answer has no code. Introduced in lesson 06."""
-    from course_lib.drill.extract import extract_code
+    from course_lib.evaluation.extract import extract_code
 
     code = extract_code(response)
     if code is None:

@@ -5,8 +5,8 @@ Introduced in lesson 07.
 from __future__ import annotations
 
 from course_lib.drill.evaluate import category_of
-from course_lib.drill.extract import extract_code
 from course_lib.drill.scoreboard import LECTURE_COUNTS, drill_metrics, summary_from_counts
+from course_lib.evaluation.extract import extract_code
 from course_lib.exercises import Exercise
 from course_lib.exercises.checks import values_equal
 

@@ -39,14 +39,14 @@ def sample_completions(model_dir, prompts: Sequence[RLPrompt], *, n: int, temper
     """``n`` sampled completions per prompt (what follows the prompt's prefix), with transformers.
 
     Prompt ids are built as the drill builds them (chat prompt and prefix encoded apart,
-    :func:`course_lib.drill.generation.encode_prompts`); sampling at ``temperature`` with no top-k/top-p cut,
+    :func:`course_lib.evaluation.generation.encode_prompts`); sampling at ``temperature`` with no top-k/top-p cut,
     stopping at the drill's stop tokens. Introduced in lesson 10.
     """
     import torch
     from transformers import GenerationConfig
 
-    from course_lib.drill.generation import decode_answer, encode_prompts, load_model, stop_token_ids
-    from course_lib.drill.vllm_engine import model_context
+    from course_lib.evaluation.generation import decode_answer, encode_prompts, load_model, stop_token_ids
+    from course_lib.evaluation.vllm_engine import model_context
 
     tok, model = load_model(model_dir, threads=threads)
     stop = stop_token_ids(tok)
@@ -96,7 +96,7 @@ def sample_pass_at_k(model_dir, eval_rows: Sequence[Mapping[str, Any]], settings
     Returns ``{"n", "temperature", "parts": {part: {"prompts", "pass@1", ..., "pass@n", "mean_correct"}},
     "seconds": {"sample", "judge"}}``. Introduced in lesson 10.
     """
-    from course_lib.drill.generation import load_tokenizer
+    from course_lib.evaluation.generation import load_tokenizer
 
     s = settings or rl_settings("ci")
     n = int(n or s.passk_samples)

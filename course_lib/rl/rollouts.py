@@ -3,7 +3,7 @@
 * :func:`build_rl_prompts` — one prompt per training row with hidden tests, built with the drill's test
   pass@1 protocol: the instruction in the model's chat template, then ```` ```python ```` and the task's
   ``def`` line (:func:`course_lib.drill.inference.signature_prefix`); the rollout continues after the ``def``
-  line and its program is the code of that answer (:func:`course_lib.drill.extract.extract_code`).
+  line and its program is the code of that answer (:func:`course_lib.evaluation.extract.extract_code`).
 * :class:`RolloutJudge` — rewards of a batch of rollouts from the course sandbox (``run_many`` through the
   drill.s :func:`~course_lib.drill.evaluate.run_programs`), in this process. The only thing a rollout
   contributes is its text; the tests, the program and the verdict are built here, so a rollout can
@@ -125,7 +125,7 @@ def program_of(prefix: str, completion: str) -> str | None:
     """The program a rollout is judged by: the code of ``prefix + completion`` as the drill's evaluation
     extracts it (the ``def`` line and the body up to the closing fence); None when there is none.
     Introduced in lesson 10."""
-    from course_lib.drill.extract import extract_code
+    from course_lib.evaluation.extract import extract_code
 
     return extract_code(prefix + completion)
 

@@ -173,7 +173,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
     ``<out_dir>/rl_result.json``). Raises :class:`RLUnavailable` when the TRL environment is missing or
     the trainer fails (with the end of its stderr). Introduced in lesson 10.
     """
-    from course_lib.drill.generation import load_tokenizer
+    from course_lib.evaluation.generation import load_tokenizer
 
     settings = settings or rl_settings("ci")
     model_dir, out_dir = Path(model_dir).resolve(), Path(out_dir).resolve()   # the worker runs in a temp folder

@@ -1,6 +1,6 @@
 """One vLLM engine for one model: ``python -P vllm_worker.py JOB.json OUT.json`` (vLLM's interpreter).
 
-Started by :func:`course_lib.drill.vllm_engine.generate_offline`. After the first job the worker reads
+Started by :func:`course_lib.evaluation.vllm_engine.generate_offline`. After the first job the worker reads
 standard input: each line ``NEXT.json NEXT_OUT.json`` is one more round of prompts for the same engine
 (the parent builds them from the first round's answers); end of input ends the process.
 It imports only vLLM and the standard library, because the vLLM environment has no course package. The
