@@ -194,9 +194,11 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.evaluation.sandbox / course_lib.evaluation.metrics
     "sandbox": {
-        # bubblewrap in ci (60 samples/s on 2 idle cores); "auto" prefers Docker (7 samples/s) when a
-        # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
-        "backend": "bwrap",           # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
+        # the one backend setting of the course (lessons 05-10, the drill's steps 2, 5 and 6): bubblewrap in ci
+        # (60 samples/s on 2 idle cores), used when it works, else Docker (7 samples/s); "auto" prefers
+        # bubblewrap too. $SANDBOX_BACKEND=bwrap|docker|auto|unsafe overrides it where a backend is chosen
+        # (course_lib.evaluation.sandbox.policy, the one place that reads it)
+        "backend": "bwrap",
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
@@ -232,7 +234,6 @@ _CI: dict[str, dict[str, Any]] = {
         "batch_size": 25,                 # prompts per generate() call of the transformers fallback
         "inference_workers": 2,           # CPU threads of the PPL pass and of the transformers fallback
         "eval_workers": 8,
-        "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
         # the drill's SFT differs from lesson 05's in these keys of the sft section (LLaMA-Factory's names;
         # they go to course_lib.training.sft.finetune → the train YAML, over the sft section): a fixed
@@ -366,7 +367,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "launcher_options": {},
     },
     "sandbox": {
-        "backend": "docker",          # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
+        "backend": "docker",          # $SANDBOX_BACKEND overrides (course_lib.evaluation.sandbox.policy)
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
@@ -392,7 +393,7 @@ _FULL: dict[str, dict[str, Any]] = {
         # the lecture's INFERENCE_WORKERS = 8; vLLM batches generation itself (max_num_seqs), so here it
         # sets the CPU threads of the PPL pass only (the --inference-workers help says so)
         "inference_workers": 8,
-        "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
+        "ppl_samples": None, "sft_overrides": {},
         "sft_parallel": False,            # one GPU: the two SFT runs one after the other
         "answer_while_training": False,   # nothing trains beside step 4 on one GPU
         "preflight": True,
@@ -439,13 +440,6 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-# Environment variables that override one profile setting, read when a profile is resolved (never at
-# import): (section, key) → variable.
-ENV_OVERRIDES: dict[tuple[str, str], str] = {
-    ("sandbox", "backend"): "SANDBOX_BACKEND",
-}
-
-
 OVERRIDES_ENV = "COURSE_PROFILE_OVERRIDES"
 """While set, names a JSON file ``{"profile": NAME, "sections": {section: {key: value}}}`` whose values
 replace those of the profile NAME when it is resolved (the full-profile rehearsal of ``tests/`` runs the
@@ -472,10 +466,10 @@ def _file_overrides(name: str) -> dict[str, dict[str, Any]]:
 
 
 def get_profile(name: str | None = None) -> Profile:
-    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
-    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and the file of
-    :data:`OVERRIDES_ENV` when it names this profile. Call it once where a run starts and pass the
-    :class:`Profile` down.
+    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the values of
+    the file of :data:`OVERRIDES_ENV` when it names this profile. Call it once where a run starts and pass
+    the :class:`Profile` down. (``$SANDBOX_BACKEND`` does not change a profile: it overrides
+    ``sandbox.backend`` where a backend is chosen, :mod:`course_lib.evaluation.sandbox.policy`.)
 
     Introduced in lesson 00.
     """
@@ -486,10 +480,6 @@ def get_profile(name: str | None = None) -> Profile:
         raise ValueError(
             f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None
     changed: dict[str, dict[str, Any]] = {}
-    for (section, key), var in ENV_OVERRIDES.items():
-        value = os.environ.get(var)
-        if value and section in base.sections and base.sections[section].get(key) != value:
-            changed.setdefault(section, dict(base.sections[section]))[key] = value
     for section, values in _file_overrides(name).items():
         if section not in base.sections:
             raise ValueError(f"${OVERRIDES_ENV}: profile {name!r} has no section {section!r}")

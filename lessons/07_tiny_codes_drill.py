@@ -239,11 +239,14 @@ if ex:
 # 内容缺陷的分数落在阈值 7 以下；格式缺陷的代码本身是对的，分数照样够高——它们的问题在答案的格式，流水线靠"重写 + 格式化"而不是靠打分去掉它们。
 
 # %% slideshow={"slide_type": "-"}
+from functools import partial
+
 from course_lib.drill.extract import extract_code
 from course_lib.evaluation import sandbox
 from course_lib.training.rule_teacher import RuleTeacher
 
-auditor = RuleTeacher(run_code=sandbox.run_code)
+# the auditor runs code where step 2's does: $SANDBOX_BACKEND, else the profile's sandbox.backend when it works
+auditor = RuleTeacher(run_code=partial(sandbox.run_code, backend=sandbox.preferred_backend(P.sandbox.backend)))
 labels = download.defect_labels(train, cfg.hidden_tests)
 raw_audit = {}
 for kind in ["(clean)", *taskgen.DEFECT_RATES, *taskgen.FORMAT_DEFECT_RATES]:

@@ -371,7 +371,7 @@ from course_lib.rl import audit
 
 ATTACK_MARKS = re.compile(r"_getframe|f_back|__eq__|os\._exit|os\.write|sys\.modules|builtins|gc\.get_objects")
 if RL_READY:
-    judge_backend = resolve_backend(cfg.sandbox_backend)
+    judge_backend = resolve_backend(cfg.sandbox_backend, configured=P.sandbox.backend)
     audit_backend = audit.other_backend(judge_backend)
     hidden = {int(r["idx"]): r for r in read_json_output(cfg.paths.train_json, "download") if r.get("tests")}
     rollout_file = cfg.paths.model_for("rl") / audit.ROLLOUTS_FILE

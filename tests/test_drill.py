@@ -224,7 +224,7 @@ def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model
         evaluate.evaluate_answers([{"idx": 0, "response": "```python\nprint(1)\n```"}])
     from course_lib.evaluation import sandbox
 
-    def no_backend(backend=None):
+    def no_backend(backend=None, *, configured=None):
         raise RuntimeError("no sandbox backend works here. Install bubblewrap (`apt-get install bubblewrap`)")
     monkeypatch.setattr(sandbox, "resolve_backend", no_backend)
     cfg = tiny_cfg(tmp_path, tiny_model)
@@ -289,7 +289,7 @@ def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
     cfg = config.config_from_profile("full", paths=DrillPaths.under(tmp_path))
     assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536, kv_cache_gib=4, enforce_eager=False, dtype="auto")
     assert (cfg.train_size, cfg.eval_size, cfg.source, cfg.inference_backend) == (5000, 1000, "hub", "vllm")
-    assert cfg.sandbox_backend == "docker"
+    assert cfg.sandbox_backend is None and cfg.profile.sandbox.backend == "docker"   # the one key: sandbox.backend
     cmd = vllm_server_command("/models/Qwen2.5-0.5B-Instruct", cfg.vllm, port=8011)
     text = " ".join(cmd)
     for flag in ("vllm.entrypoints.openai.api_server", "--max-model-len 4096", "--gpu-memory-utilization 0.8",

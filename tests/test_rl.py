@@ -79,15 +79,20 @@ def test_full_profile_generates_with_vllm_and_corrects_the_mismatch():
 # --- prompts -----------------------------------------------------------------------------------------
 
 def test_step_6_judges_where_step_5_does():
-    """The drill's RL settings take the drill's sandbox backend (Docker in full) unless the run names one."""
+    """The drill's RL settings take the profile's sandbox.backend (Docker in full) as the judge's configured
+    backend and the run's --sandbox-backend as its named one, as step 5 does; the rl options may name one."""
     from course_lib.drill.config import config_from_profile
     from course_lib.rl import drill_step as drill_rl
 
     full, ci = config_from_profile("full"), config_from_profile("ci")
-    assert full.sandbox_backend == "docker" and drill_rl.drill_rl_settings(full).sandbox_backend == "docker"
-    assert drill_rl.drill_rl_settings(ci).sandbox_backend == ci.sandbox_backend     # None: the preferred backend
-    full.rl_overrides = {"sandbox_backend": "bwrap"}
-    assert drill_rl.drill_rl_settings(full).sandbox_backend == "bwrap"
+    for cfg, backend in ((full, "docker"), (ci, "bwrap")):
+        s = drill_rl.drill_rl_settings(cfg)
+        assert (s.sandbox_backend, s.sandbox_configured) == (None, backend) == (cfg.sandbox_backend,
+                                                                                 cfg.profile.sandbox.backend)
+    named = config_from_profile("full", sandbox_backend="bwrap")          # --sandbox-backend bwrap
+    assert drill_rl.drill_rl_settings(named).sandbox_backend == "bwrap"
+    full.rl_overrides = {"sandbox_backend": "unsafe"}
+    assert drill_rl.drill_rl_settings(full).sandbox_backend == "unsafe"
 
 
 def test_the_cli_reads_a_drill_folder(tmp_path):

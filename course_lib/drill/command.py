@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")
     g.add_argument("--sandbox-backend", default=None,
-                   help="sandbox backend (course_lib.evaluation.sandbox: e.g. bwrap, docker; default: the profile's)")
+                   help="a sandbox backend for this run, used as named (bwrap, docker, unsafe; default: "
+                        "$SANDBOX_BACKEND, else the profile's sandbox.backend when it works, else bwrap, else docker)")
     g.add_argument("--timeout", dest="timeout_s", type=float, default=None, help="seconds per run (10)")
     g.add_argument("--memory-mb", type=int, default=None, help="memory per run (128)")
     return p

@@ -69,7 +69,8 @@ class DrillConfig:
     """
 
     # the profile, resolved once (config_from_profile), and settings of its ``drill`` and ``sandbox``
-    # sections (no defaults here: the profile is the one source of their values)
+    # sections (no defaults here: the profile is the one source of their values; the sandbox backend is
+    # read from profile.sandbox.backend where it is chosen, see sandbox_backend below)
     profile: Profile
     train_size: int
     eval_size: int
@@ -85,7 +86,6 @@ class DrillConfig:
     batch_size: int
     inference_workers: int
     eval_workers: int
-    sandbox_backend: str | None
     timeout_s: float
     memory_mb: int
     ppl_samples: int | None
@@ -95,6 +95,10 @@ class DrillConfig:
     # on the core the finished runs left free (ci: drill.answer_while_training; see finetune.step_sft)
     answer_while_training: bool = False
     # settings of one run (command-line options)
+    # --sandbox-backend: a backend named for this run, used as named (None: none named; steps 2, 5 and 6 then
+    # follow the sandbox's rule: $SANDBOX_BACKEND, else profile.sandbox.backend when it works, else bwrap,
+    # else docker — course_lib.evaluation.sandbox.policy)
+    sandbox_backend: str | None = None
     paths: DrillPaths | None = None
     data_files: list[str] | None = None         # local files for source="local"/"assets"
     hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample): evaluation (and RL) only
@@ -153,7 +157,7 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
         compare_raw=d.compare_raw, vllm=knobs, inference_backend=d.inference_backend,
         inference_fallback=d.inference_fallback, inference_timeout_s=float(d.inference_timeout_s),
         batch_size=d.batch_size, inference_workers=d.inference_workers,
-        eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
+        eval_workers=d.eval_workers, timeout_s=P.sandbox.timeout_s,
         memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
         sft_parallel=bool(d.sft_parallel), answer_while_training=bool(d.get("answer_while_training", False)),
     )

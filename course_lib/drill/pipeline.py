@@ -161,7 +161,8 @@ def step_pipeline(cfg: DrillConfig) -> dict:
 
     # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
     rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]
-    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
+    run_code = partial(sandbox.run_code,
+                       backend=cfg.sandbox_backend or sandbox.preferred_backend(cfg.profile.sandbox.backend))
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
                                                 run_code=run_code, timeout_s=conf["timeout_s"],
                                                 offline_teacher=RuleTeacher)

@@ -75,7 +75,11 @@ class RLSettings:
                                           # (64 programs under load: 2 workers 24/s, 4 workers 40/s, 8 49/s)
     judge_timeout_s: float = 2.0          # per program; the tasks run in milliseconds, a loop costs this much
     judge_memory_mb: int = 128
-    sandbox_backend: str | None = None    # None: the profile's sandbox backend
+    # where the judge runs, by the sandbox's one rule (course_lib.evaluation.sandbox.policy): a backend named
+    # for the run (the drill's --sandbox-backend), used as named; else $SANDBOX_BACKEND; else sandbox_configured
+    # (the profile's sandbox.backend, filled by rl_settings) when it works; else bwrap, else docker
+    sandbox_backend: str | None = None
+    sandbox_configured: str | None = None
     worker_timeout_s: float = 900.0       # the whole training process (start-up included)
     # evaluation hooks (lesson 10, benchmarks): K samples per eval prompt for pass@k
     passk_samples: int = 8
@@ -119,7 +123,8 @@ def rl_settings(profile: ProfileLike = None, **overrides: Any) -> RLSettings:
     bad = sorted(set(section) - known)
     if bad:
         raise ValueError(f"profile {P.name!r}: the rl section has keys that are no RL setting: {bad}")
-    vals = {**section, **{k: v for k, v in overrides.items() if v is not None}}
+    vals = {**section, "sandbox_configured": P.sandbox.backend,
+            **{k: v for k, v in overrides.items() if v is not None}}
     return replace(RLSettings(), **vals)
 
 
