@@ -95,6 +95,25 @@ def test_sandbox_backend_is_one_key_and_its_variable_is_read_where_a_backend_is_
     assert readers == ["evaluation/sandbox/policy.py"], readers
 
 
+def test_the_profile_is_resolved_only_where_a_run_starts():
+    """``get_profile`` is called in course_lib only by command lines (their ``main`` / argument parsing) and
+    by ``resolve_profile`` (a function's ``profile`` argument); nothing deeper reads ``$COURSE_PROFILE``."""
+    import ast
+    from pathlib import Path
+
+    import course_lib
+
+    entry_points = {"main", "config_from_args", "resolve_profile"}
+    found = []
+    for path in sorted(Path(course_lib.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name not in entry_points:
+                found += [f"{path.name}:{n.lineno} ({fn.name})" for n in ast.walk(fn) if isinstance(n, ast.Call)
+                          and getattr(n.func, "id", getattr(n.func, "attr", None)) == "get_profile"]
+    assert not found, f"profile lookups below an entry point: {found}"
+
+
 def test_profiles_module_reads_no_environment_at_import():
     import ast
     import inspect
