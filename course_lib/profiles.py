@@ -268,7 +268,8 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 10 — course_lib.rl and the drill's step 6: group-relative RL (TRL's GRPOTrainer in .venv-trl) from
     # pipeline SFT, rewards from the course sandbox. Keys other than in_drill are fields of
-    # course_lib.rl.RLSettings (TRL's names; --rl-steps, --rl-group-size, --rl-reward override three of them).
+    # course_lib.rl.RLSettings (TRL's names; --rl-steps, --rl-group-size, --rl-reward override three of them;
+    # RLSettings also takes the profile's seed and sandbox.backend). docs/rl.md, "Settings".
     # ci: the tiny model on 2 fp32 CPU cores, 25 steps x 8 prompts x K = 8 (the KAT notes' K); 85-104 s of
     # training on 2 idle cores (bench_rl.py's nine runs, 2026-12-06); docs/rl.md, "Times"
     "rl": {
@@ -277,6 +278,28 @@ _CI: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-4, "max_completion_length": 72, "bf16": False, "use_cpu": True, "use_vllm": False,
         "threads": 2, "judge_workers": 4, "judge_timeout_s": 2.0, "worker_timeout_s": 900.0,
         "passk_batch_size": 16,
+        # the algorithm's other knobs (the same in both profiles)
+        "num_iterations": 1,            # passes over each generation round's rollouts (PPO epochs, mu)
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "max_grad_norm": 1.0,
+        "beta": 0.0,                    # KL weight against the starting model; 0: no KL term (kl logged as null)
+        "epsilon": 0.2,                 # lower clip side: ratio >= 1 - epsilon
+        "epsilon_high": 0.28,           # upper clip side: ratio <= 1 + epsilon_high (DAPO's clip-higher)
+        "loss_type": "dapo",            # token-level aggregation over the batch (TRL's default)
+        "scale_rewards": "group",       # advantage = (reward - group mean) / group std
+        "temperature": 1.0,             # sampling temperature of the rollouts
+        "mask_truncated_completions": False,  # a rollout cut at max_completion_length still trains
+        "judge_memory_mb": 128,         # per judged program (the judge's time limit: judge_timeout_s)
+        "passk_samples": 8,             # lesson 10's pass@k: K answers sampled per eval prompt ...
+        "passk_temperature": 1.0,       # ... at this temperature
+        # vLLM generation (use_vllm: full) with TRL's train/inference importance-sampling correction: token-level
+        # masking outside [clip_min, clip_max] (IcePop-style); not read while use_vllm is off
+        "vllm_gpu_memory_utilization": 0.3,     # the GPU share of the colocated vLLM engine
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_mask",
+        "vllm_importance_sampling_clip_min": 0.5,
+        "vllm_importance_sampling_clip_max": 2.0,
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
@@ -407,6 +430,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-6, "max_completion_length": 512, "bf16": True, "use_cpu": False, "use_vllm": True,
         "threads": 8, "judge_workers": 8, "judge_timeout_s": 10.0, "worker_timeout_s": 6 * 3600.0,
         "passk_batch_size": 64,
+        "num_iterations": 1, "lr_scheduler_type": "constant", "warmup_steps": 0, "max_grad_norm": 1.0,
+        "beta": 0.0, "epsilon": 0.2, "epsilon_high": 0.28, "loss_type": "dapo", "scale_rewards": "group",
+        "temperature": 1.0, "mask_truncated_completions": False, "judge_memory_mb": 128,
+        "passk_samples": 8, "passk_temperature": 1.0,
+        "vllm_gpu_memory_utilization": 0.3, "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_mask", "vllm_importance_sampling_clip_min": 0.5,
+        "vllm_importance_sampling_clip_max": 2.0,
     },
     "agentic": {
         "bench_length": 1024,
