@@ -141,7 +141,7 @@ def test_full_prerequisites_name_each_missing_piece(tmp_path, probes, monkeypatc
     monkeypatch.delenv("SANDBOX_BACKEND")
     # run_drill stops before any step runs
     ran = []
-    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s))
+    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, state, s=s.name: ran.append(s))
                                                   for s in orchestrate.DRILL_STEPS))
     with pytest.raises(config.PrerequisiteError, match="cannot start the drill"):
         orchestrate.run_drill(cfg)
@@ -169,7 +169,7 @@ def test_full_run_checks_gpu_memory_again_after_step_2(tmp_path, probes, monkeyp
     probes["teacher"] = (True, "Qwen/Qwen3-30B-A3B-Instruct-2507")
     cfg = full_cfg(tmp_path, sft_model=str(fake_model(tmp_path / "m")))
     ran = []
-    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s) or {})
+    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, state, s=s.name: ran.append(s) or {})
                                                   for s in orchestrate.DRILL_STEPS))
     monkeypatch.setattr(orchestrate, "check_prerequisites", lambda cfg, steps: [])
     with pytest.raises(config.PrerequisiteError, match=r"(?s)step 3 \(sft\).*stop it before SFT"):

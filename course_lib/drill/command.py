@@ -139,6 +139,7 @@ def config_from_args(args: argparse.Namespace):
     then the options given."""
     from dataclasses import replace
 
+    from course_lib.drill.vllm_engine import knobs_from_profile
     from course_lib.profiles import get_profile
 
     P = get_profile(args.profile)
@@ -154,13 +155,13 @@ def config_from_args(args: argparse.Namespace):
     rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}
     overrides.update(use_rl=bool(P.rl.in_drill) and not args.no_rl,
                      rl_overrides={k: v for k, v in rl.items() if v is not None})
-    cfg = config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
-                              sft_steps=args.sft_steps, **overrides)
-    knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__
+    profile_knobs = knobs_from_profile(P)
+    knobs = {k: getattr(args, f"vllm_{k}", None) for k in profile_knobs.__dataclass_fields__
              if getattr(args, f"vllm_{k}", None) is not None}
     if knobs:
-        cfg.vllm = replace(cfg.vllm, **knobs)
-    return cfg
+        overrides["vllm"] = replace(profile_knobs, **knobs)
+    return config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
+                               sft_steps=args.sft_steps, **overrides)
 
 
 def main(argv: list[str] | None = None) -> int:

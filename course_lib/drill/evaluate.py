@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from course_lib.drill.config import DrillConfig, Need, Step
+from course_lib.drill.config import DrillConfig, Need, RunState, Step
 from course_lib.drill.extract import extract_code, has_fenced_code
 from course_lib.drill.outputs import (
     StepOutputError,
@@ -286,20 +286,22 @@ def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
     mark_done(path, config, len(df))
 
 
-def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None) -> dict:
+def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None, state: RunState | None = None) -> dict:
     """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv`` + ``summary.json``.
 
     Also scores the HumanEval subset and writes the metrics of all variants to
     ``<output-dir>/drill_metrics.json`` and ``metrics.png`` (with the variants evaluated earlier whose
     summary is whole, so the ``rl`` step's own evaluation adds its row). ``variants`` (default
-    :meth:`DrillConfig.core_variants`): the models to evaluate. Introduced in lesson 07.
+    :meth:`DrillConfig.core_variants`): the models to evaluate; ``state``: the run's
+    :class:`~course_lib.drill.config.RunState` (its notes get each variant's status). Introduced in lesson 07.
     """
     from course_lib.drill import scoreboard
 
+    state = RunState() if state is None else state
     info: dict[str, Any] = {}
     kw = {"workers": cfg.eval_workers, "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
           "backend": cfg.sandbox_backend, "configured": cfg.profile.sandbox.backend}
-    notes = cfg.run_notes.setdefault("evaluation", {})
+    notes = state.notes.setdefault("evaluation", {})
     for variant in (cfg.core_variants() if variants is None else variants):
         out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
         report, summary_path = out / "evaluation_report.csv", out / "summary.json"
@@ -328,17 +330,18 @@ def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None) -> 
         info[variant] = m
         notes[variant] = {"status": "ran", "samples": len(rows)}
     if info:
-        write_drill_metrics(cfg, info)
+        write_drill_metrics(cfg, info, state=state)
     return info
 
 
-def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any]) -> dict[str, Any]:
+def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any], *, state: RunState | None = None) -> dict[str, Any]:
     """``drill_metrics.json`` and ``metrics.png``: ``info`` (variant → metrics) with every other variant
-    of the run whose ``summary.json`` is whole, in table order. Introduced in lesson 10."""
+    of the run whose ``summary.json`` is whole, in table order (without those ``state``, the run's
+    :class:`~course_lib.drill.config.RunState`, left out). Introduced in lesson 10."""
     from course_lib.drill import scoreboard
 
     table: dict[str, Any] = {}
-    for v in cfg.variants():
+    for v in (cfg.variants() if state is None else state.variants(cfg)):
         summary_path = cfg.paths.output_for(v) / "summary.json"
         if v in info:
             table[v] = info[v]
@@ -382,4 +385,8 @@ def _engine(cfg: DrillConfig) -> dict:
             "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
 
 
-STEP = Step("evaluation", run=step_evaluation, needs=_needs, check=_check, engine=_engine)
+def _run(cfg: DrillConfig, state: RunState) -> dict:
+    return step_evaluation(cfg, state=state)
+
+
+STEP = Step("evaluation", run=_run, needs=_needs, check=_check, engine=_engine)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 
-from course_lib.drill.config import DrillConfig, Need, PrerequisiteError, Step, use_lazyllm_path
+from course_lib.drill.config import DrillConfig, Need, PrerequisiteError, RunState, Step, use_lazyllm_path
 from course_lib.drill.outputs import (
     StepOutputError,
     atomic_write_text,
@@ -141,8 +141,9 @@ def _pipeline_config(cfg: DrillConfig) -> dict:
             "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
 
 
-def step_pipeline(cfg: DrillConfig) -> dict:
-    """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel.
+def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
+    """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel
+    (``state``: the run's :class:`~course_lib.drill.config.RunState`; this step notes nothing in it).
 
     Introduced in lesson 07.
     """

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from course_lib.drill.config import DrillConfig, Need, Step
+from course_lib.drill.config import DrillConfig, Need, RunState, Step
 from course_lib.drill.outputs import (
     StepOutputError,
     log,
@@ -102,36 +102,38 @@ def _train(cfg: DrillConfig, conf: dict) -> dict[str, Any]:
     return {k: res.get(k) for k in ("steps", "prompts", "rollouts", "seconds", "cpu_seconds")}
 
 
-def step_rl(cfg: DrillConfig) -> dict:
+def step_rl(cfg: DrillConfig, state: RunState | None = None) -> dict:
     """Step 6: train ``rl`` from ``pipeline_sft`` with GRPO, then answer and evaluate it as steps 4-5 do.
 
-    Skipped (logged with the reason, no ``rl`` row) when the TRL environment is missing or no training row
-    has hidden tests (:func:`no_reward_reason`: hub rows carry none). Returns
-    ``{"train", "inference", "evaluation"}`` (what each part did). Introduced in lesson 10.
+    Skipped (logged with the reason, no ``rl`` row: ``state.left_out``) when the TRL environment is missing or
+    no training row has hidden tests (:func:`no_reward_reason`: hub rows carry none). Returns
+    ``{"train", "inference", "evaluation"}`` (what each part did); ``state``: the run's
+    :class:`~course_lib.drill.config.RunState`. Introduced in lesson 10.
     """
     from course_lib.drill.evaluate import step_evaluation, write_drill_metrics
     from course_lib.drill.inference import step_inference
 
-    notes = cfg.run_notes.setdefault("rl", {})          # variant -> what happened (the run manifest's entry)
+    state = RunState() if state is None else state
+    notes = state.notes.setdefault("rl", {})          # variant -> what happened (the run manifest's entry)
     why = rl_unavailable(cfg) or no_reward_reason(cfg)
     if why:
         log().warning("step 6 (rl) skipped: %s", why)
         notes["rl"] = {"status": "skipped", "reason": why}
-        cfg.use_rl = False                   # no rl row in this run's tables
-        write_drill_metrics(cfg, {})
+        state.left_out["rl"] = why           # no rl row in this run's tables
+        write_drill_metrics(cfg, {}, state=state)
         return {"skipped": why}
     conf = _rl_config(cfg)
     if up_to_date([cfg.paths.model_record("rl")], conf, cfg.force, "rl"):
         train: dict[str, Any] = {"skipped": True}
     else:
         train = _train(cfg, conf)
-    inference = step_inference(cfg, ["rl"])
-    evaluation = step_evaluation(cfg, ["rl"])
+    inference = step_inference(cfg, ["rl"], state=state)
+    evaluation = step_evaluation(cfg, ["rl"], state=state)
     cached = train == {"skipped": True} and inference["rl"] == {"skipped": True} and \
-        cfg.run_notes.get("evaluation", {}).get("rl", {}).get("status") == "cached"
+        state.notes.get("evaluation", {}).get("rl", {}).get("status") == "cached"
     notes["rl"] = {"status": "cached" if cached else "ran", "train": train,
-                   "inference": cfg.run_notes.get("inference", {}).get("rl"),
-                   "evaluation": cfg.run_notes.get("evaluation", {}).get("rl")}
+                   "inference": state.notes.get("inference", {}).get("rl"),
+                   "evaluation": state.notes.get("evaluation", {}).get("rl")}
     return {"train": train, "inference": inference, "evaluation": evaluation}
 
 
