@@ -158,6 +158,7 @@ def _main_module_hidden():
     import types
 
     main = sys.modules.get("__main__")
+    # kept on purpose: multiprocessing's spawn has no option to skip re-running the parent's __main__ script
     sys.modules["__main__"] = types.ModuleType("__main__")      # no __file__, no __spec__: nothing to rerun
     try:
         yield
