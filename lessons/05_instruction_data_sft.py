@@ -47,7 +47,7 @@ from course_lib.paths import cache_dir
 
 P = get_profile(PROFILE)
 print(P.summary().splitlines()[0])
-BACKEND = sandbox.preferred_backend()   # None: no sandbox works here, and nothing is executed below
+BACKEND = sandbox.preferred_backend(P.sandbox.backend)   # None: no sandbox works here, and nothing is executed below
 run_code = partial(sandbox.run_code, backend=BACKEND) if BACKEND else None
 run_many = partial(sandbox.run_many, backend=BACKEND) if BACKEND else None
 print("sandbox used by this lesson:", BACKEND or f"none works here {sandbox.available_backends()}")

@@ -35,7 +35,7 @@ from course_lib.evaluation.sandbox.attacks import run_attacks
 
 P = get_profile(PROFILE)
 S = P.sandbox
-BACKEND = sandbox.resolve_backend(BACKEND) if BACKEND else sandbox.preferred_backend()
+BACKEND = sandbox.resolve_backend(BACKEND) if BACKEND else sandbox.preferred_backend(S.backend)
 if BACKEND is None:
     raise RuntimeError(f"no sandbox works on this machine: {sandbox.available_backends()}")
 rng = random.Random(SEED)

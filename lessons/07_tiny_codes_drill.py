@@ -48,6 +48,7 @@ from course_lib.training.sft import cpu_has_bf16, llamafactory_config
 P = get_profile(PROFILE)
 cfg = drill.config_from_profile(P, train_size=TRAIN_SIZE, eval_size=EVAL_SIZE, seed=SEED, force=FORCE,
                                 humaneval_subset=HUMANEVAL_SUBSET, compare_raw=COMPARE_RAW, sft_steps=SFT_STEPS)
+run = drill.RunState()   # what the steps record as they go (their notes, printed below); cfg stays as set here
 cfg.paths.make()
 log_path = setup_logging(cfg.paths.log_dir, quiet=True)
 pd.set_option("display.max_colwidth", 80)
@@ -95,7 +96,7 @@ t_start = time.time()
 # ci 的训练行按这两个表的比例各带一种缺陷（下面打印），评测行没有缺陷。
 
 # %% slideshow={"slide_type": "subslide"}
-info = drill.step_download(cfg)
+info = drill.step_download(cfg, run)
 train = json.loads(cfg.paths.train_json.read_text())
 evals = json.loads(cfg.paths.eval_json.read_text())
 print(info)
@@ -202,7 +203,7 @@ my_extract_code = exercises.check("07-1", my_extract_code)
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
-info = drill.step_pipeline(cfg) if cfg.use_pipeline else {"skipped": "no pipeline"}
+info = drill.step_pipeline(cfg, run) if cfg.use_pipeline else {"skipped": "no pipeline"}
 funnel = json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())
 print(info, f"({time.time() - t0:.0f} s)")
 print("teacher:", funnel["report"]["teacher"])
@@ -239,11 +240,14 @@ if ex:
 # 内容缺陷的分数落在阈值 7 以下；格式缺陷的代码本身是对的，分数照样够高——它们的问题在答案的格式，流水线靠"重写 + 格式化"而不是靠打分去掉它们。
 
 # %% slideshow={"slide_type": "-"}
+from functools import partial
+
 from course_lib.evaluation.extract import extract_code
 from course_lib.evaluation import sandbox
 from course_lib.training.rule_teacher import RuleTeacher
 
-auditor = RuleTeacher(run_code=sandbox.run_code)
+# the auditor runs code where step 2's does: $SANDBOX_BACKEND, else the profile's sandbox.backend when it works
+auditor = RuleTeacher(run_code=partial(sandbox.run_code, backend=sandbox.preferred_backend(P.sandbox.backend)))
 labels = download.defect_labels(train, cfg.hidden_tests)
 raw_audit = {}
 for kind in ["(clean)", *taskgen.DEFECT_RATES, *taskgen.FORMAT_DEFECT_RATES]:
@@ -268,15 +272,15 @@ pd.DataFrame(raw_audit).T
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
-info = drill.step_sft(cfg)
+info = drill.step_sft(cfg, run)
 print(info, f"({time.time() - t0:.0f} s)")
-for v, note in cfg.run_notes.get("sft", {}).items():
+for v, note in run.notes.get("sft", {}).items():
     print(f"{v}: " + (f"{note['processes']} SFT process(es) at once, {note['threads']} CPU thread(s) each"
                       if note["status"] == "ran" else "cached (trained in an earlier run)"))
 print("SFT settings given to LLaMA-Factory (besides the profile's sft section):", cfg.sft_overrides)
 print("bf16 mixed precision:", llamafactory_config(cfg.profile, **cfg.sft_overrides)["bf16"],
       f"(the drill trains in fp32 on every CPU; this one {'has' if cpu_has_bf16() else 'has no'} bf16 instructions)")
-early = {v: n["answered_during"] for v, n in cfg.run_notes.get("inference", {}).items() if n.get("answered_during")}
+early = {v: n["answered_during"] for v, n in run.notes.get("inference", {}).items() if n.get("answered_during")}
 print("answered during step 3 (step 4's work, on the core the finished run left free):",
       early or "none (cached, or no model was ready while another trained)")
 fig, ax = plt.subplots(figsize=(7, 3))
@@ -312,10 +316,10 @@ plt.show()
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
-info = drill.step_inference(cfg)
+info = drill.step_inference(cfg, state=run)
 print(info, f"({time.time() - t0:.0f} s)")
 print("vLLM knobs:", drill.inference_knobs(cfg))
-for v, note in cfg.run_notes["inference"].items():   # which engine answered (a cached variant: the earlier run's, see run_manifest)
+for v, note in run.notes["inference"].items():   # which engine answered (a cached variant: the earlier run's, see run_manifest)
     print(f"{v}: {note.get('engine', note['status'])} {note.get('version') or ''} | fallback: {note.get('fallback_reason')}"
           + (" | answered in step 3" if note.get("answered_during") else ""))
 answers = {v: json.loads((cfg.paths.output_for(v) / "inference_results.json").read_text()) for v in cfg.variants()}
@@ -335,7 +339,7 @@ for i in (0, 1):
 
 # %% slideshow={"slide_type": "-"}
 t0 = time.time()
-by_variant = drill.step_evaluation(cfg)
+by_variant = drill.step_evaluation(cfg, state=run)
 print(f"evaluation: {time.time() - t0:.0f} s")
 last = cfg.variants()[-1]
 report = drill.load_report(cfg, last)

@@ -43,7 +43,8 @@ from course_lib.agentic.trajectories import Attempt, hint_recovery, process_flag
 from course_lib.agentic.harness import (PROTOCOLS, ToolCall, format_call, make_rl_datum, parse_call, perturb_tool_output,
                                         retokenize, sample_harness, token_mismatch)
 
-P = get_profile(PROFILE).agentic
+PR = get_profile(PROFILE)   # the profile, resolved once: its agentic section (P) and its sandbox backend
+P = PR.agentic
 torch.manual_seed(SEED)
 torch.set_num_threads(1)   # tiny models: one thread is fastest, and never oversubscribes a busy machine
 model, model_note = load_lesson_model(PROFILE, attn="sdpa", seed=SEED)
@@ -428,8 +429,11 @@ assert segments == [[0, 1, 2], [3, 4]] and wrong_ctx == [3, 4]
 # 下面四个小仓库是为本课写的（`assets/agentic/envs/`）；所有测试都在第06课的 sandbox (`course_lib.evaluation.sandbox.run_code`) 里执行。
 
 # %% slideshow={"slide_type": "subslide"}
+from course_lib.agentic.envs import default_runner
 from course_lib.evaluation.sandbox import resolve_backend
-print("sandbox backend:", resolve_backend(None))
+BACKEND = resolve_backend(None, configured=PR.sandbox.backend)   # $SANDBOX_BACKEND, else the profile's when it works
+runner = default_runner(BACKEND)                                 # run_code on that backend
+print("sandbox backend:", BACKEND)
 task = load_task("money_rounding")
 print("issue:", task.issue)
 print("files:", list(task.files))
@@ -441,7 +445,7 @@ reports = {}
 t0 = time.perf_counter()
 for name in task_names():
     reports[name] = build_environment(load_task(name), runs=P.env_runs, min_collected=P.min_collected,
-                                      timeout_s=P.env_timeout_s)
+                                      timeout_s=P.env_timeout_s, runner=runner)
 retried = sum(run.attempts - 1 for r in reports.values() for run in r.before + r.after)
 print(f"built {len(reports)} environments x {2 * P.env_runs} sandbox runs in {time.perf_counter() - t0:.1f} s "
       f"({retried} runs retried after an infrastructure failure)\n")
@@ -501,7 +505,7 @@ for name in task_names():
         jobs.append((files, r.before[0].collected)); meta.append((name, patch_name, truth, "naive"))   # trusts what was collected
         if r.ok:                                                                  # rejected environments never give rewards
             jobs.append((files, r.fail_to_pass + r.pass_to_pass)); meta.append((name, patch_name, truth, "checked"))
-results = run_tests_batch(jobs, timeout_s=P.env_timeout_s)                        # all sandbox runs in parallel
+results = run_tests_batch(jobs, timeout_s=P.env_timeout_s, runner=runner)         # all sandbox runs in parallel
 rewards = {}
 for (name, patch_name, _truth, kind), run in zip(meta, results):
     rewards[(name, patch_name, kind)] = naive_reward(run.passed)                  # 1.0 iff every test in the set passed
@@ -537,7 +541,7 @@ dead_sandbox = lambda code, tests, **kw: SimpleNamespace(status="sandbox_error",
 outcomes = {}
 for label, task_, report_, runner_ in [("gold patch, sandbox keeps failing", good, reports["store_inventory"], dead_sandbox),
                                        ("gold patch, rejected environment", load_task("units_broken_env"),
-                                        reports["units_broken_env"], None)]:
+                                        reports["units_broken_env"], runner)]:
     try:
         evaluate_patch(task_, report_, task_.gold_patch, runner=runner_, retries=1, timeout_s=P.env_timeout_s)
         outcomes[label] = "scored"
@@ -583,7 +587,7 @@ calls = [ToolCall("read_file", '{"path": "shop/money.py"}'), ToolCall("edit_file
 schemas = {"read_file": ["path"], "edit_file": ["path", "patch"]}
 candidates = {"test tampering": tamper, "hard-coding": hardcode, "gold": task.gold_patch}
 runs_q = run_tests_batch([(apply_patch(with_tests, p), report.fail_to_pass + report.pass_to_pass) for p in candidates.values()],
-                         timeout_s=P.env_timeout_s)
+                         timeout_s=P.env_timeout_s, runner=runner)
 quality = {}
 for (name, patch), run_q in zip(candidates.items(), runs_q):
     why = process_flags(calls, patch, schemas=schemas, test_files=sorted({t.split("::")[0] for t in task.expected_tests}),
@@ -629,10 +633,10 @@ assert recovered.kept is regenerated[2] and hint not in recovered.kept.trajector
 # **verifier 和 reward 必须读规范化的调用**，不能读某一种 Harness 的文本。
 
 # %% slideshow={"slide_type": "subslide"}
-datum = make_rl_datum(load_task("money_rounding"), reports["money_rounding"], harness="xml")
+datum = make_rl_datum(load_task("money_rounding"), reports["money_rounding"], harness="xml", profile=PR, runner=runner)
 print(f"RL datum: env {datum.env!r}, tools {list(datum.tools)}, harness {datum.harness!r}\ninstruction: {datum.instruction}")
 try:
-    make_rl_datum(load_task("units_broken_env"), reports["units_broken_env"])
+    make_rl_datum(load_task("units_broken_env"), reports["units_broken_env"], profile=PR, runner=runner)
 except ValueError as exc:
     print("units_broken_env:", str(exc)[:110])
 call = ToolCall("edit_file", '{"path": "shop/money.py", "patch": "use Decimal"}')

@@ -198,10 +198,9 @@ assert low.tolist() == [False, True, False, False, False] and high.tolist() == [
 # 结果已经在缓存里时直接读取（几秒）；否则训练和评测要几分钟。
 
 # %% slideshow={"slide_type": "subslide"}
-cfg.force = FORCE
-done = drill.run_drill(cfg, only_step="rl")
-cfg.force = False
-RL_READY = "rl" in cfg.variants() and (cfg.paths.output_for("rl") / "summary.json").exists()
+run = drill.RunState()                  # what the step records (a skipped step 6 leaves the rl row out)
+done = drill.run_drill(replace(cfg, force=FORCE), only_step="rl", state=run)   # FORCE for this step only
+RL_READY = "rl" in run.variants(cfg) and (cfg.paths.output_for("rl") / "summary.json").exists()
 if RL_READY:
     rec = read_json_output(cfg.paths.model_record("rl"), "rl")
     train_log = json.loads((cfg.paths.output_for("rl") / "train_log.json").read_text())
@@ -371,7 +370,7 @@ from course_lib.rl import audit
 
 ATTACK_MARKS = re.compile(r"_getframe|f_back|__eq__|os\._exit|os\.write|sys\.modules|builtins|gc\.get_objects")
 if RL_READY:
-    judge_backend = resolve_backend(cfg.sandbox_backend)
+    judge_backend = resolve_backend(cfg.sandbox_backend, configured=P.sandbox.backend)
     audit_backend = audit.other_backend(judge_backend)
     hidden = {int(r["idx"]): r for r in read_json_output(cfg.paths.train_json, "download") if r.get("tests")}
     rollout_file = cfg.paths.model_for("rl") / audit.ROLLOUTS_FILE

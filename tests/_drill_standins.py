@@ -118,7 +118,7 @@ def install(monkeypatch, *, calls: list | None = None, sandbox: bool = True, bro
         monkeypatch.setattr(sb, "run_many", create_autospec(
             sb.run_many, side_effect=broken_run_many if broken_sandbox else fake_run_many))
         monkeypatch.setattr(sb, "resolve_backend", create_autospec(
-            sb.resolve_backend, side_effect=lambda backend=None: backend or "bwrap"))
+            sb.resolve_backend, side_effect=lambda backend=None, *, configured=None: backend or "bwrap"))
     monkeypatch.setattr(codegen, "run_codegen_pipeline", create_autospec(
         codegen.run_codegen_pipeline, side_effect=fake_run_codegen_pipeline))
     monkeypatch.setattr(sft, "finetune", create_autospec(sft.finetune,

@@ -257,3 +257,34 @@ def test_a_patch_that_cannot_be_applied_scores_zero_with_the_reason(inventory, r
         assert not any(result.values()) and kind.__name__ in result.reason, (kind, result.reason)
     gold = evaluate_patch(task, report, task.gold_patch, runner=runner)
     assert all(gold.values()) and gold.reason == ""
+
+
+def test_settings_come_from_the_profile_passed_down_not_from_the_environment(monkeypatch):
+    """``runs`` / ``timeout_s`` left out come from the ``profile`` argument, resolved once by the function
+    the caller called and passed down as values (no lookup of ``$COURSE_PROFILE`` inside)."""
+    from types import SimpleNamespace
+
+    from course_lib import profiles
+    from course_lib.agentic.harness import make_rl_datum
+
+    seen: list[float] = []
+
+    def recording_runner(code, tests, **kw):        # every test collected and passing, before and after
+        seen.append(kw["timeout_s"])
+        return SimpleNamespace(status="passed", stdout="", tests=["ok"] * len(tests), test_errors=[])
+
+    full = profiles.get_profile("full")
+    monkeypatch.setenv("COURSE_PROFILE", "ci")
+    real = profiles.get_profile
+    lookups: list = []
+    monkeypatch.setattr(profiles, "get_profile", lambda *a, **k: lookups.append(a) or real(*a, **k))
+    task = load_task("store_inventory")
+    report = build_environment(task, runner=recording_runner, profile=full)
+    assert len(seen) == 2 * full.agentic.env_runs == 6 and set(seen) == {full.agentic.env_timeout_s} == {60.0}
+    seen.clear()
+    run_tests(apply_patch(task.files, task.test_patch), task.expected_tests, runner=recording_runner, profile="full")
+    assert seen == [60.0] and lookups == [("full",)]                  # a name is resolved once, where it is given
+    report.ok, report.fail_to_pass = True, task.expected_tests[:1]    # accepted, so it can become a datum
+    seen.clear()
+    make_rl_datum(task, report, profile=full, runner=recording_runner).verifier("")
+    assert seen == [60.0] and lookups == [("full",)]

@@ -1,6 +1,7 @@
 """The drill (lesson 07): each step on tiny data, resume, corrupted outputs, bad answers, full commands."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -76,8 +77,15 @@ def test_prerequisites_name_the_step_to_run(tmp_path, fakes, tiny_model):
 
 
 def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model):
+    import pickle
+
     cfg = tiny_cfg(tmp_path, tiny_model)
-    done = orchestrate.run_drill(cfg)
+    as_set = pickle.dumps(cfg)
+    state = config.RunState()
+    done = orchestrate.run_drill(cfg, state=state)
+    assert pickle.dumps(cfg) == as_set                  # the run's settings are only read; its notes go to state
+    assert set(state.notes) == set(done) and state.notes["evaluation"]["base"]["status"] == "ran"
+    assert not {"run_notes", "planned_steps"} & {f.name for f in dataclasses.fields(config.DrillConfig)}
     assert list(done) == [s for s in orchestrate.STEPS if s != "rl"]    # step 6 only with use_rl (lesson 10)
     assert fakes == [30, 30] or sorted(fakes)[0] <= 30    # raw + pipeline SFT ran once each
     for v in ("base", "raw_sft", "pipeline_sft"):
@@ -224,7 +232,7 @@ def test_missing_sandbox_gives_a_clear_message(tmp_path, monkeypatch, tiny_model
         evaluate.evaluate_answers([{"idx": 0, "response": "```python\nprint(1)\n```"}])
     from course_lib.evaluation import sandbox
 
-    def no_backend(backend=None):
+    def no_backend(backend=None, *, configured=None):
         raise RuntimeError("no sandbox backend works here. Install bubblewrap (`apt-get install bubblewrap`)")
     monkeypatch.setattr(sandbox, "resolve_backend", no_backend)
     cfg = tiny_cfg(tmp_path, tiny_model)
@@ -289,7 +297,7 @@ def test_full_profile_commands_without_a_gpu(tmp_path, monkeypatch):
     cfg = config.config_from_profile("full", paths=DrillPaths.under(tmp_path))
     assert cfg.vllm == VLLMKnobs(4096, 0.8, 16, 16384, 1536, kv_cache_gib=4, enforce_eager=False, dtype="auto")
     assert (cfg.train_size, cfg.eval_size, cfg.source, cfg.inference_backend) == (5000, 1000, "hub", "vllm")
-    assert cfg.sandbox_backend == "docker"
+    assert cfg.sandbox_backend is None and cfg.profile.sandbox.backend == "docker"   # the one key: sandbox.backend
     cmd = vllm_server_command("/models/Qwen2.5-0.5B-Instruct", cfg.vllm, port=8011)
     text = " ".join(cmd)
     for flag in ("vllm.entrypoints.openai.api_server", "--max-model-len 4096", "--gpu-memory-utilization 0.8",
@@ -365,10 +373,11 @@ def test_side_by_side_sft_records_the_variant_that_trained_when_the_other_fails(
     cfg.paths.make()
     download.step_download(cfg)
     pipeline.step_pipeline(cfg)
+    state = config.RunState()
     with pytest.raises(RuntimeError, match="out of memory"):
-        finetune.step_sft(cfg)
+        finetune.step_sft(cfg, state)
     assert inference.model_path_for(cfg, "raw_sft").endswith("lazyllm_merge")
-    assert cfg.run_notes["sft"]["raw_sft"]["processes"] == 2
+    assert state.notes["sft"]["raw_sft"]["processes"] == 2
     with pytest.raises(StepOutputError, match="run the 'sft' step"):
         inference.model_path_for(cfg, "pipeline_sft")
     assert finetune.sft_side_by_side(config.config_from_profile("full"), 2) == 1      # one GPU: one after the other
@@ -391,15 +400,15 @@ def test_sft_answers_with_the_ready_models_while_the_last_run_trains(tmp_path, m
     standins.install(monkeypatch, finetune=fake_finetune)
     real_step_inference = inference.step_inference
 
-    def spy(cfg, variants=None):
+    def spy(cfg, variants=None, state=None):
         if variants is not None and not early_done.is_set():      # the call from step 3
             seen.update(variants=list(variants), bind=os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
                         workers=cfg.inference_workers)
             try:
-                return real_step_inference(cfg, variants)
+                return real_step_inference(cfg, variants, state=state)
             finally:
                 early_done.set()
-        return real_step_inference(cfg, variants)
+        return real_step_inference(cfg, variants, state=state)
 
     monkeypatch.setattr(inference, "step_inference", spy)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")                    # two cores: one per SFT run
@@ -484,11 +493,12 @@ def test_real_neighbours_end_to_end_on_tiny_data(tmp_path, tiny_model):
     cfg = tiny_cfg(tmp_path, tiny_model, train_size=16, eval_size=4, humaneval_subset=1, compare_raw=True,
                    sft_overrides={"max_steps": 12, "per_device_train_batch_size": 4,
                                   "learning_rate": 5e-3})
-    orchestrate.run_drill(cfg)
+    state = config.RunState()
+    orchestrate.run_drill(cfg, state=state)
     for v in cfg.variants():
         assert len(orchestrate.load_report(cfg, v)) == 4
     assert orchestrate.load_metrics(cfg)["pipeline_sft"]["samples"] == 4
-    sft_notes = cfg.run_notes["sft"]
+    sft_notes = state.notes["sft"]
     assert [(v, n["status"], n["processes"]) for v, n in sft_notes.items()] == [
         ("raw_sft", "ran", 2), ("pipeline_sft", "ran", 2)]           # table order, whichever ended first
 
@@ -542,8 +552,11 @@ def test_rl_step_without_hidden_tests_for_the_training_rows_is_skipped_saying_wh
     empty.write_text("")
     cfg = tiny_cfg(tmp_path / "d", tiny_model, compare_raw=False, evaluate_base=False, humaneval_subset=0, use_rl=True,
                    hidden_tests=str(empty))
+    state = config.RunState()
     with caplog.at_level("WARNING"):
-        done = orchestrate.run_drill(cfg)
+        done = orchestrate.run_drill(cfg, state=state)
+    assert cfg.use_rl is True and state.left_out == {"rl": done["rl"]["skipped"]}     # the settings stay as set
+    assert state.variants(cfg) == ["pipeline_sft"] and state.notes["rl"]["rl"]["status"] == "skipped"
     assert "no reward to train on" in done["rl"]["skipped"] and "--hidden-tests" in done["rl"]["skipped"]
     assert "step 6 (rl) skipped" in caplog.text
     assert drill_rl.no_reward_reason(cfg) == done["rl"]["skipped"]

@@ -131,9 +131,17 @@ def test_full_prerequisites_name_each_missing_piece(tmp_path, probes, monkeypatc
     probes["docker"] = (True, False)
     assert any("python -m course_lib.evaluation.sandbox image" in p
                for p in preflight.check_full_prerequisites(cfg, ["evaluation"]))
+    # Docker is checked where step 5 will use it: the profile's sandbox.backend, unless the run names another
+    # backend (--sandbox-backend) or $SANDBOX_BACKEND does
+    monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
+    assert not any("Docker" in p for p in preflight.check_full_prerequisites(
+        full_cfg(tmp_path, sandbox_backend="bwrap"), ["evaluation"]))
+    monkeypatch.setenv("SANDBOX_BACKEND", "bwrap")
+    assert not any("Docker" in p for p in preflight.check_full_prerequisites(full_cfg(tmp_path), ["evaluation"]))
+    monkeypatch.delenv("SANDBOX_BACKEND")
     # run_drill stops before any step runs
     ran = []
-    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s))
+    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, state, s=s.name: ran.append(s))
                                                   for s in orchestrate.DRILL_STEPS))
     with pytest.raises(config.PrerequisiteError, match="cannot start the drill"):
         orchestrate.run_drill(cfg)
@@ -161,7 +169,7 @@ def test_full_run_checks_gpu_memory_again_after_step_2(tmp_path, probes, monkeyp
     probes["teacher"] = (True, "Qwen/Qwen3-30B-A3B-Instruct-2507")
     cfg = full_cfg(tmp_path, sft_model=str(fake_model(tmp_path / "m")))
     ran = []
-    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, s=s.name: ran.append(s) or {})
+    monkeypatch.setattr(orchestrate, "DRILL_STEPS", tuple(replace(s, run=lambda c, state, s=s.name: ran.append(s) or {})
                                                   for s in orchestrate.DRILL_STEPS))
     monkeypatch.setattr(orchestrate, "check_prerequisites", lambda cfg, steps: [])
     with pytest.raises(config.PrerequisiteError, match=r"(?s)step 3 \(sft\).*stop it before SFT"):
@@ -197,9 +205,13 @@ def test_step_2_needs_the_teacher_and_never_caches_an_empty_run(tmp_path, probes
     assert json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())["input"] == 6
 
 
-def test_pipeline_and_full_defaults_follow_the_lecture(capsys):
+def test_pipeline_and_full_defaults_follow_the_lecture(capsys, monkeypatch):
     from course_lib.drill.command import main
+    from course_lib.evaluation.sandbox import policy
     from course_lib.profiles import get_profile
+
+    monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
+    monkeypatch.setattr(policy, "_probe", lambda name: (True, ""))     # a machine where Docker answers
 
     cfg = config.config_from_profile("full")
     assert cfg.inference_workers == 8 and cfg.eval_workers == 8                 # the lecture's run.py defaults

@@ -92,7 +92,7 @@ def test_the_rehearsal_changes_only_its_named_settings(rehearsal_env):
     assert P.drill.dataset == str(rehearsal_env["folder"] / rehearsal.HUB_FOLDER)
     assert P.drill.source == "hub"
     assert not {"inference_backend", "inference_fallback"} & set(overrides["drill"])   # step 4 as full runs it
-    assert P.sandbox.backend == "docker" and P.drill.sandbox_backend == "docker"
+    assert P.sandbox.backend == "docker" and "sandbox_backend" not in P.drill      # one key: sandbox.backend
     assert P.sft.finetuning_type == "lora" and P.sft.optim == "adamw_torch_fused" and P.sft.bf16 is False
     shards = sorted((rehearsal_env["folder"] / rehearsal.HUB_FOLDER / "data").glob("*.parquet"))
     assert len(shards) == rehearsal.SHARDS
@@ -150,7 +150,8 @@ def test_full_profile_drill_end_to_end(rehearsal_env, monkeypatch):
     # drill's own sandbox settings, and every program step 5's judge ran must have run in Docker
     refs = [{"idx": r["idx"], "prompt": r["prompt"], "response": r["response"]} for r in evals]
     judged = evaluate.evaluate_answers(refs, workers=cfg.eval_workers, timeout_s=cfg.timeout_s,
-                                       memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend)
+                                       memory_mb=cfg.memory_mb, backend=cfg.sandbox_backend,
+                                       configured=cfg.profile.sandbox.backend)
     assert sum(r["category"] == "Pass" for r in judged) >= len(refs) // 2, [r["category"] for r in judged]
     assert backends and set(backends) == {"docker"}, backends
 
@@ -202,7 +203,7 @@ def test_full_profile_rl_step(rehearsal_env, monkeypatch):
     s = rl.drill_rl_settings(cfg)
     kept = {k: v for k, v in _FULL["rl"].items() if k != "in_drill" and k not in rehearsal.REHEARSAL["rl"]}
     assert all(getattr(s, k) == v for k, v in kept.items()), kept     # full's reward, K, learning rate, clip ...
-    assert s.sandbox_backend == "docker" and s.group_size == 8 and isinstance(s, RLSettings)
+    assert s.sandbox_configured == "docker" and s.group_size == 8 and isinstance(s, RLSettings)
     backends = spy_backends(monkeypatch)
     t0 = time.monotonic()
     orchestrate.run_drill(cfg)

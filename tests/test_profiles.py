@@ -74,14 +74,44 @@ def test_recommend_profile():
     assert recommend_profile(False, False) == "ci"
 
 
-def test_environment_overrides_are_read_when_the_profile_is_resolved(monkeypatch):
+def test_sandbox_backend_is_one_key_and_its_variable_is_read_where_a_backend_is_chosen(monkeypatch):
+    """``sandbox.backend`` is the one backend setting (the drill has none of its own); ``$SANDBOX_BACKEND``
+    does not change a profile: the sandbox's policy reads it, its one reader."""
+    import re
+    from pathlib import Path
+
+    import course_lib
     from course_lib.profiles import PROFILES, get_profile
 
-    monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
-    assert get_profile("ci").sandbox.backend == PROFILES["ci"].sandbox.backend == "bwrap"
+    assert (PROFILES["ci"].sandbox.backend, PROFILES["full"].sandbox.backend) == ("bwrap", "docker")
+    for P in PROFILES.values():
+        assert not [k for sec in P.sections.values() for k in sec if "backend" in k and k != "backend"
+                    and "inference" not in k], P.name        # no second spelling (drill.sandbox_backend)
     monkeypatch.setenv("SANDBOX_BACKEND", "docker")
-    assert get_profile("ci").sandbox.backend == "docker"
-    assert PROFILES["ci"].sandbox.backend == "bwrap"  # the definition itself is not changed
+    assert get_profile("ci").sandbox.backend == "bwrap"
+    pkg = Path(course_lib.__file__).parent
+    readers = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+                     if re.search(r"environ[^\n]*(SANDBOX_BACKEND|BACKEND_ENV)", p.read_text(encoding="utf-8")))
+    assert readers == ["evaluation/sandbox/policy.py"], readers
+
+
+def test_the_profile_is_resolved_only_where_a_run_starts():
+    """``get_profile`` is called in course_lib only by command lines (their ``main`` / argument parsing) and
+    by ``resolve_profile`` (a function's ``profile`` argument); nothing deeper reads ``$COURSE_PROFILE``."""
+    import ast
+    from pathlib import Path
+
+    import course_lib
+
+    entry_points = {"main", "config_from_args", "resolve_profile"}
+    found = []
+    for path in sorted(Path(course_lib.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name not in entry_points:
+                found += [f"{path.name}:{n.lineno} ({fn.name})" for n in ast.walk(fn) if isinstance(n, ast.Call)
+                          and getattr(n.func, "id", getattr(n.func, "attr", None)) == "get_profile"]
+    assert not found, f"profile lookups below an entry point: {found}"
 
 
 def test_profiles_module_reads_no_environment_at_import():
@@ -123,9 +153,10 @@ def test_a_resolved_profile_is_passed_down_as_it_is(monkeypatch):
     from course_lib.profiles import Profile, resolve_profile
 
     P = get_profile("ci")
-    monkeypatch.setenv("SANDBOX_BACKEND", "docker")          # read only when a name is resolved
-    assert resolve_profile(P) is P and P.sandbox.backend == "bwrap"
-    assert resolve_profile("ci").sandbox.backend == "docker"
+    assert resolve_profile(P) is P
+    assert resolve_profile("ci").name == "ci" and resolve_profile("full").name == "full"
+    monkeypatch.setenv("COURSE_PROFILE", "full")             # read only when no profile is given
+    assert resolve_profile(P) is P and resolve_profile(None).name == "full"
     assert isinstance(resolve_profile(None), Profile)
 
 

@@ -52,7 +52,7 @@ def test_ci_settings_use_the_notes_group_size_and_fp32():
 
 
 def test_overrides_none_keeps_the_profile_value_and_bad_values_are_refused():
-    assert rl_settings("ci", steps=None, reward=None).steps == RLSettings().steps
+    assert rl_settings("ci", steps=None, reward=None).steps == 25
     assert rl_settings("ci", reward="lecture").reward == "lecture"
     with pytest.raises(ValueError, match="unknown RL reward"):
         rl_settings("ci", reward="exec")
@@ -60,6 +60,39 @@ def test_overrides_none_keeps_the_profile_value_and_bad_values_are_refused():
         rl_settings("ci", num_gens=4)
     with pytest.raises(ValueError, match="group_size"):
         rl_settings("ci", group_size=1)
+
+
+# the values these fields had as RLSettings' dataclass defaults before they moved into the profiles' rl section
+# (issue 37): written out here, since the RL results and the cached step 6 depend on them
+OLD_DEFAULTS = {
+    "num_iterations": 1, "lr_scheduler_type": "constant", "warmup_steps": 0, "max_grad_norm": 1.0, "beta": 0.0,
+    "epsilon": 0.2, "epsilon_high": 0.28, "loss_type": "dapo", "scale_rewards": "group", "temperature": 1.0,
+    "mask_truncated_completions": False, "seed": 0, "omp_wait_policy": "PASSIVE", "vllm_mode": "colocate",
+    "vllm_gpu_memory_utilization": 0.3, "vllm_importance_sampling_correction": True,
+    "vllm_importance_sampling_mode": "token_mask", "vllm_importance_sampling_clip_min": 0.5,
+    "vllm_importance_sampling_clip_max": 2.0, "judge_memory_mb": 128, "sandbox_backend": None,
+    "passk_samples": 8, "passk_temperature": 1.0,
+}
+
+
+@pytest.mark.parametrize("profile", ["ci", "full"])
+def test_settings_from_each_profile_keep_the_old_default_values(profile):
+    """Every RLSettings field comes from the profile (its rl section, seed and sandbox.backend) or is a named
+    constant; the fields that were only dataclass defaults kept their values in both profiles."""
+    import dataclasses
+
+    from course_lib.profiles import PROFILES
+    from course_lib.rl import settings as rl_mod
+
+    s = rl_settings(profile)
+    assert {k: getattr(s, k) for k in OLD_DEFAULTS} == OLD_DEFAULTS
+    P = PROFILES[profile]
+    with_default = {f.name for f in dataclasses.fields(RLSettings) if f.default is not dataclasses.MISSING}
+    assert with_default == {"omp_wait_policy", "vllm_mode", "sandbox_backend", "sandbox_configured"}
+    assert (rl_mod.OMP_WAIT_POLICY, rl_mod.VLLM_MODE) == ("PASSIVE", "colocate")
+    from_profile = {f.name for f in dataclasses.fields(RLSettings)} - with_default - {"seed"}
+    assert from_profile == set(P.rl) - set(rl_mod.PROFILE_ONLY_KEYS)
+    assert s.seed == P.seed and s.sandbox_configured == P.sandbox.backend
 
 
 def test_trl_config_carries_both_clip_sides_k_beta_and_loss_type():
@@ -79,15 +112,20 @@ def test_full_profile_generates_with_vllm_and_corrects_the_mismatch():
 # --- prompts -----------------------------------------------------------------------------------------
 
 def test_step_6_judges_where_step_5_does():
-    """The drill's RL settings take the drill's sandbox backend (Docker in full) unless the run names one."""
+    """The drill's RL settings take the profile's sandbox.backend (Docker in full) as the judge's configured
+    backend and the run's --sandbox-backend as its named one, as step 5 does; the rl options may name one."""
     from course_lib.drill.config import config_from_profile
     from course_lib.rl import drill_step as drill_rl
 
     full, ci = config_from_profile("full"), config_from_profile("ci")
-    assert full.sandbox_backend == "docker" and drill_rl.drill_rl_settings(full).sandbox_backend == "docker"
-    assert drill_rl.drill_rl_settings(ci).sandbox_backend == ci.sandbox_backend     # None: the preferred backend
-    full.rl_overrides = {"sandbox_backend": "bwrap"}
-    assert drill_rl.drill_rl_settings(full).sandbox_backend == "bwrap"
+    for cfg, backend in ((full, "docker"), (ci, "bwrap")):
+        s = drill_rl.drill_rl_settings(cfg)
+        assert (s.sandbox_backend, s.sandbox_configured) == (None, backend) == (cfg.sandbox_backend,
+                                                                                 cfg.profile.sandbox.backend)
+    named = config_from_profile("full", sandbox_backend="bwrap")          # --sandbox-backend bwrap
+    assert drill_rl.drill_rl_settings(named).sandbox_backend == "bwrap"
+    full.rl_overrides = {"sandbox_backend": "unsafe"}
+    assert drill_rl.drill_rl_settings(full).sandbox_backend == "unsafe"
 
 
 def test_the_cli_reads_a_drill_folder(tmp_path):

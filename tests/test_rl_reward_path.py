@@ -132,7 +132,7 @@ def test_every_field_the_settings_builder_passes_comes_from_the_settings():
         assert trl_config(dataclasses.replace(on, **{field: value}), "/x")[field] == value, field
     known = set(TRL_FIELDS) | set(VLLM_FIELDS) | {"use_vllm"}
     not_trl = {"reward", "threads", "omp_wait_policy", "judge_workers", "judge_timeout_s", "judge_memory_mb",
-               "sandbox_backend", "worker_timeout_s", "passk_samples", "passk_temperature", "passk_batch_size"}
+               "sandbox_backend", "sandbox_configured", "worker_timeout_s", "passk_samples", "passk_temperature", "passk_batch_size"}
     assert {f.name for f in dataclasses.fields(RLSettings)} - known - not_trl == set(), "a setting no test covers"
 
 

@@ -174,14 +174,38 @@ def test_one_backend_policy_for_resolve_and_preferred(monkeypatch, works, env, c
     assert resolve_backend("unsafe", configured=configured) == "unsafe"   # an explicit argument wins
 
 
-def test_the_profile_is_the_configured_backend_when_the_caller_names_none(monkeypatch):
+@pytest.mark.parametrize("profile", ["ci", "full"])
+def test_explicit_argument_beats_the_variable_beats_the_profiles_backend(monkeypatch, profile):
+    """The one rule with a profile passed down: the argument > $SANDBOX_BACKEND > the profile's
+    ``sandbox.backend`` (the one key, given as ``configured``), whichever profile is active."""
+    from course_lib import profiles
+
+    P = profiles.get_profile(profile)
+    monkeypatch.setattr(policy, "_probe", lambda name: (True, ""))
+    monkeypatch.setenv("COURSE_PROFILE", "full" if profile == "ci" else "ci")   # never read by the policy
+    monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
+    own = P.sandbox.backend
+    assert own == {"ci": "bwrap", "full": "docker"}[profile]
+    other = "bwrap" if own == "docker" else "docker"
+    assert resolve_backend(None, configured=own) == sandbox.preferred_backend(own) == own
+    assert sandbox.named_backend(None, configured=own) == own
+    monkeypatch.setenv("SANDBOX_BACKEND", other)
+    assert resolve_backend(None, configured=own) == sandbox.preferred_backend(own) == other
+    assert sandbox.named_backend(None, configured=own) == other
+    assert resolve_backend("unsafe", configured=own) == sandbox.named_backend("unsafe", configured=own) == "unsafe"
+    monkeypatch.setenv("SANDBOX_BACKEND", "auto")              # auto: no explicit choice, the profile's again
+    assert resolve_backend(None, configured=own) == sandbox.named_backend(None, configured=own) == own
+
+
+def test_the_policy_reads_no_profile_when_the_caller_passes_none(monkeypatch):
+    """No deep profile lookup: with nothing configured the rule goes on to bwrap, then docker."""
     from course_lib import profiles
 
     monkeypatch.delenv("SANDBOX_BACKEND", raising=False)
     monkeypatch.setattr(policy, "_probe", lambda name: (True, ""))
-    configured = profiles.get_profile().sandbox["backend"]
-    assert resolve_backend() == sandbox.preferred_backend() == (configured if configured in ("bwrap", "docker")
-                                                                 else "bwrap")
+    monkeypatch.setattr(profiles, "get_profile", lambda *a, **k: pytest.fail("the policy resolved a profile"))
+    assert resolve_backend() == sandbox.preferred_backend() == "bwrap"
+    assert sandbox.named_backend() == "auto"
 
 
 def test_auto_stops_with_a_sentence_when_nothing_works(monkeypatch):

@@ -16,6 +16,10 @@ Every test run goes through ``course_lib.evaluation.sandbox.run_code``: the repo
 files run in the judge (the calling process) and import the repository's modules from the sandbox, so a
 patch can change what the code returns but never what a test asserts.
 
+The ``runs``, ``min_collected`` and ``timeout_s`` a function is not given come from the ``agentic`` section
+of its ``profile`` argument (a resolved profile or a name; None: the default profile, for a notebook's or a
+test's direct call); a function that calls another here passes the values down, never the lookup.
+
 Introduced in lesson 08.
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from course_lib.paths import assets_dir
+from course_lib.profiles import ProfileLike, resolve_profile
 
 INFRA_STATUSES = ("timeout", "sandbox_error", "memory_limit", "output_limit")
 Runner = Callable[..., object]   # run_code(code, tests=[...], timeout_s=...) -> result with .status/.stdout/.tests
@@ -248,32 +253,32 @@ class TestRun:
     infra_error: bool = False
 
 
-def default_runner() -> Runner:
-    """``course_lib.evaluation.sandbox.run_code`` (the lesson's environments always run in the sandbox)."""
+def default_runner(backend: str | None = None) -> Runner:
+    """``course_lib.evaluation.sandbox.run_code`` (the lesson's environments always run in the sandbox), on
+    ``backend`` (None: the sandbox's rule with nothing configured; a notebook passes the backend it chose
+    with its profile, ``resolve_backend(None, configured=profile.sandbox.backend)``)."""
+    from functools import partial
+
     from course_lib.evaluation.sandbox import run_code
 
-    return run_code
+    return run_code if backend is None else partial(run_code, backend=backend)
 
 
-def _agentic_setting(key: str, value):
-    """``value``, or the active profile's ``agentic.<key>`` when it is None."""
-    if value is not None:
-        return value
-    from course_lib.profiles import get_profile
-
-    return get_profile().agentic[key]
+def _agentic_setting(key: str, value, profile: ProfileLike):
+    """``value``, or ``agentic.<key>`` of ``profile`` (see the module docstring) when it is None."""
+    return value if value is not None else resolve_profile(profile).agentic[key]
 
 
 def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner | None = None,
-              timeout_s: float | None = None, retries: int = 2) -> TestRun:
+              timeout_s: float | None = None, retries: int = 2, profile: ProfileLike = None) -> TestRun:
     """Run ``test_ids`` against ``files``: the repository (without ``tests/``) in the sandbox, the test
     files in the judge, importing the repository's modules from the sandbox; a test that was not
     collected counts as not passed. A run that failed for infrastructure reasons (timeout, sandbox
     error, memory or output limit) is retried up to ``retries`` times — a busy machine must not become
-    a wrong reward. ``timeout_s`` (per run) None: the active profile's ``agentic.env_timeout_s``.
+    a wrong reward. ``timeout_s`` (per run) None: ``profile``'s ``agentic.env_timeout_s``.
     Introduced in lesson 08."""
     runner = runner or default_runner()
-    timeout_s = _agentic_setting("env_timeout_s", timeout_s)
+    timeout_s = _agentic_setting("env_timeout_s", timeout_s, profile)
     code = bundle_code(files)
     tests, test_files = judge_tests(files, test_ids)
     for attempt in range(1, retries + 2):  # noqa: B007 - the count is reported after the loop
@@ -294,14 +299,16 @@ def run_tests(files: Mapping[str, str], test_ids: list[str], *, runner: Runner |
 
 
 def run_tests_batch(jobs: list[tuple[Mapping[str, str], list[str]]], *, runner: Runner | None = None,
-                    timeout_s: float | None = None, retries: int = 2, workers: int = 4) -> list[TestRun]:
+                    timeout_s: float | None = None, retries: int = 2, workers: int = 4,
+                    profile: ProfileLike = None) -> list[TestRun]:
     """:func:`run_tests` for many ``(files, test_ids)`` jobs on ``workers`` threads (each sandbox run
     waits mostly on process/container start-up); results in input order. Every sandbox run leases its
-    own uid. Introduced in lesson 08."""
+    own uid. ``timeout_s`` None: ``profile``'s ``agentic.env_timeout_s``. Introduced in lesson 08."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not jobs:
         return []
+    timeout_s = _agentic_setting("env_timeout_s", timeout_s, profile)
     workers = max(1, min(workers, len(jobs)))
 
     def one(job):
@@ -337,12 +344,14 @@ def split_f2p_p2p(before: Mapping[str, bool], after: Mapping[str, bool]) -> tupl
 
 
 def build_environment(task: EnvTask, *, runs: int | None = None, min_collected: float | None = None,
-                      runner: Runner | None = None, timeout_s: float | None = None, workers: int = 4) -> EnvReport:
+                      runner: Runner | None = None, timeout_s: float | None = None, workers: int = 4,
+                      profile: ProfileLike = None) -> EnvReport:
     """Validate ``task`` and derive Fail-to-Pass / Pass-to-Pass (see the module docstring).
-    ``runs``, ``min_collected`` and ``timeout_s`` None: the active profile's ``agentic.env_runs``,
+    ``runs``, ``min_collected`` and ``timeout_s`` None: ``profile``'s ``agentic.env_runs``,
     ``agentic.min_collected`` and ``agentic.env_timeout_s``. Introduced in lesson 08."""
-    runs = int(_agentic_setting("env_runs", runs))
-    min_collected = float(_agentic_setting("min_collected", min_collected))
+    runs = int(_agentic_setting("env_runs", runs, profile))
+    min_collected = float(_agentic_setting("min_collected", min_collected, profile))
+    timeout_s = _agentic_setting("env_timeout_s", timeout_s, profile)
     with_tests = apply_patch(task.files, task.test_patch)
     with_gold = apply_patch(with_tests, task.gold_patch)
     expected = task.expected_tests
@@ -409,7 +418,7 @@ class PatchVerdict(dict):
 
 
 def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runner | None = None,
-                   timeout_s: float | None = None, retries: int = 2) -> dict[str, bool]:
+                   timeout_s: float | None = None, retries: int = 2, profile: ProfileLike = None) -> dict[str, bool]:
     """Apply the test patch and a candidate ``patch`` (may be empty), restore the test files
     (:func:`restore_tests`), and run the F2P + P2P tests: test id → passed (a :class:`PatchVerdict`).
     Any patch that cannot be applied or run — it does not apply, is malformed, too big
@@ -422,12 +431,13 @@ def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runn
     excludes the sample or retries it later. A patch whose tests run out of time, memory or output while
     the environment without it finishes (run again now, same limits) is the **patch's** failure: every
     test False, never an excluded sample (otherwise hanging would be a way out of a bad reward).
-    ``timeout_s`` None: the active profile's ``agentic.env_timeout_s``. Introduced in lesson 08."""
+    ``timeout_s`` None: ``profile``'s ``agentic.env_timeout_s``. Introduced in lesson 08."""
     if not report.ok:
         raise BrokenEnvironment(f"environment {task.name!r} was rejected when it was built "
                                 f"({'; '.join(report.reasons)[:200]}); exclude its samples")
     tests = report.fail_to_pass + report.pass_to_pass
     with_tests = apply_patch(task.files, task.test_patch)
+    timeout_s = _agentic_setting("env_timeout_s", timeout_s, profile)
     try:
         files = restore_tests(with_tests, apply_patch(with_tests, patch), task.test_patch)
         run = run_tests(files, tests, runner=runner, timeout_s=timeout_s, retries=retries)
@@ -445,16 +455,19 @@ def evaluate_patch(task: EnvTask, report: EnvReport, patch: str, *, runner: Runn
                             f"{run.attempts} attempts; exclude or retry this sample, do not score it 0")
 
 
-def naive_fail_to_pass(task: EnvTask, *, runner: Runner | None = None) -> list[str]:
+def naive_fail_to_pass(task: EnvTask, *, runner: Runner | None = None, timeout_s: float | None = None,
+                       profile: ProfileLike = None) -> list[str]:
     """What a builder *without* the checks derives: one run each side, only the tests that happened
-    to be collected, no stability or collection check. Introduced in lesson 08.
+    to be collected, no stability or collection check (``timeout_s`` None: ``profile``'s
+    ``agentic.env_timeout_s``). Introduced in lesson 08.
     Public: documented in docs/agentic.md, for students to call."""
     with_tests = apply_patch(task.files, task.test_patch)
     with_gold = apply_patch(with_tests, task.gold_patch)
-    probe = run_tests(with_tests, [], runner=runner)
+    timeout_s = _agentic_setting("env_timeout_s", timeout_s, profile)
+    probe = run_tests(with_tests, [], runner=runner, timeout_s=timeout_s)
     tests = probe.collected
-    before = run_tests(with_tests, tests, runner=runner).passed
-    after = run_tests(with_gold, tests, runner=runner).passed
+    before = run_tests(with_tests, tests, runner=runner, timeout_s=timeout_s).passed
+    after = run_tests(with_gold, tests, runner=runner, timeout_s=timeout_s).passed
     return [t for t in tests if after[t] and not before[t]]
 
 

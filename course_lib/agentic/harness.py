@@ -24,6 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from course_lib.profiles import ProfileLike, resolve_profile
+
 
 @dataclass
 class ToolCall:
@@ -82,10 +84,12 @@ class RLDatum:
 
 
 def make_rl_datum(task, report, *, harness: str = "json", tools: Mapping[str, Sequence[str]] | None = None,
-                  verifier: Callable[[str], dict[str, bool]] | None = None) -> RLDatum:
+                  verifier: Callable[[str], dict[str, bool]] | None = None, profile: ProfileLike = None,
+                  runner: Callable[..., object] | None = None) -> RLDatum:
     """An :class:`RLDatum` from one of lesson 08's environments: only a built-and-accepted environment
     (``report.ok`` and at least one Fail-to-Pass test) becomes RL data; the verifier defaults to
-    :func:`~course_lib.agentic.envs.evaluate_patch` on that environment. Introduced in lesson 08."""
+    :func:`~course_lib.agentic.envs.evaluate_patch` on that environment, with ``runner`` and the
+    ``agentic.env_timeout_s`` of ``profile`` (resolved here, once). Introduced in lesson 08."""
     if not getattr(report, "ok", False):
         raise ValueError(f"environment {task.name!r} was rejected when it was built "
                          f"({'; '.join(report.reasons) or 'no reason recorded'}): it cannot be an RL datum")
@@ -94,8 +98,10 @@ def make_rl_datum(task, report, *, harness: str = "json", tools: Mapping[str, Se
     if verifier is None:
         from course_lib.agentic.envs import evaluate_patch
 
+        timeout_s = resolve_profile(profile).agentic.env_timeout_s
+
         def verifier(patch: str, _task=task, _report=report) -> dict[str, bool]:
-            return evaluate_patch(_task, _report, patch)
+            return evaluate_patch(_task, _report, patch, runner=runner, timeout_s=timeout_s)
 
     tools = dict(tools or {"read_file": ["path"], "edit_file": ["path", "patch"], "run_tests": ["cmd"]})
     return RLDatum(env=task.name, tools=tools, harness=harness, system_prompt=harness_prompt(tools, harness),

@@ -3,11 +3,12 @@
 ``python -m course_lib.drill`` (or ``./course drill``) runs the lesson's five steps: download → pipeline
 → SFT → inference → evaluation. Modules, in the order to read them:
 
-- ``settings``    a run's settings (:class:`DrillConfig`), its models (``VARIANTS``), the shape of a step;
+- ``config``      a run's settings (:class:`DrillConfig`, set once), what the run records as it goes
+  (:class:`RunState`), its models (``VARIANTS``), the shape of a step;
 - ``download``, ``pipeline``, ``finetune`` (step ``sft``), ``inference``, ``evaluate`` (step
   ``evaluation``): one module per step, each ending with its ``STEP``;
 - ``steps``       the steps in run order (``DRILL_STEPS``): the one place a step is registered;
-- ``run``         the plan, the prerequisite check, :func:`run_drill`, reading results back;
+- ``orchestrate`` the plan, the prerequisite check, :func:`run_drill`, reading results back;
 - ``command``     the command line; ``manifest`` the run manifest; ``preflight`` the full profile's
   machine checks (GPU, Docker, model folders);
 - ``outputs``     the drill's files: folders, atomic writes, completion markers, the log;
@@ -20,7 +21,7 @@ How a model answers (vLLM or transformers) and its PPL, and code out of an answe
 
 Introduced in lesson 07.
 """
-from course_lib.drill.config import DrillConfig, PrerequisiteError, config_from_profile
+from course_lib.drill.config import DrillConfig, PrerequisiteError, RunState, config_from_profile
 from course_lib.drill.download import step_download
 from course_lib.drill.evaluate import step_evaluation
 from course_lib.drill.finetune import step_sft
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     return _main(argv)
 
 
-__all__ = ["STEPS", "DrillConfig", "PrerequisiteError", "check_prerequisites", "config_from_profile",
+__all__ = ["STEPS", "DrillConfig", "PrerequisiteError", "RunState", "check_prerequisites", "config_from_profile",
            "extract_code", "find_code_blocks", "has_fenced_code", "inference_knobs", "load_metrics",
            "load_report", "main", "model_path_for", "run_drill", "step_download", "step_evaluation",
            "step_inference", "step_pipeline", "step_sft"]

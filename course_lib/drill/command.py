@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-workers", type=int, default=None, help="parallel sandbox runs")
     g.add_argument("--sandbox-backend", default=None,
-                   help="sandbox backend (course_lib.evaluation.sandbox: e.g. bwrap, docker; default: the profile's)")
+                   help="a sandbox backend for this run, used as named (bwrap, docker, unsafe; default: "
+                        "$SANDBOX_BACKEND, else the profile's sandbox.backend when it works, else bwrap, else docker)")
     g.add_argument("--timeout", dest="timeout_s", type=float, default=None, help="seconds per run (10)")
     g.add_argument("--memory-mb", type=int, default=None, help="memory per run (128)")
     return p
@@ -138,6 +139,7 @@ def config_from_args(args: argparse.Namespace):
     then the options given."""
     from dataclasses import replace
 
+    from course_lib.evaluation.vllm_engine import knobs_from_profile
     from course_lib.profiles import get_profile
 
     P = get_profile(args.profile)
@@ -153,13 +155,13 @@ def config_from_args(args: argparse.Namespace):
     rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}
     overrides.update(use_rl=bool(P.rl.in_drill) and not args.no_rl,
                      rl_overrides={k: v for k, v in rl.items() if v is not None})
-    cfg = config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
-                              sft_steps=args.sft_steps, **overrides)
-    knobs = {k: getattr(args, f"vllm_{k}", None) for k in cfg.vllm.__dataclass_fields__
+    profile_knobs = knobs_from_profile(P)
+    knobs = {k: getattr(args, f"vllm_{k}", None) for k in profile_knobs.__dataclass_fields__
              if getattr(args, f"vllm_{k}", None) is not None}
     if knobs:
-        cfg.vllm = replace(cfg.vllm, **knobs)
-    return cfg
+        overrides["vllm"] = replace(profile_knobs, **knobs)
+    return config_from_profile(P, paths=paths, force=args.force, use_pipeline=not args.no_pipeline,
+                               sft_steps=args.sft_steps, **overrides)
 
 
 def main(argv: list[str] | None = None) -> int:

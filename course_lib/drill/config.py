@@ -1,9 +1,9 @@
-"""What one drill run is made of: its settings (:class:`DrillConfig`), its models (:data:`VARIANTS`) and
-the shape every step has (:class:`Step`).
+"""What one drill run is made of: its settings (:class:`DrillConfig`), what the run records as it goes
+(:class:`RunState`), its models (:data:`VARIANTS`) and the shape every step has (:class:`Step`).
 
 Read this module first: every step module (``download``, ``pipeline``, ``finetune``, ``inference``,
-``evaluate``) takes a :class:`DrillConfig` and ends with its ``STEP = Step(...)``; ``orchestrate`` lists the
-steps in order and runs them.
+``evaluate``) takes a :class:`DrillConfig` (set once, then only read) and the run's :class:`RunState`, and
+ends with its ``STEP = Step(...)``; ``orchestrate`` lists the steps in order and runs them.
 
 Introduced in lesson 07.
 """
@@ -69,7 +69,8 @@ class DrillConfig:
     """
 
     # the profile, resolved once (config_from_profile), and settings of its ``drill`` and ``sandbox``
-    # sections (no defaults here: the profile is the one source of their values)
+    # sections (no defaults here: the profile is the one source of their values; the sandbox backend is
+    # read from profile.sandbox.backend where it is chosen, see sandbox_backend below)
     profile: Profile
     train_size: int
     eval_size: int
@@ -85,7 +86,6 @@ class DrillConfig:
     batch_size: int
     inference_workers: int
     eval_workers: int
-    sandbox_backend: str | None
     timeout_s: float
     memory_mb: int
     ppl_samples: int | None
@@ -95,6 +95,10 @@ class DrillConfig:
     # on the core the finished runs left free (ci: drill.answer_while_training; see finetune.step_sft)
     answer_while_training: bool = False
     # settings of one run (command-line options)
+    # --sandbox-backend: a backend named for this run, used as named (None: none named; steps 2, 5 and 6 then
+    # follow the sandbox's rule: $SANDBOX_BACKEND, else profile.sandbox.backend when it works, else bwrap,
+    # else docker — course_lib.evaluation.sandbox.policy)
+    sandbox_backend: str | None = None
     paths: DrillPaths | None = None
     data_files: list[str] | None = None         # local files for source="local"/"assets"
     hidden_tests: str | None = None             # hidden_tests.jsonl (ci sample): evaluation (and RL) only
@@ -108,11 +112,6 @@ class DrillConfig:
     use_rl: bool = False                        # step 6 (lesson 10): the CLI turns it on (profile rl.in_drill)
     rl_overrides: dict[str, Any] = field(default_factory=dict)   # RLSettings over the profile's rl section
     force: bool = False
-    # what each step of the current run did per variant ("ran" / "cached", plus the SFT settings used);
-    # filled by the steps, read by course_lib.drill.manifest; not a setting
-    run_notes: dict[str, dict] = field(default_factory=dict)
-    # the steps run_drill is running (empty: the steps are called one by one, as lesson 07 does); not a setting
-    planned_steps: tuple[str, ...] = ()
 
     def variants(self) -> list[str]:
         """The models this run trains and evaluates, in table order (:data:`VARIANTS`)."""
@@ -127,6 +126,29 @@ class DrillConfig:
         evaluates them (:attr:`Variant.own_evaluation`)."""
         own = {v.name for v in VARIANTS if v.own_evaluation}
         return [n for n in self.variants() if n not in own]
+
+
+@dataclass
+class RunState:
+    """What one run of the drill's steps records as it goes (never a setting: :class:`DrillConfig` stays as
+    the run's entry point made it). :func:`~course_lib.drill.orchestrate.run_drill` makes one per run, or
+    fills the caller's; a notebook that calls the steps one by one makes one and passes it to each step
+    (``state=``), then reads :attr:`notes`. A step called without one records into a state of its own.
+
+    Introduced in lesson 07.
+    """
+
+    # step -> variant -> what it did ("ran" / "cached", the SFT settings used, the engine that answered ...):
+    # filled by the steps, read by course_lib.drill.manifest and the lesson
+    notes: dict[str, dict] = field(default_factory=dict)
+    # the steps run_drill is running (empty: the steps are called one by one, as lesson 07 does)
+    planned_steps: tuple[str, ...] = ()
+    # variant -> why this run has no row for it (step 6 skipped: no TRL environment, no hidden tests)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+    def variants(self, cfg: DrillConfig) -> list[str]:
+        """``cfg``'s variants (:meth:`DrillConfig.variants`) but those this run left out."""
+        return [v for v in cfg.variants() if v not in self.left_out]
 
 
 def default_root(profile: ProfileLike) -> Path:
@@ -153,7 +175,7 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
         compare_raw=d.compare_raw, vllm=knobs, inference_backend=d.inference_backend,
         inference_fallback=d.inference_fallback, inference_timeout_s=float(d.inference_timeout_s),
         batch_size=d.batch_size, inference_workers=d.inference_workers,
-        eval_workers=d.eval_workers, sandbox_backend=d.sandbox_backend or None, timeout_s=P.sandbox.timeout_s,
+        eval_workers=d.eval_workers, timeout_s=P.sandbox.timeout_s,
         memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
         sft_parallel=bool(d.sft_parallel), answer_while_training=bool(d.get("answer_while_training", False)),
     )
@@ -225,7 +247,8 @@ class Need:
 class Step:
     """One step of the drill, as its module declares it (``STEP = Step(...)`` at the module's end).
 
-    ``run(cfg)`` does the work (skipping outputs that are up to date) and returns what it did;
+    ``run(cfg, state)`` does the work (skipping outputs that are up to date), notes what it did per
+    variant in the run's :class:`RunState` and returns what it did;
     ``needs(cfg)`` lists the files it reads that earlier steps make (:class:`Need`): when such a step is
     not planned and its output is not whole, the run stops before it starts, naming the step to run;
     ``check(cfg, steps)`` lists any other problem that would stop it (a missing tool, data file or
@@ -237,7 +260,7 @@ class Step:
     """
 
     name: str
-    run: Callable[[DrillConfig], dict]
+    run: Callable[[DrillConfig, RunState], dict]
     needs: Callable[[DrillConfig], list[Need]]
     check: Callable[[DrillConfig, Sequence[str]], list[str]]
     engine: Callable[[DrillConfig], dict]

@@ -19,7 +19,7 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from course_lib.drill.config import DrillConfig, Step
+from course_lib.drill.config import DrillConfig, RunState, Step
 from course_lib.drill.outputs import StepOutputError, log, sha_or_none, up_to_date, write_json_output
 from course_lib.drill.taskgen import HUB_COLUMNS, load_hidden_tests
 
@@ -244,8 +244,9 @@ def _download_config(cfg: DrillConfig) -> dict:
             "eval_size": cfg.eval_size, "seed": cfg.seed}
 
 
-def step_download(cfg: DrillConfig) -> dict:
-    """Step 1: stream tiny-codes, keep Python rows, write ``train_python.json`` and ``eval_python.json``.
+def step_download(cfg: DrillConfig, state: RunState | None = None) -> dict:
+    """Step 1: stream tiny-codes, keep Python rows, write ``train_python.json`` and ``eval_python.json``
+    (``state``: the run's :class:`~course_lib.drill.config.RunState`; this step notes nothing in it).
 
     Introduced in lesson 07.
     """

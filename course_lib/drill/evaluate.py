@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from course_lib.drill.config import DrillConfig, Need, Step
+from course_lib.drill.config import DrillConfig, Need, RunState, Step
 from course_lib.drill.outputs import (
     StepOutputError,
     atomic_write_text,
@@ -83,10 +83,12 @@ def _check_backend(results: Sequence[Any], n: int) -> None:
 
 
 def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
-                 backend: str | None) -> list[Any]:
+                 backend: str | None, configured: str | None = None) -> list[Any]:
     """Run ``items`` (dicts with ``code`` and optional ``tests``) with ``course_lib.evaluation.sandbox.run_many``
     (``timeout_s`` / ``memory_mb`` None: the sandbox's defaults, :data:`~course_lib.evaluation.sandbox.DEFAULT_TIMEOUT_S`
-    and ``DEFAULT_MEMORY_MB``; the drill passes its profile's values). Introduced in lesson 07."""
+    and ``DEFAULT_MEMORY_MB``; the drill passes its profile's values). ``backend``: one named for the run, used as
+    named; None or ``auto``: the sandbox's preferred backend, given ``configured`` (the caller's profile's
+    ``sandbox.backend``; None: nothing configured). Introduced in lesson 07."""
     if not items:
         return []
     from course_lib.evaluation import sandbox
@@ -95,7 +97,7 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None
     if backend and backend != "auto":
         kw["backend"] = backend
     if "backend" not in kw:
-        preferred = sandbox.preferred_backend()
+        preferred = sandbox.preferred_backend(configured)
         if preferred is None:
             raise SandboxUnavailable(f"no sandbox backend works here: {sandbox.available_backends()}; install "
                                      "bubblewrap (`apt-get install bubblewrap`) or Docker")
@@ -110,10 +112,12 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None
 
 
 def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: float | None = None,
-                     memory_mb: int | None = None, backend: str | None = None) -> list[dict]:
+                     memory_mb: int | None = None, backend: str | None = None,
+                     configured: str | None = None) -> list[dict]:
     """One report row per record of ``inference_results.json``; nothing is dropped. ``timeout_s`` /
     ``memory_mb`` None: the sandbox's defaults (:data:`~course_lib.evaluation.sandbox.DEFAULT_TIMEOUT_S`,
-    :data:`~course_lib.evaluation.sandbox.DEFAULT_MEMORY_MB`), as in :func:`~course_lib.evaluation.sandbox.run_code`.
+    :data:`~course_lib.evaluation.sandbox.DEFAULT_MEMORY_MB`), as in :func:`~course_lib.evaluation.sandbox.run_code`;
+    ``backend`` / ``configured`` as in :func:`run_programs`.
 
     Row keys: ``id``, ``task``, ``category``, ``sandbox_status``, ``duration_s``, ``error``,
     ``has_fence`` (FCR), ``has_code``, ``has_tests``, ``correct`` (hidden tests passed; None without
@@ -155,7 +159,8 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
                     test_items.append({"code": c, "tests": tests})
                     test_at.append((i, key))
         rows.append(row)
-    kw = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "backend": backend}
+    kw = {"workers": workers, "timeout_s": timeout_s, "memory_mb": memory_mb, "backend": backend,
+          "configured": configured}
     for i, res in zip(run_at, run_programs(run_items, **kw)):
         rows[i].update(category=category_of(res.status), sandbox_status=res.status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
@@ -237,9 +242,9 @@ def _humaneval_program(problem: dict, answer: str) -> tuple[str | None, str]:
 
 def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers: int = 8,
                     timeout_s: float | None = None, memory_mb: int | None = None,
-                    backend: str | None = None) -> dict:
+                    backend: str | None = None, configured: str | None = None) -> dict:
     """pass@1 of one greedy answer per problem, run in the course sandbox (``timeout_s`` / ``memory_mb``
-    None: the sandbox's defaults, as in :func:`run_programs`). Introduced in lesson 07."""
+    None: the sandbox's defaults; ``backend`` / ``configured``: as in :func:`run_programs`). Introduced in lesson 07."""
     from course_lib.evaluation.metrics import pass_at_k
 
     items, at, per = [], [], []
@@ -250,7 +255,7 @@ def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers
             items.append({"code": prog, "tests": tests})
             at.append(i)
     for i, res in zip(at, run_programs(items, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
-                                       backend=backend)):
+                                       backend=backend, configured=configured)):
         per[i].update(status=res.status, passed=res.status == "passed")
     n_pass = sum(r["passed"] for r in per)
     pass1 = sum(pass_at_k(1, int(r["passed"]), 1) for r in per) / max(len(per), 1)
@@ -281,20 +286,22 @@ def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
     mark_done(path, config, len(df))
 
 
-def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None) -> dict:
+def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None, state: RunState | None = None) -> dict:
     """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv`` + ``summary.json``.
 
     Also scores the HumanEval subset and writes the metrics of all variants to
     ``<output-dir>/drill_metrics.json`` and ``metrics.png`` (with the variants evaluated earlier whose
     summary is whole, so the ``rl`` step's own evaluation adds its row). ``variants`` (default
-    :meth:`DrillConfig.core_variants`): the models to evaluate. Introduced in lesson 07.
+    :meth:`DrillConfig.core_variants`): the models to evaluate; ``state``: the run's
+    :class:`~course_lib.drill.config.RunState` (its notes get each variant's status). Introduced in lesson 07.
     """
     from course_lib.drill import scoreboard
 
+    state = RunState() if state is None else state
     info: dict[str, Any] = {}
     kw = {"workers": cfg.eval_workers, "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
-          "backend": cfg.sandbox_backend}
-    notes = cfg.run_notes.setdefault("evaluation", {})
+          "backend": cfg.sandbox_backend, "configured": cfg.profile.sandbox.backend}
+    notes = state.notes.setdefault("evaluation", {})
     for variant in (cfg.core_variants() if variants is None else variants):
         out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
         report, summary_path = out / "evaluation_report.csv", out / "summary.json"
@@ -323,17 +330,18 @@ def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None) -> 
         info[variant] = m
         notes[variant] = {"status": "ran", "samples": len(rows)}
     if info:
-        write_drill_metrics(cfg, info)
+        write_drill_metrics(cfg, info, state=state)
     return info
 
 
-def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any]) -> dict[str, Any]:
+def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any], *, state: RunState | None = None) -> dict[str, Any]:
     """``drill_metrics.json`` and ``metrics.png``: ``info`` (variant → metrics) with every other variant
-    of the run whose ``summary.json`` is whole, in table order. Introduced in lesson 10."""
+    of the run whose ``summary.json`` is whole, in table order (without those ``state``, the run's
+    :class:`~course_lib.drill.config.RunState`, left out). Introduced in lesson 10."""
     from course_lib.drill import scoreboard
 
     table: dict[str, Any] = {}
-    for v in cfg.variants():
+    for v in (cfg.variants() if state is None else state.variants(cfg)):
         summary_path = cfg.paths.output_for(v) / "summary.json"
         if v in info:
             table[v] = info[v]
@@ -357,7 +365,7 @@ def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
     from course_lib.evaluation import sandbox
 
     try:
-        sandbox.resolve_backend(cfg.sandbox_backend)
+        sandbox.resolve_backend(cfg.sandbox_backend, configured=cfg.profile.sandbox.backend)
     except (RuntimeError, ValueError, OSError) as exc:
         return [f"step 5 cannot run code: {exc}"]
     return []
@@ -367,9 +375,9 @@ def _sandbox_name(cfg: DrillConfig) -> str | None:
     from course_lib.evaluation import sandbox
 
     try:
-        return sandbox.resolve_backend(cfg.sandbox_backend)
+        return sandbox.resolve_backend(cfg.sandbox_backend, configured=cfg.profile.sandbox.backend)
     except (RuntimeError, ValueError, OSError):
-        return cfg.sandbox_backend
+        return cfg.sandbox_backend or cfg.profile.sandbox.backend
 
 
 def _engine(cfg: DrillConfig) -> dict:
@@ -377,4 +385,8 @@ def _engine(cfg: DrillConfig) -> dict:
             "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
 
 
-STEP = Step("evaluation", run=step_evaluation, needs=_needs, check=_check, engine=_engine)
+def _run(cfg: DrillConfig, state: RunState) -> dict:
+    return step_evaluation(cfg, state=state)
+
+
+STEP = Step("evaluation", run=_run, needs=_needs, check=_check, engine=_engine)

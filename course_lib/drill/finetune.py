@@ -19,12 +19,14 @@ import json
 import os
 import sys
 from concurrent.futures import Executor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from course_lib.drill.config import (
     DrillConfig,
     Need,
+    RunState,
     Step,
     base_model_path,
     base_model_problems,
@@ -156,6 +158,7 @@ def _main_module_hidden():
     import types
 
     main = sys.modules.get("__main__")
+    # kept on purpose: multiprocessing's spawn has no option to skip re-running the parent's __main__ script
     sys.modules["__main__"] = types.ModuleType("__main__")      # no __file__, no __spec__: nothing to rerun
     try:
         yield
@@ -175,7 +178,8 @@ def _interrupt_workers(pool: Executor) -> None:
 
 # --- the step -------------------------------------------------------------------------------------
 
-def _record_sft(cfg: DrillConfig, variant: str, job: tuple, result: Any, processes: int, threads: int) -> dict:
+def _record_sft(cfg: DrillConfig, state: RunState, variant: str, job: tuple, result: Any, processes: int,
+                threads: int) -> dict:
     """Check one variant's fine-tuned model and write its ``sft_result.json``, ``loss.png`` and run notes."""
     base, rows = job[0], job[1]
     out_dir = cfg.paths.model_for(variant)
@@ -189,7 +193,7 @@ def _record_sft(cfg: DrillConfig, variant: str, job: tuple, result: Any, process
                                                       "rows": len(rows), "loss_history": history},
                       _sft_config(cfg, variant))
     first, last = (history[0]["loss"], history[-1]["loss"]) if history else (None, None)
-    cfg.run_notes.setdefault("sft", {})[variant] = {
+    state.notes.setdefault("sft", {})[variant] = {
         "status": "ran", "base_model": base, "rows": len(rows),
         "finetune": json.loads(json.dumps(dict(result.config or {}), default=str)),
         "train_runtime_s": getattr(result, "train_runtime", None), "processes": processes, "threads": threads}
@@ -197,15 +201,17 @@ def _record_sft(cfg: DrillConfig, variant: str, job: tuple, result: Any, process
     return {"rows": len(rows), "first_loss": first, "last_loss": last}
 
 
-def step_sft(cfg: DrillConfig) -> dict:
+def step_sft(cfg: DrillConfig, state: RunState | None = None) -> dict:
     """Step 3: fine-tune the base model through lesson 05's ``course_lib.training.sft.finetune`` for each variant.
 
     In ci both variants train at once, each in its own process with half the threads
     (:func:`sft_side_by_side`). Writes ``<model-dir>/<variant>/sft_result.json`` (where step 4 finds the
-    model) and ``loss.png``. Introduced in lesson 07.
+    model) and ``loss.png``; notes each variant in ``state.notes["sft"]`` (the run's
+    :class:`~course_lib.drill.config.RunState`). Introduced in lesson 07.
     """
+    state = RunState() if state is None else state
     info: dict[str, Any] = {}
-    notes = cfg.run_notes.setdefault("sft", {})
+    notes = state.notes.setdefault("sft", {})
     jobs: dict[str, tuple] = {}
     for variant in cfg.trained_variants("sft"):
         res_path, conf = cfg.paths.model_record(variant), _sft_config(cfg, variant)
@@ -235,7 +241,7 @@ def step_sft(cfg: DrillConfig) -> dict:
         try:
             if isinstance(result, BaseException):     # a KeyboardInterrupt goes on up
                 raise result
-            info[variant] = _record_sft(cfg, variant, jobs[variant], result, processes, threads)
+            info[variant] = _record_sft(cfg, state, variant, jobs[variant], result, processes, threads)
         except Exception as e:
             log().error("sft[%s]: failed: %s", variant, e)
             failed = failed or e
@@ -253,7 +259,8 @@ def step_sft(cfg: DrillConfig) -> dict:
                 done(futures[fut], fut.exception() or fut.result())
                 training = [futures[f] for f in futures if not f.done()]
                 if failed is None and training:
-                    answered |= answer_while_training(cfg, training, threads * len(training), answered)
+                    answered |= answer_while_training(cfg, training, threads * len(training), answered,
+                                                      state=state)
         except BaseException:            # e.g. an interrupted notebook: stop the runs, not wait for them
             _interrupt_workers(pool)
             raise
@@ -277,19 +284,21 @@ def step_sft(cfg: DrillConfig) -> dict:
 
 
 def answer_while_training(cfg: DrillConfig, training: Sequence[str], busy_threads: int,
-                          answered: set[str] = frozenset()) -> set[str]:
+                          answered: set[str] = frozenset(), *, state: RunState | None = None) -> set[str]:
     """Step 4's work, done early: while the SFT runs in ``training`` still train (on ``busy_threads``
     threads), the models that are ready — the base model and the variants whose SFT has finished — answer
     on the cores the finished runs left free (ci, ``drill.answer_while_training``): vLLM bound to those
     cores, the PPL pass on as many threads. Step 4 then finds their answers done (its notes say
     ``answered_during``). Only when step 4 follows (``run_drill`` plans it, or the steps are called one by
-    one). A failure here is logged and left to step 4. Returns the variants answered.
+    one; ``state``: the run's :class:`~course_lib.drill.config.RunState`, which says what is planned and gets
+    step 4's notes). A failure here is logged and left to step 4. Returns the variants answered.
     Introduced in lesson 07."""
     from course_lib.drill import inference
     from course_lib.drill.outputs import output_state
     from course_lib.training import sft
 
-    if not cfg.answer_while_training or (cfg.planned_steps and "inference" not in cfg.planned_steps):
+    state = RunState() if state is None else state
+    if not cfg.answer_while_training or (state.planned_steps and "inference" not in state.planned_steps):
         return set()
     free = sft.train_threads(cfg.profile) - busy_threads
     ready = [v for v in cfg.core_variants() if v not in answered and v not in training
@@ -300,22 +309,20 @@ def answer_while_training(cfg: DrillConfig, training: Sequence[str], busy_thread
     bind = ",".join(str(c) for c in cpus[-free:])
     log().info("inference[%s]: answering now, while %s trains, on %d free core(s) (CPU %s); step 4 finds these done",
                ", ".join(ready), ", ".join(training), free, bind)
-    saved_bind, saved_workers = os.environ.get("VLLM_CPU_OMP_THREADS_BIND"), cfg.inference_workers
+    saved_bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
     os.environ["VLLM_CPU_OMP_THREADS_BIND"] = bind          # the engine's process inherits it (its threads, its cores)
-    cfg.inference_workers = free
-    try:
-        inference.step_inference(cfg, ready)
+    try:          # a copy of the settings with the free cores' threads: cfg itself is not changed
+        inference.step_inference(replace(cfg, inference_workers=free), ready, state=state)
     except Exception as exc:           # step 4 answers them instead
         log().warning("inference[%s] while %s trains failed (%s: %s); step 4 will answer them",
                       ", ".join(ready), ", ".join(training), type(exc).__name__, exc)
         return set()
     finally:
-        cfg.inference_workers = saved_workers
         if saved_bind is None:
             os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
         else:
             os.environ["VLLM_CPU_OMP_THREADS_BIND"] = saved_bind
-    notes = cfg.run_notes.setdefault("inference", {})
+    notes = state.notes.setdefault("inference", {})
     for v in ready:
         if notes.get(v, {}).get("status") == "ran":
             notes[v]["answered_during"] = f"step 3 (sft), while {', '.join(training)} trained, on {free} core(s)"

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from course_lib.drill.config import DrillConfig, Need, Step, base_model_path, trained_by
+from course_lib.drill.config import DrillConfig, Need, RunState, Step, base_model_path, trained_by
 from course_lib.drill.outputs import (
     StepOutputError,
     check_weights,
@@ -119,7 +119,7 @@ def infer(cfg: DrillConfig, model_path: str, prompts: list[str], ppl_pairs: list
                                follow_up=follow_up)
 
 
-def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None) -> dict:
+def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None, state: RunState | None = None) -> dict:
     """Step 4: each model answers the eval prompts and a HumanEval subset; PPL on the references.
 
     One engine per model (:func:`infer`): the eval and HumanEval prompts go to it in one go, and it is
@@ -128,19 +128,21 @@ def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None) -> d
     ``def`` line (:func:`signature_prefix`): those answers are what test pass@1 runs. Writes
     ``<output-dir>/<variant>/inference_results.json``, ``humaneval_generations.json`` and ``ppl.json``;
     which engine answered, with which settings (and why it fell back, if it did), goes to the run
-    manifest. ``variants`` (default :meth:`DrillConfig.core_variants`): the models to answer (the ``rl``
-    step passes its own). Introduced in lesson 07.
+    manifest (through ``state.notes["inference"]``, the run's :class:`~course_lib.drill.config.RunState`).
+    ``variants`` (default :meth:`DrillConfig.core_variants`): the models to answer (the ``rl`` step passes
+    its own). Introduced in lesson 07.
     """
     from course_lib.drill import evaluate
 
+    state = RunState() if state is None else state
     info: dict[str, Any] = {}
-    notes = cfg.run_notes.setdefault("inference", {})
+    notes = state.notes.setdefault("inference", {})
     evals = None
     for variant in (cfg.core_variants() if variants is None else variants):
         out, conf = cfg.paths.output_for(variant), _inference_config(cfg, variant)
         files = {"answers": out / "inference_results.json", "humaneval": out / "humaneval_generations.json",
                  "ppl": out / "ppl.json"}
-        early = variant in answered_now(cfg)     # answered by step 3 of this run (its note says so)
+        early = variant in answered_now(cfg, state)     # answered by step 3 of this run (its note says so)
         if up_to_date(list(files.values()), conf, cfg.force and not early, f"inference[{variant}]"):
             info[variant] = {"skipped": True}
             if not early:
@@ -220,11 +222,14 @@ def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None) -> d
     return info
 
 
-def answered_now(cfg: DrillConfig) -> list[str]:
-    """The variants step 3 of this run has already answered (their step-4 notes say so): step 3 answers with
-    the models that are ready while the last SFT run trains (:func:`course_lib.drill.finetune.step_sft`), and
-    step 4 then finds them done. Introduced in lesson 07."""
-    return [v for v, n in cfg.run_notes.get("inference", {}).items()
+def answered_now(cfg: DrillConfig, state: RunState | None = None) -> list[str]:
+    """The variants step 3 of this run (``state``, the run's :class:`~course_lib.drill.config.RunState`) has
+    already answered (their step-4 notes say so): step 3 answers with the models that are ready while the
+    last SFT run trains (:func:`course_lib.drill.finetune.step_sft`), and step 4 then finds them done.
+    Introduced in lesson 07."""
+    if state is None:
+        return []
+    return [v for v, n in state.notes.get("inference", {}).items()
             if n.get("status") == "ran" and n.get("answered_during")]
 
 
@@ -272,4 +277,8 @@ def _engine(cfg: DrillConfig) -> dict:
     return out
 
 
-STEP = Step("inference", run=step_inference, needs=_needs, check=_check, engine=_engine, uses_gpu=True)
+def _run(cfg: DrillConfig, state: RunState) -> dict:
+    return step_inference(cfg, state=state)
+
+
+STEP = Step("inference", run=_run, needs=_needs, check=_check, engine=_engine, uses_gpu=True)

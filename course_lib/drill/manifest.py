@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from course_lib.drill.outputs import atomic_write_text, log
 
 if TYPE_CHECKING:  # pragma: no cover
-    from course_lib.drill.config import DrillConfig
+    from course_lib.drill.config import DrillConfig, RunState
 
 _MANIFEST_NAME = "run_manifest.json"
 
@@ -83,8 +83,9 @@ def _was_cached(step: str, info: Any, notes: dict) -> bool:
 
 
 def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, info: Any, *,
-                error: str | None = None) -> dict[str, Any]:
-    """Merge the entry of ``step`` (just run, cached or failed) into the manifest and write it atomically.
+                error: str | None = None, state: "RunState | None" = None) -> dict[str, Any]:
+    """Merge the entry of ``step`` (just run, cached or failed) into the manifest and write it atomically;
+    the step's notes per variant come from the run's ``state`` (:class:`~course_lib.drill.config.RunState`).
 
     The entry's ``engine`` is the step's own description of its engine and settings
     (:attr:`course_lib.drill.config.Step.engine`). Returns the whole manifest. A failure to record a
@@ -96,7 +97,7 @@ def record_step(cfg: "DrillConfig", step: str, started: str, seconds: float, inf
     path = _manifest_path(cfg)
     try:
         data = _load_manifest(path)
-        notes = cfg.run_notes.get(step, {})
+        notes = state.notes.get(step, {}) if state is not None else {}
         old = data["steps"].get(step)
         finished = now()
         if error is None and _was_cached(step, info, notes) and isinstance(old, dict) and old.get("status") != "failed":

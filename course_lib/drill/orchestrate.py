@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from course_lib.drill import manifest, preflight
-from course_lib.drill.config import VARIANTS, DrillConfig, PrerequisiteError, Step
+from course_lib.drill.config import VARIANTS, DrillConfig, PrerequisiteError, RunState, Step
 from course_lib.drill.outputs import StepOutputError, log, output_state
 from course_lib.drill.steps import DRILL_STEPS, STEPS
 
@@ -77,8 +77,11 @@ def check_prerequisites(cfg: DrillConfig, steps: list[str]) -> list[str]:
     return problems
 
 
-def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str, Any]:
-    """Run the planned steps in order; returns what each step did. Introduced in lesson 07."""
+def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None, state: RunState | None = None) -> dict[str, Any]:
+    """Run the planned steps in order; returns what each step did. ``cfg`` is only read; what the run records
+    as it goes (each step's notes per variant, the manifest's source) goes to ``state`` (a new
+    :class:`RunState` when None; pass one to read the notes afterwards). Introduced in lesson 07."""
+    state = RunState() if state is None else state
     cfg.paths.make()
     steps = plan_steps(cfg, skip_steps, only_step)
     problems = check_prerequisites(cfg, steps)
@@ -88,8 +91,9 @@ def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str,
                ", ".join(cfg.variants()), cfg.paths.data_dir.parent)
     done: dict[str, Any] = {}
     gpu_checked = False
-    cfg.planned_steps = tuple(steps)
-    cfg.run_notes.clear()          # this run's notes only (a step may note what it did for a later one)
+    state.planned_steps = tuple(steps)
+    state.notes.clear()            # this run's notes only (a step may note what it did for a later one)
+    state.left_out.clear()
     try:
         for i, name in enumerate(steps):
             step, number = _step(name), STEPS.index(name) + 1
@@ -101,17 +105,17 @@ def run_drill(cfg: DrillConfig, *, skip_steps=None, only_step=None) -> dict[str,
             t0 = time.monotonic()
             started = manifest.now()
             log().info("step %d/%d %s: start", number, len(STEPS), name)
-            cfg.run_notes.setdefault(name, {})
+            state.notes.setdefault(name, {})
             try:
-                done[name] = step.run(cfg)
+                done[name] = step.run(cfg, state)
             except BaseException as exc:
                 manifest.record_step(cfg, name, started, time.monotonic() - t0, None,
-                                     error=f"{type(exc).__name__}: {exc}")
+                                     error=f"{type(exc).__name__}: {exc}", state=state)
                 raise
-            manifest.record_step(cfg, name, started, time.monotonic() - t0, done[name])
+            manifest.record_step(cfg, name, started, time.monotonic() - t0, done[name], state=state)
             log().info("step %d/%d %s: finished in %.1f s", number, len(STEPS), name, time.monotonic() - t0)
     finally:
-        cfg.planned_steps = ()
+        state.planned_steps = ()
     return done
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 
-from course_lib.drill.config import DrillConfig, Need, PrerequisiteError, Step, use_lazyllm_path
+from course_lib.drill.config import DrillConfig, Need, PrerequisiteError, RunState, Step, use_lazyllm_path
 from course_lib.drill.outputs import (
     StepOutputError,
     atomic_write_text,
@@ -141,8 +141,9 @@ def _pipeline_config(cfg: DrillConfig) -> dict:
             "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
 
 
-def step_pipeline(cfg: DrillConfig) -> dict:
-    """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel.
+def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
+    """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel
+    (``state``: the run's :class:`~course_lib.drill.config.RunState`; this step notes nothing in it).
 
     Introduced in lesson 07.
     """
@@ -161,7 +162,8 @@ def step_pipeline(cfg: DrillConfig) -> dict:
 
     # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
     rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]
-    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend())
+    run_code = partial(sandbox.run_code,
+                       backend=cfg.sandbox_backend or sandbox.preferred_backend(cfg.profile.sandbox.backend))
     kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
                                                 run_code=run_code, timeout_s=conf["timeout_s"],
                                                 offline_teacher=RuleTeacher)

@@ -138,7 +138,13 @@ def gpu_memory_problems(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
 
 
 def _sandbox_backend(cfg: DrillConfig) -> str:
-    return str(cfg.sandbox_backend or cfg.profile.sandbox.backend)
+    """The backend step 5 uses when it works (the sandbox's rule before probing)."""
+    from course_lib.evaluation.sandbox import named_backend
+
+    try:
+        return named_backend(cfg.sandbox_backend, configured=cfg.profile.sandbox.backend)
+    except ValueError:      # an unknown name: step 5's own check says so
+        return ""
 
 
 def check_full_prerequisites(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:

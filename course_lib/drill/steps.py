@@ -18,7 +18,7 @@ import importlib
 from typing import Sequence
 
 from course_lib.drill import download, evaluate, finetune, inference, pipeline
-from course_lib.drill.config import DrillConfig, Step
+from course_lib.drill.config import DrillConfig, RunState, Step
 
 # steps later lessons add, in run order after lesson 07's five: name -> (module ending with its STEP, uses_gpu)
 LATER_STEPS: dict[str, tuple[str, bool]] = {
@@ -34,8 +34,8 @@ def later_step(name: str) -> Step:
     def step() -> Step:
         return importlib.import_module(module).STEP
 
-    def run(cfg: DrillConfig) -> dict:
-        return step().run(cfg)
+    def run(cfg: DrillConfig, state: RunState) -> dict:
+        return step().run(cfg, state)
 
     def needs(cfg: DrillConfig) -> list:
         return step().needs(cfg)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from course_lib.drill.config import DrillConfig, Need, Step
+from course_lib.drill.config import DrillConfig, Need, RunState, Step
 from course_lib.drill.outputs import (
     StepOutputError,
     log,
@@ -35,13 +35,17 @@ from course_lib.drill.outputs import (
 
 # RLSettings fields that change how fast the step runs, not what it trains: left out of the cache key
 _RUNTIME_ONLY = ("threads", "judge_workers", "worker_timeout_s", "omp_wait_policy", "passk_batch_size")
+# ... and the profile's sandbox.backend, which the key has through the profile's name (it keeps the backend
+# named for the run, sandbox_backend, as it always has)
+_NOT_IN_KEY = (*_RUNTIME_ONLY, "sandbox_configured")
 
 
 def drill_rl_settings(cfg: DrillConfig):
     """The :class:`course_lib.rl.RLSettings` of step 6: the profile's ``rl`` section with the run's
-    ``--rl-*`` options (``cfg.rl_overrides``) over it; the judge uses the drill's sandbox backend
-    (``cfg.sandbox_backend``: Docker in full, the preferred backend in ci) unless the run's options name
-    one, so step 6's rewards run where step 5's verdicts do. Introduced in lesson 10."""
+    ``--rl-*`` options (``cfg.rl_overrides``) over it; the judge's backend is chosen as step 5's is (the
+    run's ``--sandbox-backend``, ``cfg.sandbox_backend``, unless the rl options name one; else the
+    sandbox's rule with the profile's ``sandbox.backend``: Docker in full, bwrap in ci), so step 6's rewards
+    run where step 5's verdicts do. Introduced in lesson 10."""
     from course_lib.rl.settings import rl_settings
 
     overrides = dict(cfg.rl_overrides)
@@ -75,7 +79,7 @@ def _rl_config(cfg: DrillConfig) -> dict:
     s = drill_rl_settings(cfg).as_dict()
     return {"start": sha_or_none(cfg.paths.model_record("pipeline_sft")), "rows": sha_or_none(cfg.paths.codegen_json),
             "tests": sha_or_none(cfg.paths.train_json), "profile": cfg.profile.name,
-            "settings": {k: v for k, v in s.items() if k not in _RUNTIME_ONLY}}
+            "settings": {k: v for k, v in s.items() if k not in _NOT_IN_KEY}}
 
 
 def _train(cfg: DrillConfig, conf: dict) -> dict[str, Any]:
@@ -98,36 +102,38 @@ def _train(cfg: DrillConfig, conf: dict) -> dict[str, Any]:
     return {k: res.get(k) for k in ("steps", "prompts", "rollouts", "seconds", "cpu_seconds")}
 
 
-def step_rl(cfg: DrillConfig) -> dict:
+def step_rl(cfg: DrillConfig, state: RunState | None = None) -> dict:
     """Step 6: train ``rl`` from ``pipeline_sft`` with GRPO, then answer and evaluate it as steps 4-5 do.
 
-    Skipped (logged with the reason, no ``rl`` row) when the TRL environment is missing or no training row
-    has hidden tests (:func:`no_reward_reason`: hub rows carry none). Returns
-    ``{"train", "inference", "evaluation"}`` (what each part did). Introduced in lesson 10.
+    Skipped (logged with the reason, no ``rl`` row: ``state.left_out``) when the TRL environment is missing or
+    no training row has hidden tests (:func:`no_reward_reason`: hub rows carry none). Returns
+    ``{"train", "inference", "evaluation"}`` (what each part did); ``state``: the run's
+    :class:`~course_lib.drill.config.RunState`. Introduced in lesson 10.
     """
     from course_lib.drill.evaluate import step_evaluation, write_drill_metrics
     from course_lib.drill.inference import step_inference
 
-    notes = cfg.run_notes.setdefault("rl", {})          # variant -> what happened (the run manifest's entry)
+    state = RunState() if state is None else state
+    notes = state.notes.setdefault("rl", {})          # variant -> what happened (the run manifest's entry)
     why = rl_unavailable(cfg) or no_reward_reason(cfg)
     if why:
         log().warning("step 6 (rl) skipped: %s", why)
         notes["rl"] = {"status": "skipped", "reason": why}
-        cfg.use_rl = False                   # no rl row in this run's tables
-        write_drill_metrics(cfg, {})
+        state.left_out["rl"] = why           # no rl row in this run's tables
+        write_drill_metrics(cfg, {}, state=state)
         return {"skipped": why}
     conf = _rl_config(cfg)
     if up_to_date([cfg.paths.model_record("rl")], conf, cfg.force, "rl"):
         train: dict[str, Any] = {"skipped": True}
     else:
         train = _train(cfg, conf)
-    inference = step_inference(cfg, ["rl"])
-    evaluation = step_evaluation(cfg, ["rl"])
+    inference = step_inference(cfg, ["rl"], state=state)
+    evaluation = step_evaluation(cfg, ["rl"], state=state)
     cached = train == {"skipped": True} and inference["rl"] == {"skipped": True} and \
-        cfg.run_notes.get("evaluation", {}).get("rl", {}).get("status") == "cached"
+        state.notes.get("evaluation", {}).get("rl", {}).get("status") == "cached"
     notes["rl"] = {"status": "cached" if cached else "ran", "train": train,
-                   "inference": cfg.run_notes.get("inference", {}).get("rl"),
-                   "evaluation": cfg.run_notes.get("evaluation", {}).get("rl")}
+                   "inference": state.notes.get("inference", {}).get("rl"),
+                   "evaluation": state.notes.get("evaluation", {}).get("rl")}
     return {"train": train, "inference": inference, "evaluation": evaluation}
 
 
@@ -149,13 +155,18 @@ def _check(cfg: DrillConfig, steps: Sequence[str]) -> list[str]:
 
 
 def _engine(cfg: DrillConfig) -> dict:
+    from course_lib.evaluation.sandbox import named_backend
     from course_lib.rl.trl_env import trl_python
 
     python, found = trl_python()
     s = drill_rl_settings(cfg)
+    try:
+        backend = named_backend(s.sandbox_backend, configured=s.sandbox_configured)
+    except ValueError:         # an unknown name: step 5's check says so
+        backend = s.sandbox_backend
     return {"name": "TRL GRPOTrainer in the TRL environment, rewards from the course sandbox (lesson 10)",
             "python": python or found, "reward": s.reward, "steps": s.steps, "group_size": s.group_size,
-            "sandbox_backend": s.sandbox_backend or "preferred",
+            "sandbox_backend": backend,
             "settings": s.as_dict(), "then": "steps 4-5 on the variant rl"}
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from course_lib.profiles import ProfileLike
 from course_lib.rl.rollouts import RLPrompt, RolloutJudge, build_rl_prompts
 from course_lib.rl.settings import RLSettings, rl_settings
 
@@ -130,7 +131,7 @@ def sample_pass_at_k(model_dir, eval_rows: Sequence[Mapping[str, Any]], settings
             "seconds": {"sample": round(t1 - t0, 2), "judge": round(time.monotonic() - t1, 2)}}
 
 
-def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, profile: str = "ci",
+def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, profile: ProfileLike = "ci",
                       engine: str | None = None, workers: int = 2, log=None) -> dict[str, Any]:
     """The drill's test pass@1 of ``model_dir`` on each eval part: free answers, then the signature round
     (each answer's own lead-in and the task's ``def`` line, :func:`course_lib.drill.inference.signature_prefix`),
@@ -142,6 +143,9 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
 
     from course_lib.drill import evaluate, inference
     from course_lib.drill.inference import signature_prefix
+    from course_lib.profiles import resolve_profile
+
+    P = resolve_profile(profile)
 
     if Path(model_dir).exists():
         model_dir = str(Path(model_dir).resolve())   # the engine's process runs in a temp folder
@@ -153,7 +157,7 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
 
     kw = {} if engine is None else {"engine": engine}
     t0 = time.monotonic()
-    res = inference.run_model(model_dir, [r["prompt"] for r in rows], profile=profile, follow_up=signature_round,
+    res = inference.run_model(model_dir, [r["prompt"] for r in rows], profile=P, follow_up=signature_round,
                               log=log, **kw)
     t1 = time.monotonic()
     records = []
@@ -164,7 +168,7 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
         if i in follow:
             rec["signature_response"] = follow[i]["response"]
         records.append(rec)
-    report = evaluate.evaluate_answers(records, workers=workers)
+    report = evaluate.evaluate_answers(records, workers=workers, configured=P.sandbox.backend)
     out: dict[str, Any] = {}
     for part in PARTS:
         in_part = [x for x in report if x["eval_part"] == part and x["has_tests"]]

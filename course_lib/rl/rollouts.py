@@ -263,7 +263,7 @@ class RolloutJudge:
 
         s = self.settings
         return run_programs(items, workers=s.judge_workers, timeout_s=s.judge_timeout_s, memory_mb=s.judge_memory_mb,
-                            backend=s.sandbox_backend)
+                            backend=s.sandbox_backend, configured=s.sandbox_configured)
 
     def score(self, keys: Sequence[str], completions: Sequence[str]) -> dict[str, Any]:
         if len(keys) != len(completions):

@@ -1,4 +1,4 @@
-"""The settings of the RL step: one frozen dataclass, with the ci and full values in one place.
+"""The settings of the RL step: one frozen dataclass, its values from the profile.
 
 :class:`RLSettings` holds everything :func:`course_lib.rl.trainer.train_grpo` needs: the group-relative
 algorithm's knobs in TRL's own vocabulary (``num_generations`` is the KAT notes' K, ``epsilon`` /
@@ -6,14 +6,16 @@ algorithm's knobs in TRL's own vocabulary (``num_generations`` is the KAT notes'
 the judge's limits, and where generation runs. :func:`trl_config` turns them into the keyword
 arguments of TRL's ``GRPOConfig``; nothing else builds that config.
 
-The ci and full values live in the ``rl`` section of :mod:`course_lib.profiles` (:func:`rl_settings`
-reads them); the dataclass defaults are the ci values.
+Every value a teacher may change lives in the ``rl`` section of :mod:`course_lib.profiles` (ci and full,
+the same keys), with the profile's ``seed`` and ``sandbox.backend``; :func:`rl_settings` builds the
+settings from them, and those fields have no default here. The fields with a default are implementation
+details, each a named constant below with its reason, and the run's own sandbox choice.
 
 Introduced in lesson 10.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from course_lib.evaluation.rewards import REWARD_DOC, REWARDS  # the one reward module (lesson 06)
@@ -23,10 +25,19 @@ if TYPE_CHECKING:
 
 PROFILE_ONLY_KEYS = ("in_drill",)   # keys of the profile's rl section that are not RLSettings fields
 
+OMP_WAIT_POLICY = "PASSIVE"
+"""OpenMP threads that sleep while they wait: on cores shared with other jobs, spinning threads burned 6x the
+CPU time for the same generation (64 rollouts: 9.5 CPU s spinning vs 1.6 passive, 2 threads)."""
+
+VLLM_MODE = "colocate"
+"""TRL's vLLM mode when ``use_vllm``: generation on the trainer's own GPU (the full profile has one GPU; TRL's
+``server`` mode needs another for the vLLM server)."""
+
 
 @dataclass(frozen=True)
 class RLSettings:
-    """One RL run (the drill's ``--rl-*`` options and the profile's ``rl`` values).
+    """One RL run (the profile's ``rl`` values and the drill's ``--rl-*`` options over them; what each
+    value means: the profile's comments and docs/rl.md, "Settings").
 
     Batch shape: every optimisation step trains on ``prompts_per_step`` groups of ``group_size``
     rollouts (TRL's ``per_device_train_batch_size`` = their product, ``num_generations`` = K). One
@@ -36,51 +47,51 @@ class RLSettings:
     exactly 1 and nothing is ever clipped.
     """
 
-    steps: int = 25                       # optimisation steps (--rl-steps)
-    group_size: int = 8                   # K rollouts per prompt (--rl-group-size; the KAT notes' K = 8)
-    reward: str = "pass"                  # one of REWARDS (--rl-reward)
-    prompts_per_step: int = 8             # groups per optimisation step
-    steps_per_generation: int = 1         # optimisation steps per generation round
-    num_iterations: int = 1               # passes over each round's rollouts (PPO epochs, mu)
-    learning_rate: float = 1e-4
-    lr_scheduler_type: str = "constant"
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0
-    beta: float = 0.0                     # KL weight against the starting model; 0 = no KL term (kl logged as null)
-    epsilon: float = 0.2                  # lower clip side: ratio >= 1 - epsilon
-    epsilon_high: float = 0.28            # upper clip side: ratio <= 1 + epsilon_high (DAPO's clip-higher)
-    loss_type: str = "dapo"               # token-level aggregation over the batch (TRL's default)
-    scale_rewards: str = "group"          # advantage = (r - group mean) / group std
-    temperature: float = 1.0
-    max_completion_length: int = 72       # tokens after the def line (the ci bodies need <= 60)
-    mask_truncated_completions: bool = False
-    seed: int = 0
-    threads: int = 2                      # torch threads of the trainer's process
-    # OpenMP threads that sleep while they wait: on cores shared with other jobs, spinning threads burned
-    # 6x the CPU time for the same generation (64 rollouts: 9.5 CPU s spinning vs 1.6 passive, 2 threads)
-    omp_wait_policy: str = "PASSIVE"
-    bf16: bool = False                    # fp32 in ci: the budget holds on a CPU without bf16 instructions
-    use_cpu: bool = True
-    # generation: transformers inside the trainer (ci), or vLLM colocated on a GPU (full) with TRL's
-    # train/inference importance-sampling correction, here token-level masking outside [min, max] (IcePop-style)
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_importance_sampling_correction: bool = True
-    vllm_importance_sampling_mode: str = "token_mask"
-    vllm_importance_sampling_clip_min: float | None = 0.5
-    vllm_importance_sampling_clip_max: float | None = 2.0
-    # the judge: the course sandbox in the course's process
-    judge_workers: int = 4                # sandbox runs at once: start-up bound, the trainer waits meanwhile
-                                          # (64 programs under load: 2 workers 24/s, 4 workers 40/s, 8 49/s)
-    judge_timeout_s: float = 2.0          # per program; the tasks run in milliseconds, a loop costs this much
-    judge_memory_mb: int = 128
-    sandbox_backend: str | None = None    # None: the profile's sandbox backend
-    worker_timeout_s: float = 900.0       # the whole training process (start-up included)
-    # evaluation hooks (lesson 10, benchmarks): K samples per eval prompt for pass@k
-    passk_samples: int = 8
-    passk_temperature: float = 1.0
-    passk_batch_size: int = 16            # prompts per generate() call
+    # from the profile's rl section
+    steps: int                            # optimisation steps (--rl-steps)
+    group_size: int                       # K rollouts per prompt (--rl-group-size)
+    reward: str                           # one of REWARDS (--rl-reward)
+    prompts_per_step: int                 # groups per optimisation step
+    steps_per_generation: int             # optimisation steps per generation round
+    num_iterations: int                   # passes over each round's rollouts (PPO epochs, mu)
+    learning_rate: float
+    lr_scheduler_type: str
+    warmup_steps: int
+    max_grad_norm: float
+    beta: float                           # KL weight against the starting model; 0 = no KL term
+    epsilon: float                        # lower clip side: ratio >= 1 - epsilon
+    epsilon_high: float                   # upper clip side: ratio <= 1 + epsilon_high
+    loss_type: str                        # token-level aggregation over the batch
+    scale_rewards: str                    # advantage = (r - group mean) / group std
+    temperature: float
+    max_completion_length: int            # tokens after the def line
+    mask_truncated_completions: bool
+    threads: int                          # torch threads of the trainer's process
+    bf16: bool
+    use_cpu: bool
+    use_vllm: bool                        # generation: transformers in the trainer, or vLLM colocated on a GPU
+    vllm_gpu_memory_utilization: float
+    vllm_importance_sampling_correction: bool
+    vllm_importance_sampling_mode: str
+    vllm_importance_sampling_clip_min: float | None
+    vllm_importance_sampling_clip_max: float | None
+    judge_workers: int                    # sandbox runs at once
+    judge_timeout_s: float                # per program
+    judge_memory_mb: int
+    worker_timeout_s: float               # the whole training process (start-up included)
+    passk_samples: int                    # lesson 10's pass@k: K samples per eval prompt
+    passk_temperature: float
+    passk_batch_size: int                 # prompts per generate() call
+    # the profile's seed
+    seed: int
+    # named constants (implementation details, each with its reason above)
+    omp_wait_policy: str = OMP_WAIT_POLICY
+    vllm_mode: str = VLLM_MODE
+    # where the judge runs, by the sandbox's one rule (course_lib.evaluation.sandbox.policy): a backend named
+    # for the run (the drill's --sandbox-backend), used as named; else $SANDBOX_BACKEND; else sandbox_configured
+    # (the profile's sandbox.backend, filled by rl_settings) when it works; else bwrap, else docker
+    sandbox_backend: str | None = None
+    sandbox_configured: str | None = None
 
     def __post_init__(self) -> None:
         if self.reward not in REWARDS:
@@ -119,8 +130,12 @@ def rl_settings(profile: ProfileLike = None, **overrides: Any) -> RLSettings:
     bad = sorted(set(section) - known)
     if bad:
         raise ValueError(f"profile {P.name!r}: the rl section has keys that are no RL setting: {bad}")
-    vals = {**section, **{k: v for k, v in overrides.items() if v is not None}}
-    return replace(RLSettings(), **vals)
+    vals = {**section, "seed": P.seed, "sandbox_configured": P.sandbox.backend,
+            **{k: v for k, v in overrides.items() if v is not None}}
+    missing = sorted(f.name for f in fields(RLSettings) if f.default is MISSING and f.name not in vals)
+    if missing:
+        raise ValueError(f"profile {P.name!r}: the rl section lacks the RL settings {missing}")
+    return RLSettings(**vals)
 
 
 def trl_config(settings: RLSettings, output_dir: str) -> dict[str, Any]:

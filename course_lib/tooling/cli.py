@@ -158,6 +158,7 @@ def _skip_rfc3987_grammar() -> None:
     jupyterlab's dependencies) only to validate the "iri" string format; building its grammar costs
     ~3 s on 2 cores, more than the rest of papermill's import. Notebook schemas never use that format,
     so the course command tells jsonschema the package is absent (this process only)."""
+    # kept on purpose: jsonschema imports rfc3987_syntax at import time (suppressing only ImportError), with no switch
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 

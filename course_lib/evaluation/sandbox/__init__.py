@@ -1,7 +1,8 @@
 """Run untrusted, model-written Python code in a sandbox and judge it from outside.
 
 One interface, several backends (``bwrap``, ``docker``, ``unsafe``; ``auto`` picks), chosen with the
-``backend`` argument or ``$SANDBOX_BACKEND``::
+``backend`` argument or ``$SANDBOX_BACKEND``, else the caller's profile's ``sandbox.backend``
+(:mod:`.policy`)::
 
     from course_lib.evaluation.sandbox import run_code, run_many
     r = run_code("def add(a, b):\\n    return a + b", "assert add(1, 2) == 3")
@@ -24,10 +25,10 @@ from __future__ import annotations
 
 from course_lib.evaluation.sandbox.execute import BACKENDS
 from course_lib.evaluation.sandbox.limits import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits, UidLease
-from course_lib.evaluation.sandbox.policy import available_backends, preferred_backend, resolve_backend
+from course_lib.evaluation.sandbox.policy import available_backends, named_backend, preferred_backend, resolve_backend
 from course_lib.evaluation.sandbox.result import STATUSES, SandboxResult, summarize
 from course_lib.evaluation.sandbox.run import run_code, run_many
 
 __all__ = ["run_code", "run_many", "SandboxResult", "STATUSES", "BACKENDS", "resolve_backend",
-           "preferred_backend", "available_backends", "summarize", "Limits", "UidLease",
+           "preferred_backend", "named_backend", "available_backends", "summarize", "Limits", "UidLease",
            "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_MB"]

@@ -19,16 +19,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=["status", "runtime", "daemon", "image", "stop-daemon", "run"])
     p.add_argument("files", nargs="*", help="run: the code file, then optionally a tests file")
     p.add_argument("--backend", default=None)
+    p.add_argument("--profile", default=None,
+                   help="the profile whose sandbox.backend is the configured backend (default: $COURSE_PROFILE or ci)")
     p.add_argument("--timeout", type=float, default=None, help="seconds (default: 10)")
     args = p.parse_args(argv)
     from course_lib.evaluation import sandbox
     from course_lib.evaluation.sandbox import docker
+    from course_lib.profiles import get_profile
 
+    # the command line is where the profile is resolved (once): its sandbox.backend is the configured backend
+    configured = get_profile(args.profile).sandbox.backend if args.command in ("status", "run") else None
     if args.command == "status":
         for name, state in sandbox.available_backends().items():
             print(f"{name:<7} {state}")
         try:
-            print(f"auto -> {sandbox.resolve_backend('auto')}")
+            print(f"auto -> {sandbox.resolve_backend('auto', configured=configured)} (configured: {configured})")
         except RuntimeError as exc:
             print(f"auto -> none: {exc}")
         return 0
@@ -62,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("run needs a code file")
     code = open(args.files[0]).read()
     tests = open(args.files[1]).read() if len(args.files) > 1 else None
-    r = sandbox.run_code(code, tests, timeout_s=args.timeout, backend=args.backend)
+    r = sandbox.run_code(code, tests, timeout_s=args.timeout,
+                         backend=sandbox.resolve_backend(args.backend, configured=configured))
     print(r)
     if r.stdout:
         print("--- stdout\n" + r.stdout)

@@ -1,7 +1,12 @@
 """Which backend runs a sample: one rule for the whole course.
 
-    explicit argument  >  $SANDBOX_BACKEND  >  the configured backend (the caller's, else the active
+    explicit argument  >  $SANDBOX_BACKEND  >  the configured backend (``configured=``: the caller's
     profile's ``sandbox.backend``) when it works  >  bwrap  >  docker
+
+The profile's ``sandbox.backend`` is the one setting and ``$SANDBOX_BACKEND`` its one override, read here
+and nowhere else (:func:`named_backend`, at each call; a resolved profile does not change with it). Nothing
+here reads a profile: a caller that has one passes its ``sandbox.backend`` as ``configured``; with
+``configured=None`` nothing is configured and the rule goes on to bwrap, then docker.
 
 ``auto`` (as an argument or in ``$SANDBOX_BACKEND``) means "no explicit choice". ``unsafe`` is only ever
 used when named. :func:`resolve_backend` returns an explicit choice without probing it (a run on a
@@ -19,6 +24,7 @@ from course_lib.evaluation.sandbox.execute import BACKENDS, run_one
 from course_lib.evaluation.sandbox.limits import Limits
 
 REAL_BACKENDS = ("bwrap", "docker")
+BACKEND_ENV = "SANDBOX_BACKEND"   # the one override of the profiles' sandbox.backend
 DOCKER_PROBE_TTL_S = 30.0   # a daemon can come and go; bwrap's answer does not change within a process
 _probe_cache: dict[str, tuple[bool, str, float]] = {}
 
@@ -57,10 +63,6 @@ def available_backends() -> dict[str, str]:
 
 
 def _configured(configured: str | None) -> str:
-    if configured is None:
-        from course_lib.profiles import get_profile
-
-        configured = get_profile().sandbox.get("backend")
     return str(configured or "auto").lower()
 
 
@@ -75,7 +77,7 @@ def _candidates(configured: str | None) -> list[str]:
 
 def _explicit(backend: str | None) -> str | None:
     """The explicit choice: the argument, else ``$SANDBOX_BACKEND``; ``auto`` in either is no choice."""
-    for name in (backend, os.environ.get("SANDBOX_BACKEND")):
+    for name in (backend, os.environ.get(BACKEND_ENV)):
         name = (name or "").lower()
         if name and name != "auto":
             if name not in BACKENDS:
@@ -84,10 +86,19 @@ def _explicit(backend: str | None) -> str | None:
     return None
 
 
+def named_backend(backend: str | None = None, *, configured: str | None = None) -> str:
+    """The backend the rule names before anything is probed: the explicit choice (``backend``, else
+    ``$SANDBOX_BACKEND``), else ``configured`` (the caller's profile's ``sandbox.backend``), else ``"auto"``.
+    It is the backend a run uses when that backend works (what the full profile's preflight checks).
+    Introduced in lesson 06."""
+    return _explicit(backend) or _configured(configured)
+
+
 def preferred_backend(configured: str | None = None) -> str | None:
     """The sandbox backend to use here and now, or None when no sandbox works: ``$SANDBOX_BACKEND`` when
-    set (read at each call; probed, except ``unsafe``), else ``configured`` (None: the active profile's
-    ``sandbox.backend``) when it works, else bubblewrap, else Docker. Introduced in lesson 06."""
+    set (read at each call; probed, except ``unsafe``), else ``configured`` (the caller's profile's
+    ``sandbox.backend``; None: nothing configured) when it works, else bubblewrap, else Docker.
+    Introduced in lesson 06."""
     explicit = _explicit(None)
     if explicit is not None:
         return explicit if explicit == "unsafe" or _probe(explicit)[0] else None
