@@ -615,7 +615,8 @@ for arm, label in [("before", "base (before)"), ("dependency", "+ dependency-ord
 print(f"({order_result['before']['later_tokens']} later-file tokens, {order_result['before']['earlier_tokens']} earlier-file tokens)")
 diff = order_result["difference"]
 print(f"later files, shuffled - dependency: {diff:+.4f} nats/token "
-      f"({'dependency order lower' if diff > 0 else 'shuffled order lower' if diff < 0 else 'equal'}); {time.time() - t0:.0f} s")
+      f"({'dependency order lower' if diff > 0 else 'shuffled order lower' if diff < 0 else 'equal'}); {time.time() - t0:.0f} s"
+      + (" (read back from the course cache: the same base model, settings and seed)" if order_result["cached"] else ""))
 _ = record("order_difference", round(diff, 4))
 bench = bench_results.dependency_order_benchmark(info["fingerprint"])
 if bench["status"] == "missing":

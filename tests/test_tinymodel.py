@@ -269,3 +269,26 @@ def test_cached_base_model_learned_code_and_infilling(notebook_records):
 
     out = infill(model, tok, "def add(a, b):\n    return ", "\n", max_new_tokens=8)
     assert isinstance(out, str)
+
+
+def test_dependency_order_experiment_is_cached_by_model_settings_and_seed(quick_model, toy_corpus, monkeypatch):
+    """A re-run of lesson 04 reads the experiment back (same base model, settings, seed); another seed runs it.
+    The experiment itself is replaced by a counter here: this checks the cache, not the training."""
+    from course_lib.training.tinymodel import experiments
+
+    calls = []
+
+    def fake_order_experiment(model, tok, train, evals, *, seed, **kw):
+        calls.append(seed)
+        return {"seed": seed, "difference": 0.5 + seed, "steps": kw["steps"]}
+
+    monkeypatch.setattr(experiments, "get_tiny_model", lambda name, profile="ci": quick_model[0])
+    monkeypatch.setattr(experiments, "order_experiment", fake_order_experiment)
+    first = experiments.dependency_order_experiment("ci", seed=3)
+    again = experiments.dependency_order_experiment("ci", seed=3)
+    other = experiments.dependency_order_experiment("ci", seed=4)
+    fresh = experiments.dependency_order_experiment("ci", seed=3, cache=False)
+    assert calls == [3, 4, 3]
+    assert (first["cached"], again["cached"], other["cached"], fresh["cached"]) == (False, True, False, False)
+    assert {k: v for k, v in again.items() if k != "cached"} == {k: v for k, v in first.items() if k != "cached"}
+    assert other["difference"] == 4.5

@@ -129,26 +129,41 @@ def order_experiment(model, tok, train_repos: Sequence[RepoFiles], eval_repos: S
 
 
 def dependency_order_experiment(profile: ProfileLike = "ci", *, seed: int | None = None,
-                                progress: bool = False) -> dict[str, Any]:
+                                progress: bool = False, cache: bool = True) -> dict[str, Any]:
     """Lesson 03's claim, P(repo) = prod_i P(f_i | f_<i), on the course's tiny model: continue
     pretraining the ``base`` model (:func:`get_tiny_model`) on the training repositories in dependency
     order vs shuffled order (:func:`order_experiment`, settings from the profile's ``dependency_order``
     section) and compare the loss on the later files of the first ``eval_repos`` held-out
     repositories that have two files or more. ``seed`` (default: the profile's) picks the shuffles
-    and the window order. Introduced in lesson 04."""
+    and the window order. The result is cached (``cache=True``) in the course cache under the base
+    model's folder name (its key), the ``dependency_order`` settings and the seed, so a re-run of the
+    lesson reads it back; ``"cached"`` in the result says which happened. Introduced in lesson 04."""
+    import json
+
     import torch
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
+    from course_lib import store
+
     P = resolve_profile(profile)
     S = P.dependency_order
     seed = P.seed if seed is None else seed
-    corpus = pretraining_data.pretraining_corpus(P)
     path = get_tiny_model("base", P)
-    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-    eval_repos = [r for r in corpus.held_out if len(r.paths) >= 2][: S.eval_repos]
-    with seeded(seed):
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        return order_experiment(model, tok, corpus.train, eval_repos, steps=S.steps,
-                                batch_size=S.batch_size, seq_len=S.seq_len, file_chars=S.file_chars,
-                                learning_rate=S.learning_rate, seed=seed, progress=progress)
+    settings = {"model": path.name, "settings": dict(S), "seed": seed}
+
+    def build(folder: Path) -> dict[str, Any]:
+        corpus = pretraining_data.pretraining_corpus(P)
+        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        eval_repos = [r for r in corpus.held_out if len(r.paths) >= 2][: S.eval_repos]
+        with seeded(seed):
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            result = order_experiment(model, tok, corpus.train, eval_repos, steps=S.steps,
+                                      batch_size=S.batch_size, seq_len=S.seq_len, file_chars=S.file_chars,
+                                      learning_rate=S.learning_rate, seed=seed, progress=progress)
+        store.atomic_write_text(folder / "result.json", json.dumps(result, default=float))
+        return {"seed": seed}
+
+    art = store.get_or_build("experiments", "dependency-order", settings, build, rebuild=not cache)
+    result = json.loads((art.path / "result.json").read_text(encoding="utf-8"))
+    return {**result, "cached": not art.built}
