@@ -25,6 +25,7 @@ HUMANEVAL_SUBSET = None  # None: ci 20 / full 164
 SFT_STEPS = None    # None: profile 的 SFT 步数（ci 800 步 × 8 条）；调大则训练更久
 COMPARE_RAW = None  # None: profile 的设置（ci/full 都训练 raw_sft 作对照，用于表 2）
 FORCE = False       # True: 重做所有步骤
+N_TEACHER_CHECK = 200  # 用隐藏测试检查多少条被留下的行（只是测量老师，流水线不用隐藏测试）
 
 # %% slideshow={"slide_type": "skip"}
 import itertools
@@ -215,6 +216,32 @@ pd.DataFrame(stages)
 dropped = funnel["report"].get("dropped", []) if isinstance(funnel["report"], dict) else []
 print(len(dropped), "rows dropped" + (": reasons" if dropped else " (the rules read every instruction of the sample)"))
 pd.DataFrame(dropped[:8], columns=["row_id", "stage", "reason"])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 这个老师是什么：它给出的差距是上限
+#
+# 讲义的老师是一个会出错的 LLM；本课 ci 的规则老师**恰好是 `taskgen` 模板的逆**，因为 ci 的样本就是这些模板生成的：
+# 它从指令里读回任务的族、操作、过滤条件和名字，写出的代码和生成器的参考实现只差循环变量名。所以它留下的行就是**标准答案**（gold answers），
+# 后面 raw SFT 与 pipeline SFT 的差距是"数据完全正确时"的**上限**——一个真会出错的老师（例如第06课的 SmolLM2）只会让差距更小，甚至反过来。
+# 下面用隐藏测试检查被留下的行（流水线从没用过这些测试；这里只是测量）。
+
+# %% slideshow={"slide_type": "-"}
+from course_lib.evaluation import sandbox
+from course_lib.evaluation.extract import extract_code
+
+codegen_rows = json.loads(cfg.paths.codegen_json.read_text()) if cfg.use_pipeline else []
+hidden_records = taskgen.load_hidden_tests(cfg.hidden_tests) if cfg.hidden_tests else {}
+checked = [(r, hidden_records.get(int(r["row_id"]))) for r in codegen_rows if str(r["row_id"]).isdigit()]
+checked = [(r, rec) for r, rec in checked if rec is not None][:N_TEACHER_CHECK]
+if checked:
+    gold = sandbox.run_many([{"code": extract_code(r["output"]) or "", "tests": rec["tests"]} for r, rec in checked],
+                            workers=cfg.eval_workers, backend=sandbox.preferred_backend(P.sandbox.backend), progress=False)
+    teacher_pass = sum(g.status == "passed" for g in gold)
+    print(f"the teacher's kept rows that pass the hidden tests: {teacher_pass} of {len(gold)} checked "
+          f"({len(codegen_rows)} kept in all; the first {len(gold)} with a hidden-test record)")
+    record("teacher_kept_rows_pass_hidden_tests", {"passed": teacher_pass, "checked": len(gold)})
+else:
+    print("no kept row has a hidden-test record (hub rows): the teacher's correctness cannot be measured here")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 老师写了什么
