@@ -495,7 +495,9 @@ print(f"{len(chosen)} canonical solutions in {elapsed:.1f} s ({len(chosen) / ela
       + ", ".join(f"{k}={v}" for k, v in counts.items() if v))
 record("humaneval_canonical_passed", counts["passed"])
 record("humaneval_canonical_total", len(chosen))
-assert counts["passed"] == len(chosen)
+assert counts["passed"] == len(chosen), ("every canonical solution should pass; these did not: "
+                                         + "; ".join(f"{p['task_id']}: {r.status} {(r.detail or '')[:200]}"
+                                                     for p, r in zip(chosen, canonical_results) if r.status != "passed"))
 
 # %% slideshow={"slide_type": "subslide"}
 broken_rows = []

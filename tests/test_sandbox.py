@@ -408,3 +408,30 @@ def test_a_sandbox_that_never_starts_is_a_sandbox_error_within_the_startup_limit
     monkeypatch.setitem(execute.STARTUP_S, "unsafe", 1.0)
     r = execute.run_one("print(1)", [], limits.Limits(), "unsafe")
     assert r.status == "sandbox_error" and "did not start" in r.detail and r.duration_s < 10, r
+
+
+def test_a_sandbox_error_is_run_once_more_and_says_so(monkeypatch):
+    """A sandbox that failed to start (busy machine) is the sandbox's failure, not the program's: run_code runs
+    the sample once more; a second sandbox_error is reported as such, naming the first."""
+    from course_lib.evaluation.sandbox import run as run_mod
+    from course_lib.evaluation.sandbox.result import SandboxResult
+
+    outcomes = [SandboxResult("sandbox_error", backend="bwrap", detail="did not start"),
+                SandboxResult("passed", backend="bwrap")]
+    calls = []
+
+    def fake_run_one(code, tests, limits, name):
+        calls.append(name)
+        return outcomes[len(calls) - 1] if len(calls) <= len(outcomes) else outcomes[-1]
+
+    monkeypatch.setattr(run_mod, "run_one", fake_run_one)
+    monkeypatch.setattr(run_mod, "resolve_backend", lambda backend=None: "bwrap")
+    res = run_mod.run_code("x = 1")
+    assert (res.status, len(calls)) == ("passed", 2) and "did not start" in res.detail
+    calls.clear()
+    outcomes[1] = SandboxResult("sandbox_error", backend="bwrap", detail="still not")
+    res = run_mod.run_code("x = 1")
+    assert (res.status, len(calls)) == ("sandbox_error", 2) and "still not" in res.detail and "did not start" in res.detail
+    calls.clear()
+    outcomes[0] = SandboxResult("runtime_error", backend="bwrap")
+    assert run_mod.run_code("x = 1").status == "runtime_error" and len(calls) == 1   # a program's verdict: once

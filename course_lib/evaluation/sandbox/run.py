@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from types import CodeType
@@ -15,6 +16,11 @@ from course_lib.evaluation.sandbox.execute import run_one
 from course_lib.evaluation.sandbox.limits import MAX_PROGRAM_BYTES, Limits
 from course_lib.evaluation.sandbox.policy import resolve_backend
 from course_lib.evaluation.sandbox.result import SandboxResult
+
+SANDBOX_ERROR_RETRIES = 1
+"""A ``sandbox_error`` is the sandbox's failure, never the program's (the program's code runs only after the
+sandbox reported that it started), so :func:`run_code` runs such a sample once more before it reports it:
+on a busy machine a sandbox that failed to start should not turn a correct program into an unscored one."""
 
 _unsafe_warned = False
 
@@ -86,7 +92,9 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
     items are tests rather than setup lines (:func:`planned_tests`), so ``.tests_total`` counts the planned
     tests, answered or not. Each run leases its own unprivileged uid. Nothing the program does makes
     this raise: any exception while running or judging it (even a ``BaseException``) is the sample's
-    result. Introduced in lesson 06.
+    result. A ``sandbox_error`` (the sandbox's failure, not the program's) is run once more
+    (:data:`SANDBOX_ERROR_RETRIES`); the second result is reported, its ``.detail`` naming the first error.
+    Introduced in lesson 06.
     """
     global _unsafe_warned
     if not isinstance(code, str):
@@ -104,11 +112,19 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
                "isolation (they can read your files, use the network, kill processes). Use bwrap or docker.")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
     plan = planned_tests(tests)
-    try:
-        result = run_one(code, test_codes, limits, name)
-    except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
-        result = SandboxResult("sandbox_error", backend=name, detail=f"the run could not finish: "
-                                                                     f"{type(exc).__name__}: {exc}"[:500])
+    for attempt in range(1 + SANDBOX_ERROR_RETRIES):
+        try:
+            result = run_one(code, test_codes, limits, name)
+        except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
+            result = SandboxResult("sandbox_error", backend=name, detail=f"the run could not finish: "
+                                                                         f"{type(exc).__name__}: {exc}"[:500])
+        if not (isinstance(result, SandboxResult) and result.status == "sandbox_error") or attempt == SANDBOX_ERROR_RETRIES:
+            break
+        first_error = result.detail
+        time.sleep(0.5)
+    if attempt and isinstance(result, SandboxResult):
+        note = f"(a sandbox_error first, run again: {first_error})"[:300]
+        result.detail = f"{result.detail} {note}".strip() if result.detail else note
     if isinstance(result, SandboxResult):
         result.planned = plan
     return result
