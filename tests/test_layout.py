@@ -30,7 +30,7 @@ LESSON_OF = {
     "data.corpus": 1, "data.dedup": 2, "data.dedup_scaleout": 2, "data.scripts": 2, "data.deps": 3,
     "training.fim": 4, "training.tinymodel": 4, "training.instructions": 5, "training.codegen": 5,
     "training.teacher": 5, "training.sft": 5, "training.rule_teacher": 7, "training.fim_probe": 4,
-    "training.bench_results": 4, "training.sft_demo": 5, "training.pretrained": 6,
+    "training.bench_results": 4, "training.sft_demo": 5, "training.pretrained": 6, "training.llm_teacher": 6,
     "evaluation": 6, "drill": 7, "drill.rl": 10, "agentic": 8,
     "agentic.critic": 9, "agentic.distill": 9, "agentic.grpo": 9, "agentic.rule_rewards": 9, "agentic.turns": 9,
     "rl": 10,
@@ -42,6 +42,9 @@ KNOWN_LATER_IMPORTS: dict[tuple[str, str], str] = {}
 KNOWN_LATER_LESSON_IMPORTS: dict[tuple[int, str], str] = {
     (5, "evaluation.sandbox"): "lesson 05 runs the teacher's code in the sandbox as a black box (given to "
                                "codegen as run_code); lesson 06 opens it",
+    (5, "training.llm_teacher"): "lesson 05's pipeline demo runs a real LLM teacher as a black box (SmolLM2 served "
+                                 "by vLLM on 127.0.0.1, the full profile's path); lesson 06 introduces the model and "
+                                 "vLLM",
 }
 
 _INTRODUCED = re.compile(r"Introduced in lesson (\d+)")
