@@ -99,6 +99,7 @@ def test_teacher_report_on_known_outcomes():
     by_id = {r["row_id"]: r for r in tr.rows}
     assert [by_id[f"r{i}"]["passes"] for i in range(5)] == [True, False, True, False, False]
     assert by_id["r5"]["passes"] is None and by_id["r5"]["score"] == 0.0 and tr.unparseable == 1
+    assert tr.no_score == 1 and "without a JSON score (LazyLLM scores them 0): 1/6" in tr.summary()
     assert by_id["r3"]["status"] == "syntax_error"
     assert tr.n_kept == 3 and tr.keep_rate == pytest.approx(3 / 6)
     assert (tr.kept_correct, tr.kept_tested) == (1, 3)          # r0 right; r1 wrong, r3 broken

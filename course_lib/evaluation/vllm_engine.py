@@ -336,7 +336,7 @@ def server_command(model: str | Path, knobs: VLLMKnobs, *, python: str, port: in
     from course_lib.training.teacher import vllm_server_command
 
     args = knobs.engine_args(model)
-    extra = ["--dtype", str(args["dtype"]), "--seed", str(args["seed"]), "--disable-log-stats"]
+    extra = ["--dtype", str(args["dtype"]), "--seed", str(args["seed"])]   # stats on: /metrics counts tokens
     if knobs.enforce_eager:
         extra += ["--enforce-eager", "--compilation-config", json.dumps(args.get("compilation_config", {"mode": 0}))]
     if served_name:

@@ -634,6 +634,14 @@ def auc(scores: Sequence[float | None], labels: Sequence[bool]) -> float | None:
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
+def answer_code(answer: str) -> str:
+    """The code of a raw answer as SFT would learn it: the first fenced block (```` ```python ````, ```` ```py ````
+    or a bare fence; an unclosed one runs to the end), else the whole answer (the same rule as lesson 05's
+    ``sft_demo.code_of_answer``). Introduced in lesson 05."""
+    m = re.search(r"```(?:python|py)?\n(.*?)```", answer + ("```" if answer.count("```") % 2 else ""), re.S)
+    return m.group(1) if m else answer
+
+
 def row_ids(rows: Sequence[Any]) -> list[str]:
     """The row id :func:`run_codegen_pipeline` gives each of ``rows`` (:func:`row_id_of`, a repeated id
     suffixed ``~2``, ``~3`` ...). Introduced in lesson 05."""
@@ -654,7 +662,8 @@ class TeacherReport:
     passes the row's hidden tests; None: the row has none), ``status`` (the sandbox's), ``exec_score`` /
     ``exec_kept`` (the execution-based audit, :func:`course_lib.training.teacher.audit_code`, on the same
     code; None without a sandbox). ``raw_passed`` / ``raw_tested``: how many of the rows' own answers (the
-    data without the pipeline) pass their hidden tests."""
+    data without the pipeline) pass their hidden tests. ``no_score``: auditor answers that held no JSON score
+    (LazyLLM's ``LogicIntegrityAuditor`` then writes score 0 and "Failed to parse LLM evaluation output.")."""
 
     teacher: str
     n_input: int
@@ -665,6 +674,7 @@ class TeacherReport:
     raw_passed: int | None = None
     raw_tested: int = 0
     unparseable: int = 0
+    no_score: int = 0          # auditor answers LazyLLM could not read a JSON score from (it makes them 0)
 
     @property
     def n_audited(self) -> int:
@@ -735,7 +745,8 @@ class TeacherReport:
                  f"{share(self.audited_correct, len(self._tested()))}",
                  "AUC of the LLM auditor's score for passing: " + ("n/a (one class is empty)" if a_llm is None
                                                                    else f"{a_llm:.3f}")
-                 + (f" ({self.unparseable} unparseable scores counted as 0)" if self.unparseable else "")]
+                 + (f" ({self.unparseable} unparseable scores counted as 0)" if self.unparseable else ""),
+                 f"auditor answers without a JSON score (LazyLLM scores them 0): {share(self.no_score, self.n_audited)}"]
         if any(r["exec_kept"] is not None for r in self.rows):
             ek = [r for r in self._tested() if r["exec_kept"]]
             lines.append(f"execution audit on the same code: keeps {len(ek)}, of which pass "
@@ -775,6 +786,7 @@ class TeacherReport:
                 "kept_tested": self.kept_tested, "kept_correct": self.kept_correct,
                 "audited_tested": len(self._tested()), "audited_correct": self.audited_correct,
                 "auc_llm": None if a_llm is None else round(a_llm, 4), "unparseable_scores": self.unparseable,
+                "no_json_score": self.no_score,
                 "exec_kept": len(ek) if any(r["exec_kept"] is not None for r in self.rows) else None,
                 "exec_kept_correct": sum(bool(r["passes"]) for r in ek) if ek else 0,
                 "auc_exec": None if a_exec is None else round(a_exec, 4),
@@ -793,14 +805,13 @@ def teacher_report(rows: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str
     carry them; the pipeline never saw them); ``kept`` and ``report`` what it returned. Every code the teacher
     wrote that reached the auditor (``report.audited``) is run against its row's hidden tests with
     ``run_many`` (:func:`course_lib.evaluation.sandbox.run_many`); so are the rows' own answers (the raw data,
-    their code by ``sft_demo.code_of_answer``). With ``run_code`` (:func:`course_lib.evaluation.sandbox.run_code`)
+    their code by :func:`answer_code`). With ``run_code`` (:func:`course_lib.evaluation.sandbox.run_code`)
     the same teacher-written code also goes through the execution-based audit of lesson 05's offline
     teacher (:func:`course_lib.training.teacher.audit_code`, without tests: the teacher has none) and its
     sieve. ``min_score`` / ``max_score`` None: the profile's ``pipeline`` section. Returns a
     :class:`TeacherReport` (keep rate, kept-row correctness, the AUC of either score). Introduced in lesson 05."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from course_lib.training.sft_demo import code_of_answer
     from course_lib.training.teacher import audit_code
 
     resolved = resolve_profile(profile)
@@ -828,6 +839,7 @@ def teacher_report(rows: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             exec_scores = list(pool.map(one, [a for _, a in audited]))
     out_rows, unparseable = [], 0
+    no_score = sum(a["score"] is None or "Failed to parse" in str(a.get("feedback")) for _, a in audited)
     for i, (rid, a) in enumerate(audited):
         score = a["score"]
         if score is None:
@@ -839,9 +851,9 @@ def teacher_report(rows: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str
                          "passes": None if res is None else res.status == "passed",
                          "status": None if res is None else res.status,
                          "exec_score": es, "exec_kept": None if es is None else lo <= es <= hi})
-    raw = [(code_of_answer(str(r.get("response") or r.get("output") or "")), tests_of(r)) for r in rows
+    raw = [(answer_code(str(r.get("response") or r.get("output") or "")), tests_of(r)) for r in rows
            if isinstance(r, Mapping) and tests_of(r)]
     raw_results = run_many([{"code": c, "tests": t} for c, t in raw], progress=False) if raw else []
     return TeacherReport(teacher=report.teacher, n_input=report.n_input, n_kept=len(kept), min_score=lo, max_score=hi,
                          rows=out_rows, raw_passed=sum(r.status == "passed" for r in raw_results) if raw else None,
-                         raw_tested=len(raw), unparseable=unparseable)
+                         raw_tested=len(raw), unparseable=unparseable, no_score=no_score)
