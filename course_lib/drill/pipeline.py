@@ -216,24 +216,33 @@ def step_pipeline(cfg: DrillConfig) -> dict:
     report_dict = report.to_dict()
     atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report_dict},
                                               indent=1, default=str, ensure_ascii=False))
-    failed = [d for d in report_dict.get("dropped", []) if d.get("stage") in ("teacher", "pipeline")]
-    if failed or not kept:
-        clear_done(p.codegen_json)   # an earlier codegen.json must not be taken for this run's output
-        why = failed[0]["reason"] if failed else "every row was dropped (see the funnel's drop reasons)"
-        raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}. Nothing was "
-                              f"cached; the funnel is in {funnel_path}. Fix the teacher and rerun step 2 "
-                              "(`--only-step pipeline`)")
-    write_json_output(p.codegen_json, kept, conf)
-    log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
+    measured = None
     if llm_served_here and any(r.get("tests") for r in with_tests):
         # what the LLM teacher's data is worth: the kept rows and the auditor's score against the hidden tests
-        # (measured after the step, never shown to the teacher)
+        # (measured after the pipeline ran, never shown to the teacher); written even when nothing was kept
         measured = codegen.teacher_report(with_tests, kept, report, run_many=partial(
             sandbox.run_many, backend=run_code.keywords["backend"], workers=cfg.eval_workers), run_code=run_code,
             profile=cfg.profile)
         atomic_write_text(p.data_dir / "codegen_teacher_report.json",
                           json.dumps(measured.to_dict(), indent=1, ensure_ascii=False))
         log().info("pipeline: the LLM teacher measured with the hidden tests:\n%s", measured.summary())
+    failed = [d for d in report_dict.get("dropped", []) if d.get("stage") in ("teacher", "pipeline")]
+    if failed or not kept:
+        clear_done(p.codegen_json)   # an earlier codegen.json must not be taken for this run's output
+        why = failed[0]["reason"] if failed else "every row was dropped (see the funnel's drop reasons)"
+        if llm_served_here and not failed:
+            raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}: the LLM teacher "
+                                  f"({cfg.pipeline_teacher()}) gave no row a score in [{cfg.profile.pipeline.min_score}, "
+                                  f"{cfg.profile.pipeline.max_score}]. Its answers are cached (a rerun gives the same); "
+                                  f"the funnel is in {funnel_path}"
+                                  + (f", the hidden-test report in {p.data_dir / 'codegen_teacher_report.json'}"
+                                     if measured is not None else "")
+                                  + ". Train on the raw rows instead (`--no-pipeline`) or use another teacher")
+        raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}. Nothing was "
+                              f"cached; the funnel is in {funnel_path}. Fix the teacher and rerun step 2 "
+                              "(`--only-step pipeline`)")
+    write_json_output(p.codegen_json, kept, conf)
+    log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
     return {"input": len(rows), "kept": len(kept)}
 
 
