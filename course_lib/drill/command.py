@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from course_lib.drill.config import VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
+from course_lib.drill.config import TEACHERS, VARIANT_LABELS, PrerequisiteError, config_from_profile, default_root
 from course_lib.drill.orchestrate import run_drill
 from course_lib.drill.outputs import DrillPaths, StepOutputError, setup_logging
 from course_lib.evaluation.rewards import REWARDS
@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("models and paths")
     g.add_argument("--lazyllm-path", default=None, help="a LazyLLM source checkout to put first on sys.path")
+    g.add_argument("--teacher", default=None, choices=list(TEACHERS),
+                   help="step 2's teacher (default: the profile's drill.teacher; ci: rules): rules = the course's rule "
+                        "teacher, not an LLM; smollm2 = SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 "
+                        "(runs in its own folder, <cache>/drill/<profile>-teacher-smollm2; hours on 2 CPU cores for "
+                        "the 1,000 ci rows the first time, then cached); server = $COURSE_TEACHER_URL (full)")
     g.add_argument("--pipeline-model", default=None,
                    help="the teacher of the codegen pipeline (full: e.g. Qwen3-30B-A3B-Instruct; ci: the "
                         "course's rule teacher, which is not an LLM)")
@@ -143,13 +148,13 @@ def config_from_args(args: argparse.Namespace):
     from course_lib.profiles import get_profile
 
     P = get_profile(args.profile)
-    root = Path(args.root) if args.root else default_root(P)
+    root = Path(args.root) if args.root else default_root(P, args.teacher)
     paths = DrillPaths.under(root, data_dir=args.data_dir, model_dir=args.model_dir,
                              output_dir=args.output_dir, log_dir=args.log_dir)
     overrides = {k: getattr(args, k) for k in (
         "train_size", "eval_size", "humaneval_subset", "max_new_tokens", "batch_size", "inference_workers",
         "eval_workers", "sandbox_backend", "timeout_s", "memory_mb", "lazyllm_path", "pipeline_model",
-        "sft_model", "compare_raw", "evaluate_base", "hidden_tests")}
+        "sft_model", "compare_raw", "evaluate_base", "hidden_tests", "teacher")}
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
     rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}

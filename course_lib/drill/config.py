@@ -105,6 +105,7 @@ class DrillConfig:
     eval_split: str | None = None               # eval_split.json (ci sample): which rows are eval rows
     lazyllm_path: str | None = None
     pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
+    teacher: str | None = None                  # step 2's teacher (--teacher, TEACHERS); None: drill.teacher
     sft_model: str | None = None                # the base model that SFT starts from
     use_pipeline: bool = True
     max_new_tokens: int | None = None           # answer budget (--max-new-tokens); None: vllm.response_max_tokens
@@ -112,6 +113,11 @@ class DrillConfig:
     use_rl: bool = False                        # step 6 (lesson 10): the CLI turns it on (profile rl.in_drill)
     rl_overrides: dict[str, Any] = field(default_factory=dict)   # RLSettings over the profile's rl section
     force: bool = False
+
+    def pipeline_teacher(self) -> str:
+        """Step 2's teacher: ``--teacher`` when given, else the profile's ``drill.teacher`` (a key of
+        :data:`TEACHERS`)."""
+        return self.teacher or str(self.profile.drill.teacher)
 
     def variants(self) -> list[str]:
         """The models this run trains and evaluates, in table order (:data:`VARIANTS`)."""
@@ -151,11 +157,43 @@ class RunState:
         return [v for v in cfg.variants() if v not in self.left_out]
 
 
-def default_root(profile: ProfileLike) -> Path:
-    """The drill's folder in the course cache (shared by the CLI, the notebook and the tests)."""
+TEACHERS: dict[str, str] = {
+    "rules": "the course's rule teacher (course_lib.training.rule_teacher: code and tests from the instruction "
+             "alone; rules, NOT an LLM) — needs pipeline.teacher 'offline' (ci)",
+    "smollm2": "SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 for the step "
+               "(course_lib.training.llm_teacher; its output cached by model fingerprint, rows and settings)",
+    "server": "an OpenAI-compatible server at $COURSE_TEACHER_URL (the full profile's Qwen3-30B-A3B) — needs "
+              "pipeline.teacher 'server' (full)",
+}
+"""Step 2's teachers (``--teacher``, the profile's ``drill.teacher``), with what each is."""
+
+TEACHER_MODELS = {"smollm2": "smollm2-135m-instruct"}
+"""The course model (:data:`course_lib.training.pretrained.COURSE_MODELS`) each LLM teacher serves."""
+
+
+def default_root(profile: ProfileLike, teacher: str | None = None) -> Path:
+    """The drill's folder in the course cache (shared by the CLI, the notebook and the tests):
+    ``<cache>/drill/<profile>`` for the profile's own teacher (``drill.teacher``), and
+    ``<cache>/drill/<profile>-teacher-<teacher>`` for another one, so that a run with another teacher
+    never replaces the data (and everything trained on it) of the profile's runs."""
     from course_lib.paths import cache_dir
 
-    return cache_dir("drill", resolve_profile(profile).name)
+    P = resolve_profile(profile)
+    if teacher is None or teacher == P.drill.teacher:
+        return cache_dir("drill", P.name)
+    return cache_dir("drill", f"{P.name}-teacher-{teacher}")
+
+
+def check_teacher(profile: ProfileLike, teacher: str) -> None:
+    """Raise ``ValueError`` saying why when ``teacher`` (:data:`TEACHERS`) cannot be step 2's teacher in
+    ``profile``: the rule teacher needs ``pipeline.teacher`` "offline", a server "server"."""
+    P = resolve_profile(profile)
+    if teacher not in TEACHERS:
+        raise ValueError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
+    need = {"rules": "offline", "server": "server"}.get(teacher)
+    if need is not None and P.pipeline.teacher != need:
+        raise ValueError(f"--teacher {teacher} needs a profile whose pipeline.teacher is {need!r}; profile "
+                         f"{P.name!r} has {P.pipeline.teacher!r} (its own teacher is {P.drill.teacher!r})")
 
 
 def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = None,
@@ -185,8 +223,9 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
         if not hasattr(cfg, k):
             raise TypeError(f"DrillConfig has no setting {k!r}")
         setattr(cfg, k, v)
+    check_teacher(P, cfg.pipeline_teacher())
     if cfg.paths is None:
-        cfg.paths = DrillPaths.under(default_root(P))
+        cfg.paths = DrillPaths.under(default_root(P, cfg.teacher))
     if cfg.source == "assets" and cfg.data_files is None:
         from course_lib.paths import assets_dir
 

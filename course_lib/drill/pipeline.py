@@ -5,7 +5,10 @@ each stage kept and why it dropped the rest). Its teacher: in ci the course's ru
 (:class:`~course_lib.training.rule_teacher.RuleTeacher`, NOT an LLM), which the pipeline starts itself and
 which writes each row's code and its own tests from the instruction alone (the rows reach it without their
 hidden tests); in the full profile a vLLM server serving the lecture's Qwen3-30B-A3B, found by
-:func:`teacher_endpoint` and checked by :func:`teacher_problem` before the step starts. The pipeline's
+:func:`teacher_endpoint` and checked by :func:`teacher_problem` before the step starts. ``--teacher smollm2``
+(:data:`~course_lib.drill.config.TEACHERS`) serves SmolLM2-135M-Instruct with the course's vLLM for the step
+instead (:mod:`course_lib.training.llm_teacher`, cached), in its own drill folder, and measures what it kept
+against the training rows' hidden tests afterwards (``codegen_teacher_report.json``). The pipeline's
 answer format (code in one python fence, :func:`fence_if_bare`) is also what step 3 trains on and what
 step 4 scores PPL on.
 
@@ -20,7 +23,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Sequence
 
-from course_lib.drill.config import DrillConfig, Need, PrerequisiteError, RunState, Step, use_lazyllm_path
+from course_lib.drill.config import (
+    TEACHER_MODELS,
+    TEACHERS,
+    DrillConfig,
+    Need,
+    PrerequisiteError,
+    RunState,
+    Step,
+    use_lazyllm_path,
+)
 from course_lib.drill.outputs import (
     StepOutputError,
     atomic_write_text,
@@ -121,8 +133,9 @@ def teacher_problem(cfg: DrillConfig) -> str | None:
 
 
 def teacher_needed(cfg: DrillConfig, steps: Sequence[str]) -> bool:
-    """Step 2 will really call the teacher (it is planned and its output is not already up to date)."""
-    if "pipeline" not in steps:
+    """Step 2 will really call the server teacher (it is planned, its teacher is a server it does not start
+    itself, and its output is not already up to date)."""
+    if "pipeline" not in steps or cfg.pipeline_teacher() != "server":
         return False
     if cfg.force:
         return True
@@ -136,9 +149,38 @@ def _pipeline_timeout(cfg: DrillConfig) -> float:
 
 
 def _pipeline_config(cfg: DrillConfig) -> dict:
-    return {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
+    conf = {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
             "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg),
             "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
+    if cfg.pipeline_teacher() in TEACHER_MODELS:   # an LLM teacher served here: its own key (the others' is unchanged)
+        conf.pop("ci_teacher")
+        conf.update(llm_teacher=_llm_teacher_key(cfg), timeout_s=float(cfg.profile.models.teacher_timeout_s))
+    return conf
+
+
+def _llm_teacher_key(cfg: DrillConfig) -> dict:
+    from course_lib.training import llm_teacher
+
+    srv = llm_teacher.teacher_server(cfg.profile, TEACHER_MODELS[cfg.pipeline_teacher()], log=None)
+    return {"model": srv.model_name, "fingerprint": srv.fingerprint, "server": srv.settings()}
+
+
+def _run_llm_teacher(cfg: DrillConfig, rows: list[dict], timeout_s: float):
+    """Step 2 with an LLM teacher served here (``--teacher smollm2``): the cached LLM pipeline run."""
+    from course_lib.training import llm_teacher
+
+    model = TEACHER_MODELS[cfg.pipeline_teacher()]
+    why = llm_teacher.teacher_unavailable(cfg.profile, model)
+    if why:
+        raise PrerequisiteError(f"pipeline: --teacher {cfg.pipeline_teacher()}: {why}")
+    log().info("pipeline: teacher %s", TEACHERS[cfg.pipeline_teacher()])
+    run = llm_teacher.run_teacher_pipeline(rows, profile=cfg.profile, model=model, timeout_s=timeout_s,
+                                           name=f"drill-{cfg.profile.name}", log=log().info)
+    if run.extra.get("not_cached_because"):
+        raise StepOutputError(f"pipeline: the LLM teacher did not answer every request "
+                              f"({run.extra['not_cached_because'][:300]}); nothing was cached. Rerun step 2 on a "
+                              "quieter machine or raise models.teacher_timeout_s")
+    return run.kept, run.report
 
 
 def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
@@ -152,7 +194,8 @@ def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
     if up_to_date([p.codegen_json], conf, cfg.force, "pipeline"):
         return {"skipped": True}
     use_lazyllm_path(cfg)
-    if cfg.profile.pipeline.teacher != "offline":   # the offline teacher is started by the pipeline itself
+    llm_served_here = cfg.pipeline_teacher() in TEACHER_MODELS
+    if cfg.profile.pipeline.teacher != "offline" and not llm_served_here:   # the others are started by step 2 itself
         why = teacher_problem(cfg)
         if why:
             raise PrerequisiteError(f"pipeline: {why}")
@@ -161,21 +204,42 @@ def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
     from course_lib.training.rule_teacher import RuleTeacher
 
     # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
-    rows = [without_hidden_tests(r) for r in read_json_output(p.train_json, "download")]
-    run_code = partial(sandbox.run_code,
-                       backend=cfg.sandbox_backend or sandbox.preferred_backend(cfg.profile.sandbox.backend))
-    kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
-                                                run_code=run_code, timeout_s=conf["timeout_s"],
-                                                offline_teacher=RuleTeacher)
+    with_tests = read_json_output(p.train_json, "download")
+    rows = [without_hidden_tests(r) for r in with_tests]
+    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend(cfg.profile.sandbox.backend))
+    if llm_served_here:
+        kept, report = _run_llm_teacher(cfg, rows, conf["timeout_s"])
+    else:
+        kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
+                                                    run_code=run_code, timeout_s=conf["timeout_s"],
+                                                    offline_teacher=RuleTeacher)
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()
     atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report_dict},
                                               indent=1, default=str, ensure_ascii=False))
+    measured = None
+    if llm_served_here and any(r.get("tests") for r in with_tests):
+        # what the LLM teacher's data is worth: the kept rows and the auditor's score against the hidden tests
+        # (measured after the pipeline ran, never shown to the teacher); written even when nothing was kept
+        measured = codegen.teacher_report(with_tests, kept, report, run_many=partial(
+            sandbox.run_many, backend=run_code.keywords["backend"], workers=cfg.eval_workers), run_code=run_code,
+            profile=cfg.profile)
+        atomic_write_text(p.data_dir / "codegen_teacher_report.json",
+                          json.dumps(measured.to_dict(), indent=1, ensure_ascii=False))
+        log().info("pipeline: the LLM teacher measured with the hidden tests:\n%s", measured.summary())
     failed = [d for d in report_dict.get("dropped", []) if d.get("stage") in ("teacher", "pipeline")]
     if failed or not kept:
         clear_done(p.codegen_json)   # an earlier codegen.json must not be taken for this run's output
         why = failed[0]["reason"] if failed else "every row was dropped (see the funnel's drop reasons)"
+        if llm_served_here and not failed:
+            raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}: the LLM teacher "
+                                  f"({cfg.pipeline_teacher()}) gave no row a score in [{cfg.profile.pipeline.min_score}, "
+                                  f"{cfg.profile.pipeline.max_score}]. Its answers are cached (a rerun gives the same); "
+                                  f"the funnel is in {funnel_path}"
+                                  + (f", the hidden-test report in {p.data_dir / 'codegen_teacher_report.json'}"
+                                     if measured is not None else "")
+                                  + ". Train on the raw rows instead (`--no-pipeline`) or use another teacher")
         raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}. Nothing was "
                               f"cached; the funnel is in {funnel_path}. Fix the teacher and rerun step 2 "
                               "(`--only-step pipeline`)")
@@ -197,7 +261,10 @@ def _engine(cfg: DrillConfig) -> dict:
     S = cfg.profile.pipeline
     out = {"name": "LazyLLM codegen pipeline (lesson 05)", "timeout_s": _pipeline_timeout(cfg),
            "min_score": S.min_score, "max_score": S.max_score}
-    if S.teacher == "offline":
+    if cfg.pipeline_teacher() in TEACHER_MODELS:
+        out["teacher"] = TEACHERS[cfg.pipeline_teacher()]
+        out["timeout_s"] = float(cfg.profile.models.teacher_timeout_s)
+    elif S.teacher == "offline":
         out["teacher"] = ("course rule teacher on 127.0.0.1 (course_lib.training.rule_teacher: code and tests "
                           "from the instruction alone; rules, not an LLM)")
     else:

@@ -16,7 +16,7 @@ reserves that share of RAM), ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` (on 2 cores vLLM
 one for itself), ``--dtype float32`` in ci (answers identical to transformers fp32) and
 ``enforce_eager``; its temp folder is a private one, removed with the ``vllm_dist_*`` file vLLM leaves.
 
-Introduced in lesson 06.
+Introduced in lesson 05.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class VLLMKnobs:
 
 def knobs_from_profile(profile: ProfileLike = "ci", **overrides: Any) -> VLLMKnobs:
     """:class:`VLLMKnobs` from the profile's ``drill.vllm_*`` keys, then ``overrides``
-    (None values ignored). Introduced in lesson 06."""
+    (None values ignored). Introduced in lesson 05."""
     d = resolve_profile(profile).drill
     vals = {k: d[f"vllm_{k}"] for k in VLLMKnobs.__dataclass_fields__}
     vals.update({k: v for k, v in overrides.items() if v is not None})
@@ -127,7 +127,7 @@ def vllm_python() -> tuple[str | None, str]:
 
     The ``vllm`` side environment (``.venv-vllm``, :func:`course_lib.tooling.environments.python_for`)
     when its interpreter exists; else this interpreter when it has vLLM (the full profile's
-    ``pip install -e .[full]``). Introduced in lesson 06.
+    ``pip install -e .[full]``). Introduced in lesson 05.
     """
     python, where = environments.python_for("vllm")
     if python is not None:
@@ -140,7 +140,7 @@ def vllm_python() -> tuple[str | None, str]:
 
 def ensure_vllm_venv(venv: Path | None = None, force: bool = False, quiet: bool = True) -> Path:
     """Create the vLLM side environment when it is missing or broken (``force``: rebuild it): the course's
-    side environments do it, :func:`course_lib.tooling.environments.ensure`. Introduced in lesson 06."""
+    side environments do it, :func:`course_lib.tooling.environments.ensure`. Introduced in lesson 05."""
     return environments.ensure("vllm", venv, force=force, quiet=quiet)
 
 
@@ -189,7 +189,7 @@ def generate_offline(model_path: str | Path, prompt_token_ids: Sequence[Sequence
     ``engine`` holds the interpreter, vLLM's version, the device, ``engine_args``, the environment
     settings and the seconds spent (import, start, generate, follow_up_generate, wall). Raises
     :class:`VLLMUnavailable` when there is no vLLM interpreter, ``import vllm`` fails there, or the engine
-    fails or runs past ``timeout_s`` (with the last lines of its stderr). Introduced in lesson 06.
+    fails or runs past ``timeout_s`` (with the last lines of its stderr). Introduced in lesson 05.
     """
     python, where = vllm_python()
     if python is None:
@@ -309,3 +309,202 @@ class _Engine:
             self.proc.wait()
         with contextlib.suppress(BrokenPipeError, OSError):
             self.proc.stdin.close()
+
+
+# --- one model behind vLLM's OpenAI-compatible server ------------------------------------------------
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on now (the OS picks it). Introduced in lesson 05."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def server_command(model: str | Path, knobs: VLLMKnobs, *, python: str, port: int, host: str = "127.0.0.1",
+                   served_name: str | None = None, temperature: float = 0.0,
+                   max_tokens: int | None = None) -> list[str]:
+    """The argv of vLLM's OpenAI-compatible server for ``model`` with the profile's knobs: the course's one
+    server command (:func:`course_lib.training.teacher.vllm_server_command`: the server module run by
+    ``python``, bound to ``host:port``, ``max_model_len`` capped at the model's context, the batch knobs)
+    plus what the offline engine also sets — ``--dtype`` (float32 in ci), ``--enforce-eager`` and no
+    compilation when the knobs say so, ``--seed 0`` — the name clients ask for (``--served-model-name``),
+    and the server's default sampling (``--override-generation-config``: ``temperature``, 0 = greedy, and
+    ``max_new_tokens`` when ``max_tokens`` is given): clients such as LazyLLM's ``OnlineChatModule`` send no
+    sampling settings, so these are what every answer is written with. Introduced in lesson 05."""
+    from course_lib.training.teacher import vllm_server_command
+
+    args = knobs.engine_args(model)
+    extra = ["--dtype", str(args["dtype"]), "--seed", str(args["seed"])]   # stats on: /metrics counts tokens
+    if knobs.enforce_eager:
+        extra += ["--enforce-eager", "--compilation-config", json.dumps(args.get("compilation_config", {"mode": 0}))]
+    if served_name:
+        extra += ["--served-model-name", served_name]
+    generation = {"temperature": float(temperature)}
+    if max_tokens is not None:
+        generation["max_new_tokens"] = int(max_tokens)
+    extra += ["--override-generation-config", json.dumps(generation)]
+    return vllm_server_command(model, host=host, port=port, python=python, max_model_len=args["max_model_len"],
+                               gpu_memory_utilization=knobs.gpu_memory_utilization, max_num_seqs=knobs.max_num_seqs,
+                               max_num_batched_tokens=knobs.max_num_batched_tokens, extra_args=extra)
+
+
+def server_env(knobs: VLLMKnobs, tmp_dir: str | Path | None = None) -> dict[str, str]:
+    """The server process's environment: :func:`engine_env` (CPU KV cache, no reserved CPU, private temp
+    folder) without ``VLLM_ENABLE_V1_MULTIPROCESSING`` (the server's engine core is a process of its own:
+    the async engine always talks to it over a socket). Introduced in lesson 05."""
+    env = engine_env(knobs, tmp_dir)
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    return env
+
+
+class VLLMServer:
+    """One model served by vLLM's OpenAI-compatible server in a child process on ``127.0.0.1`` (a free port),
+    with the profile's knobs (:func:`server_command`, :func:`server_env`). Use it as a context manager:
+    entering starts the server and waits until ``GET /v1/models`` answers (at most ``start_timeout_s``;
+    a server that exits or does not answer in time raises :class:`VLLMUnavailable` quoting the end of its
+    stderr); leaving stops it (SIGTERM, then SIGKILL) and removes its temp folder. ``.url`` is the
+    ``base_url`` for OpenAI clients (LazyLLM's ``OnlineChatModule``), ``.model_name`` the served name;
+    :meth:`generated_tokens` reads the server's token counter (its ``/metrics``). No vLLM interpreter
+    (:func:`vllm_python`) raises :class:`VLLMUnavailable` saying why. Introduced in lesson 05."""
+
+    def __init__(self, model: str | Path, knobs: VLLMKnobs, *, served_name: str | None = None,
+                 temperature: float = 0.0, max_tokens: int | None = None, start_timeout_s: float = 300.0,
+                 port: int | None = None, log: Callable[[str], None] | None = None):
+        self.model = str(model)
+        self.knobs = knobs
+        self.model_name = served_name or self.model
+        self.temperature, self.max_tokens = temperature, max_tokens
+        self.start_timeout_s = float(start_timeout_s)
+        self.port = port
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+        self.python: str | None = None
+        self.found: str | None = None
+        self.start_seconds: float | None = None
+        self.fingerprint: str | None = None     # set by whoever knows the model (e.g. training.llm_teacher)
+        self.description: str | None = None     # what run_codegen_pipeline's report calls this teacher
+        self._tmp: str | None = None
+        self._err_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        if self.proc is None or self.port is None:
+            raise RuntimeError("the vLLM server is not running; use `with VLLMServer(...) as srv:`")
+        return f"http://127.0.0.1:{self.port}/v1/"
+
+    def command(self) -> list[str]:
+        """The server's argv (the interpreter found by :func:`vllm_python`, or ``python`` when none is found)."""
+        python = self.python or vllm_python()[0] or "python"
+        return server_command(self.model, self.knobs, python=python, port=self.port or 8000,
+                              served_name=self.model_name, temperature=self.temperature, max_tokens=self.max_tokens)
+
+    def settings(self) -> dict[str, Any]:
+        """What the server writes with (for cache keys and reports): engine arguments and default sampling."""
+        args = {k: v for k, v in self.knobs.engine_args(self.model).items() if k != "model"}
+        return {**args, "served_name": self.model_name, "temperature": self.temperature, "max_tokens": self.max_tokens}
+
+    def _stderr(self, lines: int = 20) -> str:
+        try:
+            return _stderr_tail(self._err_path.read_text(encoding="utf-8", errors="replace"), lines)
+        except (OSError, AttributeError):
+            return ""
+
+    def start(self) -> "VLLMServer":
+        python, where = vllm_python()
+        if python is None:
+            raise VLLMUnavailable(where)
+        self.python, self.found = python, where
+        self.port = self.port or free_port()
+        self._tmp = tempfile.mkdtemp(prefix="course-vllm-server-")
+        self._err_path = Path(self._tmp) / "stderr.txt"
+        cmd = self.command()
+        t0 = time.monotonic()
+        if self.log:
+            self.log(f"starting vLLM's OpenAI-compatible server for {self.model_name} on 127.0.0.1:{self.port} "
+                     f"({self.knobs.dtype}, {where}) ...")
+        try:
+            with open(self._err_path, "w", encoding="utf-8") as err:
+                self.proc = subprocess.Popen(cmd, env=server_env(self.knobs, self._tmp), stdin=subprocess.DEVNULL,
+                                             stdout=err, stderr=subprocess.STDOUT, cwd=self._tmp,
+                                             start_new_session=True)
+        except OSError as exc:
+            self._cleanup()
+            raise VLLMUnavailable(f"could not start {python}: {exc}") from exc
+        try:
+            self._wait_until_up(t0)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = round(time.monotonic() - t0, 1)
+        if self.log:
+            self.log(f"vLLM server up in {self.start_seconds} s at {self.url}")
+        return self
+
+    def _wait_until_up(self, t0: float) -> None:
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.port}/v1/models"
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                if code == _IMPORT_ERROR_EXIT or "No module named 'vllm'" in self._stderr(40):
+                    raise VLLMUnavailable(f"`import vllm` fails in {self.found} ({self.python}):\n{self._stderr(8)}\n"
+                                          f"rebuild it with `{environments.setup_command('vllm', force=True)}`")
+                raise VLLMUnavailable(f"the vLLM server ({self.python}) exited with code {code} before it answered; "
+                                      f"last lines of its output:\n{self._stderr()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2.0) as r:
+                    served = [m.get("id") for m in json.loads(r.read()).get("data", [])]
+                if self.model_name in served:
+                    return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() - t0 > self.start_timeout_s:
+                raise VLLMUnavailable(f"the vLLM server for {self.model_name} did not answer on 127.0.0.1:{self.port} "
+                                      f"within {self.start_timeout_s:.0f} s; last lines of its output:\n{self._stderr()}")
+            time.sleep(0.5)
+
+    def generated_tokens(self) -> int | None:
+        """The server's count of tokens written so far (``vllm:generation_tokens_total`` of ``/metrics``), or
+        None when it cannot be read."""
+        import re
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5.0) as r:
+                text = r.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return None
+        found = re.findall(r"^vllm:generation_tokens_total(?:\{[^}]*\})?\s+([0-9.eE+]+)\s*$", text, re.M)
+        return int(sum(float(v) for v in found)) if found else None
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM to its process group, SIGKILL after 20 s) and remove its temp folder."""
+        import signal
+
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        import shutil
+
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> "VLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -169,6 +169,9 @@ class PipelineReport:
     notes: list[dict] = field(default_factory=list)      # row_id, stage, note
     scores: dict[str, float | None] = field(default_factory=dict)
     seconds: float = 0.0
+    # what reached the auditor, kept or not: row_id -> instruction, code, score, feedback (for
+    # teacher_report; not part of to_dict, whose shape the drill's codegen_funnel.json keeps)
+    audited: dict[str, dict] = field(default_factory=dict, repr=False)
 
     @property
     def n_kept(self) -> int:
@@ -359,6 +362,8 @@ class _Funnel:
         raw = it.get("quality_score")
         value = parse_score(raw)
         self.report.scores[rid] = value
+        self.report.audited[rid] = {"instruction": it.get("instruction", ""), "code": it.get("new_code", ""),
+                                    "quality_score": raw, "score": value, "feedback": it.get("feedback")}
         if isinstance(raw, int) and not isinstance(raw, bool):
             return
         if value is None:
@@ -471,7 +476,7 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
                          normalize_scores: bool = True, instruction_from: str = "raw",
                          run_code: RunCode | None = None, timeout_s: float | None = None,
                          max_workers: int = 4, verbose: bool = True,
-                         offline_teacher: str | type[OfflineTeacher] = "reference",
+                         offline_teacher: str | type[OfflineTeacher] = "reference", teacher: Any = None,
                          ) -> tuple[list[dict], PipelineReport]:
     """Run the lesson's LazyLLM codegen pipeline on ``rows`` and report what happened to each row.
 
@@ -484,7 +489,10 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
     ``offline_teacher=RuleTeacher`` lesson 07's :class:`~course_lib.training.rule_teacher.RuleTeacher`
     (passed in: lesson 05 does not know it), which sees each instruction only and writes
     new code and its own tests, as the lecture's teacher does; ``full``: ``$COURSE_TEACHER_URL`` or vLLM
-    on 127.0.0.1:8000). ``timeout_s`` (per teacher request) None is the
+    on 127.0.0.1:8000). ``teacher``: a running LLM server instead — any object with ``url`` (its
+    OpenAI ``base_url``) and ``model_name`` (the served name), such as the one lesson 06's
+    ``course_lib.training.llm_teacher.serve_teacher`` starts (SmolLM2 served by vLLM on 127.0.0.1): the
+    same three operators ask that model, and nothing is told a row's answer or tests. ``timeout_s`` (per teacher request) None is the
     profile's ``pipeline.timeout_s``. Returns (kept rows in input order, :class:`PipelineReport`). Each kept row has
     ``row_id``, ``instruction`` (the raw request, as LazyLLM's formatter writes it, or the standardised
     one with ``instruction_from="standardized"``), ``input``, ``output`` (the code),
@@ -504,6 +512,9 @@ def run_codegen_pipeline(rows: Sequence[Mapping[str, Any]], *, profile: ProfileL
     if server is not None:
         url, name, desc = server.url, server.model_name, "course offline teacher on 127.0.0.1 (NOT an LLM)"
         offline = server.teacher
+    elif teacher is not None:
+        url, name = teacher.url, teacher.model_name
+        desc = getattr(teacher, "description", None) or f"LLM teacher {name} at {url}"
     else:
         url, name, own_server, desc, offline = _teacher_for(resolved, base_url, model_name, run_code,
                                                             offline_teacher)
@@ -595,3 +606,254 @@ def _finish(report: PipelineReport, t0: float, verbose: bool) -> PipelineReport:
     if verbose:
         print(report.summary())
     return report
+
+
+# --- does the auditor tell right from wrong? (a real LLM teacher, measured) --------------------------
+
+def auc(scores: Sequence[float | None], labels: Sequence[bool]) -> float | None:
+    """The area under the ROC curve of ``scores`` for ``labels`` (True = positive), rank-based: the
+    probability that a random positive scores higher than a random negative, a tie counting one half
+    (Mann–Whitney U / (positives × negatives), tied scores sharing their mean rank). Pairs whose score is
+    None are left out. 0.5: the score does not separate the classes; 1: every positive above every
+    negative; 0: the reverse. None when either class is empty. Introduced in lesson 05."""
+    if len(scores) != len(labels):
+        raise ValueError(f"{len(scores)} scores but {len(labels)} labels")
+    pairs = sorted((float(s), bool(y)) for s, y in zip(scores, labels) if s is not None)
+    pos = sum(y for _, y in pairs)
+    neg = len(pairs) - pos
+    if not pos or not neg:
+        return None
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j + 1 < len(pairs) and pairs[j + 1][0] == pairs[i][0]:
+            j += 1
+        mid_rank = (i + j) / 2 + 1                       # ranks i+1 .. j+1 share their mean
+        rank_sum += mid_rank * sum(y for _, y in pairs[i:j + 1])
+        i = j + 1
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+
+
+def answer_code(answer: str) -> str:
+    """The code of a raw answer as SFT would learn it: the first fenced block (```` ```python ````, ```` ```py ````
+    or a bare fence; an unclosed one runs to the end), else the whole answer (the same rule as lesson 05's
+    ``sft_demo.code_of_answer``). Introduced in lesson 05."""
+    m = re.search(r"```(?:python|py)?\n(.*?)```", answer + ("```" if answer.count("```") % 2 else ""), re.S)
+    return m.group(1) if m else answer
+
+
+def row_ids(rows: Sequence[Any]) -> list[str]:
+    """The row id :func:`run_codegen_pipeline` gives each of ``rows`` (:func:`row_id_of`, a repeated id
+    suffixed ``~2``, ``~3`` ...). Introduced in lesson 05."""
+    ids, seen = [], Counter()
+    for pos, row in enumerate(rows):
+        rid = row_id_of(row, pos)
+        seen[rid] += 1
+        ids.append(rid if seen[rid] == 1 else f"{rid}~{seen[rid]}")
+    return ids
+
+
+@dataclass
+class TeacherReport:
+    """What a teacher's pipeline run is worth, measured with the rows' hidden tests (:func:`teacher_report`).
+
+    ``rows``: one dict per row whose teacher-written code reached the auditor — ``row_id``, ``score`` (the
+    auditor's, as the sieve read it: unparseable = 0), ``kept`` (by the pipeline), ``passes`` (the code
+    passes the row's hidden tests; None: the row has none), ``status`` (the sandbox's), ``exec_score`` /
+    ``exec_kept`` (the execution-based audit, :func:`course_lib.training.teacher.audit_code`, on the same
+    code; None without a sandbox). ``raw_passed`` / ``raw_tested``: how many of the rows' own answers (the
+    data without the pipeline) pass their hidden tests. ``no_score``: auditor answers that held no JSON score
+    (LazyLLM's ``LogicIntegrityAuditor`` then writes score 0 and "Failed to parse LLM evaluation output.")."""
+
+    teacher: str
+    n_input: int
+    n_kept: int
+    min_score: int
+    max_score: int
+    rows: list[dict] = field(default_factory=list)
+    raw_passed: int | None = None
+    raw_tested: int = 0
+    unparseable: int = 0
+    no_score: int = 0          # auditor answers LazyLLM could not read a JSON score from (it makes them 0)
+
+    @property
+    def n_audited(self) -> int:
+        return len(self.rows)
+
+    @property
+    def keep_rate(self) -> float:
+        return self.n_kept / self.n_input if self.n_input else 0.0
+
+    def _tested(self) -> list[dict]:
+        return [r for r in self.rows if r["passes"] is not None]
+
+    @property
+    def kept_correct(self) -> int:
+        """Kept rows whose code passes the hidden tests."""
+        return sum(bool(r["kept"] and r["passes"]) for r in self.rows)
+
+    @property
+    def kept_tested(self) -> int:
+        return sum(bool(r["kept"]) for r in self._tested())
+
+    @property
+    def audited_correct(self) -> int:
+        """Rows whose teacher-written code passes the hidden tests, kept or not."""
+        return sum(bool(r["passes"]) for r in self.rows)
+
+    @property
+    def auc_llm(self) -> float | None:
+        """AUC of the auditor's score for "passes the hidden tests" (:func:`auc`)."""
+        t = self._tested()
+        return auc([r["score"] for r in t], [r["passes"] for r in t])
+
+    @property
+    def auc_exec(self) -> float | None:
+        """The same AUC for the execution-based audit's score (None without a sandbox)."""
+        t = [r for r in self._tested() if r["exec_score"] is not None]
+        return auc([r["exec_score"] for r in t], [r["passes"] for r in t]) if t else None
+
+    def table(self):
+        """One row per way of choosing training data: the LLM auditor, the execution-based audit (on the same
+        code), all the teacher's code, and the raw rows' own answers; columns: rows kept, of which pass the
+        hidden tests, the share, and the AUC of the score (a pandas DataFrame)."""
+        import pandas as pd
+
+        t = self._tested()
+        lines = [("LLM auditor + sieve (the pipeline)", self.kept_tested, self.kept_correct, self.auc_llm)]
+        if any(r["exec_kept"] is not None for r in self.rows):
+            ek = [r for r in t if r["exec_kept"]]
+            lines.append(("execution audit + sieve (same code)", len(ek), sum(bool(r["passes"]) for r in ek),
+                          self.auc_exec))
+        lines.append(("teacher's code, no audit", len(t), self.audited_correct, None))
+        if self.raw_passed is not None:
+            lines.append(("raw rows' own answers (no pipeline)", self.raw_tested, self.raw_passed, None))
+        return pd.DataFrame([{"data": name, "rows": n, "pass hidden tests": k,
+                              "share": round(k / n, 3) if n else None,
+                              "AUC of the score": None if a is None else round(a, 3)} for name, n, k, a in lines])
+
+    def summary(self) -> str:
+        def share(k: int, n: int) -> str:
+            return f"{k}/{n} = {k / n:.2f}" if n else f"{k}/{n}"
+
+        a_llm, a_exec = self.auc_llm, self.auc_exec
+        lines = [f"teacher: {self.teacher}",
+                 f"keep rate: {share(self.n_kept, self.n_input)} (score in [{self.min_score}, {self.max_score}]; "
+                 f"{self.n_audited} rows reached the auditor)",
+                 f"kept rows that pass the hidden tests: {share(self.kept_correct, self.kept_tested)}",
+                 f"teacher's code that passes the hidden tests, kept or not: "
+                 f"{share(self.audited_correct, len(self._tested()))}",
+                 "AUC of the LLM auditor's score for passing: " + ("n/a (one class is empty)" if a_llm is None
+                                                                   else f"{a_llm:.3f}")
+                 + (f" ({self.unparseable} unparseable scores counted as 0)" if self.unparseable else ""),
+                 f"auditor answers without a JSON score (LazyLLM scores them 0): {share(self.no_score, self.n_audited)}"]
+        if any(r["exec_kept"] is not None for r in self.rows):
+            ek = [r for r in self._tested() if r["exec_kept"]]
+            lines.append(f"execution audit on the same code: keeps {len(ek)}, of which pass "
+                         f"{share(sum(bool(r['passes']) for r in ek), len(ek))}; AUC "
+                         + ("n/a" if a_exec is None else f"{a_exec:.3f}"))
+        if self.raw_passed is not None:
+            lines.append(f"raw rows' own answers that pass: {share(self.raw_passed, self.raw_tested)}")
+        return "\n".join(lines)
+
+    def plot_scores(self, ax=None):
+        """Bars of the auditor's scores, code that passes the hidden tests beside code that fails, with the
+        sieve's threshold as a dashed line and the AUC in the title."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(6, 3))[1]
+        t = self._tested()
+        xs = list(range(0, 11))
+        good = Counter(int(r["score"]) for r in t if r["passes"])
+        bad = Counter(int(r["score"]) for r in t if not r["passes"])
+        ax.bar([x - 0.2 for x in xs], [good.get(x, 0) for x in xs], width=0.4, color="#55a868",
+               label="passes the hidden tests")
+        ax.bar([x + 0.2 for x in xs], [bad.get(x, 0) for x in xs], width=0.4, color="#c44e52", label="fails them")
+        ax.axvline(self.min_score - 0.5, ls="--", color="k", lw=1)
+        a = self.auc_llm
+        ax.set_title("LLM auditor's score vs hidden tests" + ("" if a is None else f" (AUC {a:.2f})"))
+        ax.set_xlabel("auditor score (kept right of the dashed line)")
+        ax.set_ylabel("rows")
+        ax.set_xticks(xs)
+        ax.legend(fontsize=8)
+        return ax
+
+    def to_dict(self) -> dict:
+        a_llm, a_exec = self.auc_llm, self.auc_exec
+        ek = [r for r in self._tested() if r["exec_kept"]]
+        return {"teacher": self.teacher, "n_input": self.n_input, "n_audited": self.n_audited,
+                "n_kept": self.n_kept, "keep_rate": round(self.keep_rate, 4),
+                "kept_tested": self.kept_tested, "kept_correct": self.kept_correct,
+                "audited_tested": len(self._tested()), "audited_correct": self.audited_correct,
+                "auc_llm": None if a_llm is None else round(a_llm, 4), "unparseable_scores": self.unparseable,
+                "no_json_score": self.no_score,
+                "exec_kept": len(ek) if any(r["exec_kept"] is not None for r in self.rows) else None,
+                "exec_kept_correct": sum(bool(r["passes"]) for r in ek) if ek else 0,
+                "auc_exec": None if a_exec is None else round(a_exec, 4),
+                "raw_tested": self.raw_tested, "raw_passed": self.raw_passed,
+                "min_score": self.min_score, "max_score": self.max_score,
+                "score_histogram": dict(sorted(Counter(int(r["score"]) for r in self.rows).items()))}
+
+
+def teacher_report(rows: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str, Any]], report: PipelineReport, *,
+                   run_many: Any, run_code: RunCode | None = None, profile: ProfileLike = "ci",
+                   min_score: int | None = None, max_score: int | None = None, workers: int = 4) -> TeacherReport:
+    """How good the data a teacher's pipeline run kept is, measured with the rows' hidden tests.
+
+    ``rows``: the rows given to :func:`run_codegen_pipeline`, in the same order, here WITH their hidden
+    tests (``tests``: assert lines, as lesson 05's ``sft_demo.load_task_rows`` and the drill's training rows
+    carry them; the pipeline never saw them); ``kept`` and ``report`` what it returned. Every code the teacher
+    wrote that reached the auditor (``report.audited``) is run against its row's hidden tests with
+    ``run_many`` (:func:`course_lib.evaluation.sandbox.run_many`); so are the rows' own answers (the raw data,
+    their code by :func:`answer_code`). With ``run_code`` (:func:`course_lib.evaluation.sandbox.run_code`)
+    the same teacher-written code also goes through the execution-based audit of lesson 05's offline
+    teacher (:func:`course_lib.training.teacher.audit_code`, without tests: the teacher has none) and its
+    sieve. ``min_score`` / ``max_score`` None: the profile's ``pipeline`` section. Returns a
+    :class:`TeacherReport` (keep rate, kept-row correctness, the AUC of either score). Introduced in lesson 05."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course_lib.training.teacher import audit_code
+
+    resolved = resolve_profile(profile)
+    lo = resolved.pipeline.min_score if min_score is None else min_score
+    hi = resolved.pipeline.max_score if max_score is None else max_score
+    by_id = dict(zip(row_ids(rows), rows))
+    kept_ids = {k["row_id"] for k in kept}
+    audited = [(rid, a) for rid, a in report.audited.items() if rid in by_id]
+
+    def tests_of(row) -> list[str] | None:
+        t = row.get("tests") if isinstance(row, Mapping) else None
+        if not t:
+            return None
+        return t.splitlines() if isinstance(t, str) else list(t)
+
+    jobs = [(i, {"code": a["code"] or "", "tests": tests_of(by_id[rid])})
+            for i, (rid, a) in enumerate(audited) if tests_of(by_id[rid])]
+    results = run_many([j for _, j in jobs], progress=False) if jobs else []
+    outcome = {i: res for (i, _), res in zip(jobs, results)}
+    exec_scores: list[int | None] = [None] * len(audited)
+    if run_code is not None and audited:
+        def one(a):
+            return audit_code(a["code"] or "", None, run_code=run_code, timeout_s=resolved.sandbox.timeout_s,
+                              timing=False)["score"]
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            exec_scores = list(pool.map(one, [a for _, a in audited]))
+    out_rows, unparseable = [], 0
+    no_score = sum(a["score"] is None or "Failed to parse" in str(a.get("feedback")) for _, a in audited)
+    for i, (rid, a) in enumerate(audited):
+        score = a["score"]
+        if score is None:
+            unparseable += 1
+            score = 0.0
+        res = outcome.get(i)
+        es = exec_scores[i]
+        out_rows.append({"row_id": rid, "score": score, "kept": rid in kept_ids,
+                         "passes": None if res is None else res.status == "passed",
+                         "status": None if res is None else res.status,
+                         "exec_score": es, "exec_kept": None if es is None else lo <= es <= hi})
+    raw = [(answer_code(str(r.get("response") or r.get("output") or "")), tests_of(r)) for r in rows
+           if isinstance(r, Mapping) and tests_of(r)]
+    raw_results = run_many([{"code": c, "tests": t} for c, t in raw], progress=False) if raw else []
+    return TeacherReport(teacher=report.teacher, n_input=report.n_input, n_kept=len(kept), min_score=lo, max_score=hi,
+                         rows=out_rows, raw_passed=sum(r.status == "passed" for r in raw_results) if raw else None,
+                         raw_tested=len(raw), unparseable=unparseable, no_score=no_score)

