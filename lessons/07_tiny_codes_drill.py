@@ -661,6 +661,9 @@ if reference is not None:
                            REFERENCE_LABEL: {k: reference["metrics"].get(k) for k in ref_keys}})
     record("pretrained_reference", {k: reference["metrics"].get(k) for k in ref_keys})
     display(beside)
+
+# %% slideshow={"slide_type": "subslide"}
+if reference is not None:     # one eval row, answered both ways
     rec = reference["records"][0]
     print("PROMPT:", rec["prompt"][:300])
     print("--- free answer ---\n" + rec["response"][:600])
