@@ -22,6 +22,7 @@ Introduced in lesson 01; used by every lesson that caches.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -57,6 +58,20 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path):
+    """Hold an exclusive ``flock`` on ``path`` (created when missing) for the ``with`` block: two processes
+    that build the same artefact wait for each other instead of building it twice."""
+    import fcntl
+
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

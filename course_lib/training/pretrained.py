@@ -158,21 +158,6 @@ def convert_gguf(gguf_file: Path, out_dir: Path, *, name: str, threads: int = 2,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _lock(path: Path):
-    import contextlib
-    import fcntl
-
-    @contextlib.contextmanager
-    def held():
-        with open(path, "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-    return held()
-
-
 def build_course_model(name: str, *, rebuild: bool = False, log: Callable[[str], None] | None = None) -> store.Artefact:
     """The artefact ``<cache>/models/<name>-<key>`` of the course model ``name`` (:data:`COURSE_MODELS`):
     from the cache, or fetched and converted (about a minute) and published atomically. The key covers the
@@ -204,7 +189,7 @@ def build_course_model(name: str, *, rebuild: bool = False, log: Callable[[str],
         (folder / "course_model.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return meta
 
-    with _lock(final.with_name(final.name + ".lock")):
+    with store.file_lock(final.with_name(final.name + ".lock")):
         art = store.get_or_build("models", name, config, build, code=[_CONVERTER], rebuild=rebuild, log=log)
     if art.built:
         _say(log, f"{model.title}: {art.meta.get('parameters', 0):,} parameters ({art.meta.get('architecture')}), "

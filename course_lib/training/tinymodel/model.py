@@ -314,18 +314,6 @@ def build_tiny_model(out_dir: str | Path, name: str = "base", profile: ProfileLi
     return meta
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    import fcntl
-
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _model_artefact_args(name: str, profile: ProfileLike) -> tuple[str, dict[str, Any], list[str]]:
     P = resolve_profile(profile)
     if name not in MODEL_NAMES:
@@ -365,7 +353,7 @@ def get_tiny_model(name: str = "base", profile: ProfileLike = "ci", *, rebuild: 
     final = store.artefact_path("models", stem, config, upstream=upstream)
     if store.is_complete(final) and not rebuild:
         return final
-    with _file_lock(final.with_name(final.name + ".lock")):
+    with store.file_lock(final.with_name(final.name + ".lock")):
         def build(folder: Path) -> dict[str, Any]:
             print(f"building the tiny model {name!r} ({P.name}) into {display_path(final)} ...",
                   file=sys.stderr)
