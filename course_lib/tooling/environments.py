@@ -130,12 +130,14 @@ def python_for(name: str) -> tuple[str | None, str]:
     """(the interpreter of the side environment ``name``, where it is) when its interpreter exists, else
     (None, why not and the command that creates it). No import check (see :func:`status`).
     Introduced in lesson 00."""
+    from course_lib.paths import display_path  # <repo>/..., <cache>/..., ~/...: no machine's absolute path
+
     title = _env(name).title
     venv = venv_path(name)
     py = venv_python(venv)
     if py.exists():
-        return str(py), f"the {title} environment {venv}"
-    return None, f"there is no {title} environment at {venv}: create it with `{setup_command(name)}`"
+        return str(py), f"the {title} environment {display_path(venv)}"
+    return None, f"there is no {title} environment at {display_path(venv)}: create it with `{setup_command(name)}`"
 
 
 def ensure(name: str, venv: Path | None = None, force: bool = False, quiet: bool = True) -> Path:
