@@ -43,7 +43,7 @@ def test_committed_sample_matches_the_generator(tmp_path):
         assert paths[key].read_bytes() == assets_dir("tiny_codes", name).read_bytes(), name
     tests = taskgen.load_hidden_tests(paths["tests"])
     n_holdout = sum(t["holdout"] for t in tests.values())
-    assert n_holdout >= 200 and len(tests) - n_holdout >= 1000   # ci eval_size / train_size
+    assert n_holdout >= 500 and len(tests) - n_holdout >= 1000   # ci eval_size / train_size
     split = json.loads(paths["split"].read_text())
     assert {part: set(ids) for part, ids in split.items()} == {
         part: {i for i, t in tests.items() if t["eval_part"] == part} for part in taskgen.EVAL_PARTS}
@@ -94,17 +94,81 @@ def test_training_rows_carry_each_defect_at_its_stated_rate_and_eval_rows_none()
 def test_eval_has_new_instances_and_held_out_combinations():
     rows, tests = taskgen.generate_rows()
     train_names = {t["entry_point"] for t in tests if not t["holdout"]}
-    train_tests = {line.split(" == ")[0].split("(", 1)[1] for t in tests if not t["holdout"]
-                   for line in t["tests"].splitlines()}
     new = [t for t in tests if t["eval_part"] == "new instances"]
     held = [t for t in tests if t["eval_part"] == "held-out combinations"]
-    assert len(new) >= 100 and len(held) >= 100
+    assert len(new) >= 250 and len(held) >= 250      # the ci drill's eval_size 500: 250 per part
     train_combos = {(t["family"], t["operation"], t["filter"]) for t in tests if not t["holdout"]}
     assert all((t["family"], t["operation"], t["filter"]) in train_combos for t in new)
     assert not any((t["family"], t["operation"], t["filter"]) in train_combos for t in held)
     assert not {t["entry_point"] for t in new} & train_names
-    new_values = {line.split(" == ")[0].split("(", 1)[1] for t in new for line in t["tests"].splitlines()}
-    assert len(new_values - train_tests) >= 0.9 * len(new_values)   # mostly fresh test values
+
+
+def test_new_instances_use_no_input_of_any_training_test():
+    """Every input of every new-instances hidden test is new: checked against the inputs of every training
+    row's tests (parsed from the assert lines, not from how they are drawn), in the generator and in the
+    committed sample."""
+    for tests in (taskgen.generate_rows()[1], list(taskgen.load_hidden_tests(assets_dir("tiny_codes", "hidden_tests.jsonl")).values())):
+        used: dict[str, set] = {}
+        for t in tests:
+            if not t["holdout"]:
+                used.setdefault(t["family"], set()).update(taskgen.test_inputs_of(t["tests"]))
+        new = [t for t in tests if t["eval_part"] == "new instances"]
+        assert new
+        for t in new:
+            clash = set(taskgen.test_inputs_of(t["tests"])) & used[t["family"]]
+            assert not clash, (t["idx"], clash)
+
+
+def test_no_eval_prompt_is_a_training_prompt_with_another_name():
+    """The new-instances part's wordings are not the training rows': with the function's name (and its
+    argument's) replaced by a placeholder, no eval prompt equals any training prompt; the wording pools are
+    disjoint."""
+    rows, tests = taskgen.generate_rows()
+    by_idx = {t["idx"]: t for t in tests}
+
+    def shape(row):
+        t = by_idx[row["idx"]]
+        arg = t["signature"].split("(")[1].rstrip("):")
+        return row["prompt"].replace(t["entry_point"], "{name}").replace(f"`{arg}`", "`{arg}`").replace(
+            f"({arg})", "({arg})")
+
+    python = [r for r in rows if r["idx"] in by_idx]
+    train = {shape(r) for r in python if not by_idx[r["idx"]]["holdout"]}
+    new = [r for r in python if by_idx[r["idx"]]["eval_part"] == "new instances"]
+    assert new and not [r["prompt"] for r in new if shape(r) in train]
+    assert not set(taskgen.EVAL_PROMPTS) & set(taskgen._PROMPTS)
+    # every eval wording is used, and a training prompt's shape does occur among training rows (the check bites)
+    assert {p.split("`")[0] for p in taskgen.EVAL_PROMPTS} == {r["prompt"].split("`")[0] for r in new}
+    assert len(train) < len([r for r in python if not by_idx[r["idx"]]["holdout"]])
+
+
+def test_held_out_combinations_come_in_two_halves():
+    """Each held-out record says whether its (operation, filter) pair is trained in another family (near
+    transfer) or never trained; the halves follow from the grammar and HOLDOUT."""
+    rows, tests = taskgen.generate_rows()
+    train = {(t["family"], t["operation"], t["filter"]) for t in tests if not t["holdout"]}
+    for t in tests:
+        if t["eval_part"] != "held-out combinations":
+            assert t["holdout_half"] == "", t
+            continue
+        other = any((fam, t["operation"], t["filter"]) in train for fam in taskgen.FAMILIES if fam != t["family"])
+        assert t["holdout_half"] == taskgen.HOLDOUT_HALVES[0 if other else 1], t
+    halves = {h: {(t["family"], t["operation"], t["filter"]) for t in tests if t["holdout_half"] == h}
+              for h in taskgen.HOLDOUT_HALVES}
+    assert halves[taskgen.HOLDOUT_HALVES[0]] == {("list", "sum", "odd"), ("list", "max", "even"),
+                                                 ("range", "sum", "even"), ("range", "squares", "odd")}
+    assert len(halves[taskgen.HOLDOUT_HALVES[1]]) == 10
+
+
+def test_adding_eval_rows_leaves_the_training_rows_alone():
+    """The eval rows come from their own random stream: more (or fewer) eval rows never change a training
+    row, its idx or its hidden test (the drill's caches are keyed on the training rows)."""
+    a_rows, a_tests = taskgen.generate_rows(n_per_combo=3, n_new_per_combo=1, n_extra_holdout_per_combo=0, seed=2)
+    b_rows, b_tests = taskgen.generate_rows(n_per_combo=3, n_new_per_combo=5, n_extra_holdout_per_combo=4, seed=2)
+    train = {t["idx"] for t in a_tests if not t["holdout"]}
+    assert [r for r in a_rows if r["idx"] in train] == [r for r in b_rows if r["idx"] in train]
+    assert [t for t in a_tests if not t["holdout"]] == [t for t in b_tests if not t["holdout"]]
+    assert len(b_tests) - len(a_tests) == 4 * 66 + 4 * 14
 
 
 def test_names_do_not_tell_the_task():
@@ -146,10 +210,12 @@ def test_names_are_many_and_drawn_from_words_that_are_not_the_task():
 def test_eval_split_takes_equal_parts(tmp_path):
     stream = download.stream_tiny_codes(data_files=[assets_dir("tiny_codes", "tiny_codes_sample.jsonl")])
     is_eval = download.eval_split_predicate(assets_dir("tiny_codes", taskgen.SPLIT_FILE))
-    train, evals = download.split_python_rows(stream, 1000, 200, is_eval=is_eval)
+    train, evals = download.split_python_rows(stream, 1000, 500, is_eval=is_eval)
     download.attach_hidden_tests(evals, assets_dir("tiny_codes", "hidden_tests.jsonl"))
     parts = [r["eval_part"] for r in evals]
-    assert parts.count("new instances") == parts.count("held-out combinations") == 100
+    assert parts.count("new instances") == parts.count("held-out combinations") == 250
+    halves = [r["holdout_half"] for r in evals if r["eval_part"] == "held-out combinations"]
+    assert set(halves) == set(taskgen.HOLDOUT_HALVES) and len(halves) == 250
 
 
 def _hub_like_rows(n=12):

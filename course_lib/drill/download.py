@@ -164,8 +164,9 @@ def _balanced(pool: list[dict], size: int, part_of: Callable[[dict], Any]) -> li
 
 
 def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
-    """Add ``tests``, ``entry_point`` and ``signature`` (the ``def`` line the hidden tests call) from the
-    side file to rows that have them; returns how many."""
+    """Add ``tests``, ``entry_point`` and ``signature`` (the ``def`` line the hidden tests call), ``task``,
+    and for eval rows ``eval_part`` and ``holdout_half`` (held-out rows: :data:`~course_lib.drill.taskgen.HOLDOUT_HALVES`)
+    from the side file to rows that have them; returns how many."""
     if not tests_path or not Path(tests_path).exists():
         return 0
     tests = load_hidden_tests(tests_path)
@@ -179,6 +180,8 @@ def attach_hidden_tests(rows: list[dict], tests_path: str | Path | None) -> int:
             row["task"] = f"{rec['family']}/{rec['operation']}/{rec['filter']}"
             if rec.get("eval_part"):
                 row["eval_part"] = rec["eval_part"]
+            if rec.get("holdout_half"):     # which half of the held-out combinations (taskgen.HOLDOUT_HALVES)
+                row["holdout_half"] = rec["holdout_half"]
             n += 1
     return n
 

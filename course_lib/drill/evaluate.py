@@ -1,7 +1,7 @@
 """Step 5 of the drill — evaluation: extract the code of each answer and run it in the sandbox.
 
-:func:`step_evaluation` writes ``<output-dir>/<variant>/evaluation_report.csv`` (one row per eval sample)
-and ``summary.json`` for each variant, and the metrics of all variants to ``drill_metrics.json`` and
+:func:`step_evaluation` writes ``<output-dir>/<variant>/evaluation_report.csv`` (one row per eval sample),
+``per_prompt.jsonl`` (each prompt's outcome: id, part, half, passed, status) and ``summary.json`` for each variant, and the metrics of all variants to ``drill_metrics.json`` and
 ``metrics.png``; the functions before it judge the answers.
 
 Every eval sample gets exactly one of the lesson's categories:
@@ -124,7 +124,8 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     tests), ``test_status``, ``correct_free``/``test_status_free`` (the hidden tests on the free answer),
     ``defines_entry_point`` (the free answer defines the function the prompt names; None when the
     record has no ``entry_point``), ``answer_chars``, ``eval_part`` ("new instances" / "held-out
-    combinations" in ci; empty on the hub).
+    combinations" in ci; empty on the hub), ``holdout_half`` (a held-out row's half,
+    :data:`~course_lib.drill.taskgen.HOLDOUT_HALVES`: the record's, else read from its ci ``task``; else empty).
 
     The category and ``has_fence``/``has_code`` judge the free answer (``response``: the lecture's
     metrics). ``correct`` judges the answer that began with the function's signature
@@ -139,7 +140,7 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
         tests = rec.get("tests")
         given = rec.get("signature_response")
         row = {"id": rec.get("idx", i), "task": rec.get("task", ""), "eval_part": rec.get("eval_part", ""),
-               "category": "NoCode",
+               "holdout_half": _half_of(rec), "category": "NoCode",
                "sandbox_status": "", "duration_s": 0.0, "error": "",
                "has_fence": has_fenced_code(answer), "has_code": code is not None,
                "has_tests": bool(tests), "correct": (False if tests else None), "test_status": "",
@@ -173,6 +174,17 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     return rows
 
 
+def _half_of(rec: dict) -> str:
+    """A held-out record's half: its ``holdout_half``, else (answers written before the halves existed) the
+    one its ci ``task`` ("family/operation/filter") is in; "" for any other record."""
+    if rec.get("holdout_half") or rec.get("eval_part") != "held-out combinations":
+        return rec.get("holdout_half") or ""
+    from course_lib.drill.taskgen import holdout_half
+
+    task = str(rec.get("task") or "").split("/")
+    return holdout_half(*task) if len(task) == 3 else ""
+
+
 def defines_function(code: str | None, name: str | None) -> bool | None:
     """Whether ``code`` defines a function called ``name`` (None when there is no name to look for).
     A model that solves the task but names the function differently fails every hidden test: this
@@ -193,6 +205,10 @@ def summarize(rows: Sequence[dict]) -> dict[str, Any]:
         in_part = [r for r in with_tests if r.get("eval_part") == part]
         parts[f"with_tests ({part})"] = len(in_part)
         parts[f"correct ({part})"] = sum(bool(r["correct"]) for r in in_part)
+    for half in sorted({r.get("holdout_half") or "" for r in with_tests} - {""}):
+        in_half = [r for r in with_tests if r.get("holdout_half") == half]
+        parts[f"with_tests (held-out: {half})"] = len(in_half)
+        parts[f"correct (held-out: {half})"] = sum(bool(r["correct"]) for r in in_half)
     return {"total": len(rows), "counts": counts, **parts,
             "fenced": sum(bool(r["has_fence"]) for r in rows),
             "with_code": sum(bool(r["has_code"]) for r in rows),
@@ -272,9 +288,52 @@ def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
             "backend": cfg.sandbox_backend, "columns": REPORT_COLUMNS}
 
 
-REPORT_COLUMNS = ["id", "task", "eval_part", "category", "sandbox_status", "duration_s", "error", "has_fence",
+REPORT_COLUMNS = ["id", "task", "eval_part", "holdout_half", "category", "sandbox_status", "duration_s", "error", "has_fence",
                   "has_code", "has_tests", "correct", "test_status", "correct_free", "test_status_free",
                   "defines_entry_point", "answer_chars"]
+
+
+PER_PROMPT_FILE = "per_prompt.jsonl"
+
+
+def per_prompt_outcomes(rows: Sequence[dict]) -> list[dict]:
+    """One record per eval prompt of :func:`evaluate_answers`'s rows, what a paired comparison of two
+    variants needs (:func:`course_lib.evaluation.metrics.paired_pass_difference`): ``id``, ``part``
+    (``eval_part``), ``half`` (``holdout_half``), ``task``, ``passed`` (the hidden tests pass with the
+    signature given: test pass@1's outcome; None without tests), ``status`` (its sandbox status),
+    ``passed_free`` / ``status_free`` (the free answer's), ``category`` (the lecture's). Introduced in lesson 07."""
+    return [{"id": r["id"], "part": r.get("eval_part") or "", "half": r.get("holdout_half") or "",
+             "task": r.get("task") or "", "passed": r.get("correct"), "status": r.get("test_status") or "",
+             "passed_free": r.get("correct_free"), "status_free": r.get("test_status_free") or "",
+             "category": r["category"]} for r in rows]
+
+
+def write_per_prompt(records: Sequence[dict], path: str | Path, config: dict | None = None) -> Path:
+    """Write :func:`per_prompt_outcomes` records as JSON lines (atomically; with a completion marker when
+    ``config`` is given). Introduced in lesson 07."""
+    path = Path(path)
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    if config is not None:
+        mark_done(path, config, len(records))
+    return path
+
+
+def read_per_prompt(path: str | Path) -> list[dict]:
+    """Read a ``per_prompt.jsonl`` (:func:`write_per_prompt`), naming the line of a broken record.
+    Introduced in lesson 07."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                rec["id"], rec["passed"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}, line {lineno}: not a per-prompt record ({exc}); rerun step 5 "
+                                 "(`python -m course_lib.drill --only-step evaluation --force`)") from None
+            out.append(rec)
+    return out
 
 
 def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
@@ -287,7 +346,8 @@ def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:
 
 
 def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None, state: RunState | None = None) -> dict:
-    """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv`` + ``summary.json``.
+    """Step 5: run every answer's code in the sandbox → ``evaluation_report.csv``, ``per_prompt.jsonl``
+    (:func:`per_prompt_outcomes`: each prompt's outcome, for paired confidence intervals) + ``summary.json``.
 
     Also scores the HumanEval subset and writes the metrics of all variants to
     ``<output-dir>/drill_metrics.json`` and ``metrics.png`` (with the variants evaluated earlier whose
@@ -305,7 +365,8 @@ def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None, sta
     for variant in (cfg.core_variants() if variants is None else variants):
         out, conf = cfg.paths.output_for(variant), _evaluation_config(cfg, variant)
         report, summary_path = out / "evaluation_report.csv", out / "summary.json"
-        if up_to_date([report, summary_path], conf, cfg.force, f"evaluation[{variant}]"):
+        per_prompt = out / PER_PROMPT_FILE
+        if up_to_date([report, summary_path, per_prompt], conf, cfg.force, f"evaluation[{variant}]"):
             info[variant] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
             notes[variant] = {"status": "cached"}
             continue
@@ -321,6 +382,7 @@ def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None, sta
         ppl = read_json_output(out / "ppl.json", "inference")
         m = scoreboard.drill_metrics(summary, ppl, he)
         _write_report_csv(rows, report, conf)
+        write_per_prompt(per_prompt_outcomes(rows), per_prompt, conf)
         write_json_output(summary_path, {"variant": variant, "summary": summary, "metrics": m,
                                          "humaneval": he, "ppl": ppl}, conf)
         c = summary["counts"]

@@ -198,6 +198,8 @@ def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None, stat
                 rec["signature_response"] = sig_answers[i]["response"]
             if r.get("eval_part"):
                 rec["eval_part"] = r["eval_part"]
+            if r.get("holdout_half"):
+                rec["holdout_half"] = r["holdout_half"]
             records.append(rec)
         write_json_output(files["answers"], records, conf)
         write_json_output(files["humaneval"], [{"task_id": p["task_id"], "response": a["response"]}

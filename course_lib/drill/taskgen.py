@@ -6,9 +6,13 @@ drill can run offline. This module generates them from templated *task families*
 *filters*. The eval split has two parts, reported separately:
 
 - **new instances** — combinations seen in training, with function names built from words that never
-  occur in training and new test values: has the model learnt to solve the task families it was taught?
+  occur in training, instructions worded in ways no training row is (:data:`EVAL_PROMPTS`) and test inputs
+  that no training row's tests use (checked against every training row's inputs): has the model learnt to
+  solve the task families it was taught, not the training prompts?
 - **held-out combinations** — whole (family, operation, filter) combinations never shown in training
-  (every operation and every filter is): can it compose what it learnt?
+  (every operation and every filter is): can it compose what it learnt? Reported in two halves
+  (:data:`HOLDOUT_HALVES`): triples whose (operation, filter) pair is trained in the other number family
+  (near transfer) and triples whose pair no training row has.
 
 **Names do not tell the task.** A function's name is drawn from a word pool (:data:`NAME_WORDS`; the
 new-instances part from :data:`EVAL_NAME_WORDS`, never used in training) independently of the task's
@@ -35,7 +39,8 @@ Files written by :func:`write_tiny_codes_sample` (``assets/tiny_codes/``):
 - ``hidden_tests.jsonl`` — one line per Python row: ``idx``, ``entry_point``, ``signature`` (the
   function's ``def`` line, given to the model HumanEval-style for test pass@1), ``tests`` (assert lines),
   ``family``, ``operation``, ``filter``, ``holdout`` (true for eval rows), ``eval_part`` ("new instances",
-  "held-out combinations", or "" for training rows) and ``defect`` (the defect of a training row, or ""). The hub rows have
+  "held-out combinations", or "" for training rows), ``holdout_half`` (a held-out row's half,
+  :data:`HOLDOUT_HALVES`; "" otherwise) and ``defect`` (the defect of a training row, or ""). The hub rows have
   no tests; this side file is the course's addition, keyed by ``idx``. Hidden tests are for evaluation
   (and RL rewards on training rows) only: the drill's pipeline never sees them.
 - ``eval_split.json`` — which rows are eval rows, by part (``{"new instances": [idx, ...],
@@ -216,6 +221,19 @@ _PROMPTS = [
     "Create a Python function named `{name}` that receives {input} `{arg}` and returns {op} {flt}.",
     "Build a Python function snippet `{name}({arg})`: given {input}, return {op} {flt}.",
 ]
+# The new-instances part's wordings: none of them is a training wording (:data:`_PROMPTS`), so no eval prompt
+# is a training prompt with another name (tests/test_drill_data.py checks every pair); the operation and
+# filter phrases are the grammar's own.
+EVAL_PROMPTS = (
+    "Implement `{name}({arg})` in Python. Input: {input}. Output: {op} {flt}.",
+    "I need a Python helper called `{name}` with one parameter, `{arg}` ({input}); it must give back {op} {flt}.",
+    "Python exercise: the function `{name}({arg})` receives {input} and computes {op} {flt}; return that value.",
+    "Using Python, define `{name}({arg})`. The parameter is {input}; the result is {op} {flt}.",
+)
+# The held-out-combinations part in two halves: a triple whose (operation, filter) pair is trained in another
+# family (list <-> range share their operations and filters: near transfer) and one whose pair no training row
+# has (composition proper). Each held-out hidden-test record says which (``holdout_half``).
+HOLDOUT_HALVES = ("pair trained in the other family", "pair never trained")
 _OTHER_LANGS = {
     "JavaScript": ("```javascript\nfunction {name}({arg}) {{\n  let result = 0;\n  for (const x of {arg}) "
                    "{{\n    result += x;\n  }}\n  return result;\n}}\n```"),
@@ -267,13 +285,8 @@ def expected_value(family: str, op_key: str, flt_key: str, value: Any) -> Any:
     return result
 
 
-def _test_inputs(family: str, rng: random.Random, fresh: bool = False) -> list[Any]:
-    if fresh:   # values never used in a training row's tests
-        if family == "list":
-            return [[5, -2, 9, 14, -7], [1], [8, 3, 22, -6, 0, 13], [rng.randint(-30, 30) for _ in range(7)]]
-        if family == "range":
-            return [2, 7, 9, rng.randint(16, 20)]
-        return ["banana split 7", "x", "OpenAI 3 go", "".join(rng.choice("fghuo 789KLM") for _ in range(9))]
+def _test_inputs(family: str, rng: random.Random) -> list[Any]:
+    """The inputs of a training row's (or a held-out row's) hidden tests: four fixed values and one drawn."""
     if family == "list":
         return [[3, -4, 12, 7, 0, 15], [], [2, 4, 6], [-1, -3, 11, 20, 5],
                 [rng.randint(-20, 25) for _ in range(6)]]
@@ -281,6 +294,64 @@ def _test_inputs(family: str, rng: random.Random, fresh: bool = False) -> list[A
         return [0, 1, 5, 12, rng.randint(6, 15)]
     return ["hello world 42", "", "Data 2024 io", "aeiou xyz", "".join(
         rng.choice("abcdeio 0123xyz") for _ in range(10))]
+
+
+def _fresh_input(family: str, rng: random.Random) -> Any:
+    if family == "list":
+        return [rng.randint(-30, 30) for _ in range(7)]
+    if family == "range":
+        return rng.randint(18, 22)
+    return "".join(rng.choice("fghuo 789KLM") for _ in range(9))
+
+
+# fixed inputs of the new-instances part: none is an input of a training test (every training row's inputs
+# are checked, not only how they are drawn) nor one of the rule teacher's own test inputs
+_FRESH_FIXED: dict[str, list[Any]] = {
+    "list": [[5, -2, 9, 14, -7], [1], [8, 3, 22, -6, 0, 13]],
+    "range": [2, 3, 17],
+    "string": ["banana split 7", "x", "OpenAI 3 go"],
+}
+
+
+def fresh_test_inputs(family: str, rng: random.Random, used: set[str]) -> list[Any]:
+    """The inputs of a new-instances row's hidden tests: three fixed values and one drawn, none of whose
+    ``repr`` is in ``used`` (the inputs of every training row's tests, :func:`test_inputs_of`); a drawn value
+    that is in ``used`` is drawn again. Raises ``ValueError`` when a fixed value is in ``used``.
+    Introduced in lesson 07."""
+    fixed = _FRESH_FIXED[family]
+    clash = [v for v in fixed if repr(v) in used]
+    if clash:
+        raise ValueError(f"fresh inputs {clash} of family {family!r} occur in training tests; change _FRESH_FIXED")
+    for _ in range(1000):
+        drawn = _fresh_input(family, rng)
+        if repr(drawn) not in used and drawn not in fixed:
+            return [*fixed, drawn]
+    raise ValueError(f"no fresh input for family {family!r} in 1000 draws: every draw occurs in training tests")
+
+
+def test_inputs_of(tests: str) -> list[str]:
+    """The ``repr`` of the argument of each ``assert name(<value>) == ...`` line of a hidden test (what
+    :func:`fresh_test_inputs` keeps apart). Introduced in lesson 07."""
+    import ast
+
+    out = []
+    for line in tests.splitlines():
+        if line.strip():
+            call = ast.parse(line).body[0].test.left      # assert name(value) == expected
+            out.append(repr(ast.literal_eval(call.args[0])))
+    return out
+
+
+def holdout_half(family: str, op_key: str, flt_key: str) -> str:
+    """Which half of the held-out-combinations part a triple is in (:data:`HOLDOUT_HALVES`): "pair trained in
+    the other family" when another family has a training row with the same (operation, filter) pair, else
+    "pair never trained"; "" for a triple that is not held out. Introduced in lesson 07."""
+    if (family, op_key, flt_key) not in HOLDOUT:
+        return ""
+    trained = any((other, op_key, flt_key) not in HOLDOUT and any(
+        op.key == op_key for op in spec["ops"]) and any(f.key == flt_key for f in spec["filters"])
+        for other, spec in FAMILIES.items() if other != family)
+    return HOLDOUT_HALVES[0] if trained else HOLDOUT_HALVES[1]
 
 
 def _assert_lines(family: str, op_key: str, flt_key: str, name: str, inputs: list[Any]) -> str:
@@ -312,7 +383,7 @@ def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random
 
 
 def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Random,
-              words: tuple[str, ...]) -> tuple[dict, str, str, str]:
+              words: tuple[str, ...], prompts: tuple[str, ...] | list[str] = tuple(_PROMPTS)) -> tuple[dict, str, str, str]:
     spec = FAMILIES[family]
     name = draw_name(rng, words)     # independent of family, operation and filter
     arg, var = rng.choice(spec["args"]), rng.choice(spec["vars"])
@@ -321,7 +392,7 @@ def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Rand
     code = render_code(family, op_key, flt_key, name, arg, var)
     op_phrase, flt_phrase = _describe(family, op_key, flt_key)
     flt_phrase = flt_phrase.format(arg=arg)
-    prompt = rng.choice(_PROMPTS).format(name=name, arg=arg, input=spec["input"].format(arg=arg),
+    prompt = rng.choice(prompts).format(name=name, arg=arg, input=spec["input"].format(arg=arg),
                                          op=op_phrase, flt=flt_phrase)
     row = {
         "prompt": prompt, "main_topic": spec["main_topic"],
@@ -387,42 +458,71 @@ def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: l
     t["defect"] = defect
 
 
-def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_language: int = 24,
-                  defect_rates: dict[str, float] | None = None,
+# Each training combination was once followed by two new-instances rows drawn from the training rows' random
+# stream; the stream still makes (and drops) these draws, so the training rows, their idx and their defects stay
+# byte for byte those of the committed sample (and the drill's caches keyed on them stay valid).
+_SKIPPED_DRAWS_PER_COMBO = 2
+
+
+def _skip_old_eval_draw(family: str, op_key: str, flt_key: str, rng: random.Random) -> None:
+    _make_row(family, op_key, flt_key, -1, rng, EVAL_NAME_WORDS)
+    if family == "list":
+        [rng.randint(-30, 30) for _ in range(7)]
+    elif family == "range":
+        rng.randint(16, 20)
+    else:
+        [rng.choice("fghuo 789KLM") for _ in range(9)]
+
+
+def _test_record(idx: int, family: str, op_key: str, flt_key: str, name: str, arg: str, inputs: list[Any],
+                 part: str) -> dict:
+    return {"idx": idx, "entry_point": name, "signature": f"def {name}({arg}):",
+            "tests": _assert_lines(family, op_key, flt_key, name, inputs),
+            "family": family, "operation": op_key, "filter": flt_key,
+            "holdout": bool(part), "eval_part": part, "holdout_half": holdout_half(family, op_key, flt_key),
+            "defect": ""}
+
+
+def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdout_per_combo: int = 2,
+                  n_other_language: int = 24, defect_rates: dict[str, float] | None = None,
                   format_defect_rates: dict[str, float] | None = None,
                   seed: int = 0) -> tuple[list[dict], list[dict]]:
     """Generate (rows, hidden_tests): tiny-codes-shaped rows and one test record per Python row.
 
     ``n_per_combo`` rows per (family, operation, filter) triple with varied names, phrasings and
-    metadata (training rows, or the held-out-combinations eval part for :data:`HOLDOUT`);
-    ``n_new_per_combo`` eval rows per training combination with eval-only function names and fresh
-    test values (the new-instances eval part); ``n_other_language`` rows labelled with another language
-    (for the Python filter to drop); ``defect_rates`` (default :data:`DEFECT_RATES`) and
-    ``format_defect_rates`` (default :data:`FORMAT_DEFECT_RATES`) the share of training rows given each
-    defect (at most one per row). Function names are drawn from :data:`NAME_WORDS` (the new-instances
-    part: :data:`EVAL_NAME_WORDS`) independently of the task. Deterministic for a given seed.
-    Introduced in lesson 07.
+    metadata (training rows, or the held-out-combinations eval part for :data:`HOLDOUT`), and
+    ``n_extra_holdout_per_combo`` more per held-out triple; ``n_new_per_combo`` eval rows per training
+    combination (the new-instances part) with eval-only function names (:data:`EVAL_NAME_WORDS`), wordings
+    that no training row has (:data:`EVAL_PROMPTS`) and test inputs that no training row's tests use
+    (:func:`fresh_test_inputs`, checked against every training row's inputs); ``n_other_language`` rows
+    labelled with another language (for the Python filter to drop); ``defect_rates`` (default
+    :data:`DEFECT_RATES`) and ``format_defect_rates`` (default :data:`FORMAT_DEFECT_RATES`) the share of
+    training rows given each defect (at most one per row). Function names are drawn from :data:`NAME_WORDS`
+    (the new-instances part: :data:`EVAL_NAME_WORDS`) independently of the task. The training rows, the
+    first ``n_per_combo`` held-out rows per triple and the other-language rows come from one random stream,
+    the other eval rows from a second one (``f"eval-{seed}"``), so adding eval rows never changes a training
+    row. Deterministic for a given seed. Introduced in lesson 07.
     """
     rates = {**(DEFECT_RATES if defect_rates is None else defect_rates),
              **(FORMAT_DEFECT_RATES if format_defect_rates is None else format_defect_rates)}
     rng = random.Random(seed)
-    rows, tests, extra = [], [], {}
+    rows: list[dict | None] = []
+    tests, extra = [], {}
     idx = 0
     for family, op_key, flt_key in task_combinations():
         holdout = (family, op_key, flt_key) in HOLDOUT
-        kinds = ([("held-out combinations", n_per_combo)] if holdout
-                 else [("", n_per_combo), ("new instances", n_new_per_combo)])
-        for part, count in kinds:
-            for _ in range(count):
-                words = EVAL_NAME_WORDS if part == "new instances" else NAME_WORDS
-                row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, words)
-                rows.append(row)
-                inputs = _test_inputs(family, rng, fresh=part == "new instances")
-                tests.append({"idx": idx, "entry_point": name, "signature": f"def {name}({arg}):",
-                              "tests": _assert_lines(family, op_key, flt_key, name, inputs),
-                              "family": family, "operation": op_key, "filter": flt_key,
-                              "holdout": bool(part), "eval_part": part, "defect": ""})
-                extra[idx] = (arg, var, inputs)
+        part = "held-out combinations" if holdout else ""
+        for _ in range(n_per_combo):
+            row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, NAME_WORDS)
+            rows.append(row)
+            inputs = _test_inputs(family, rng)
+            tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part))
+            extra[idx] = (arg, var, inputs)
+            idx += 1
+        if not holdout:
+            for _ in range(_SKIPPED_DRAWS_PER_COMBO):
+                _skip_old_eval_draw(family, op_key, flt_key, rng)
+                rows.append(None)
                 idx += 1
     train = [t for t in tests if not t["holdout"]]
     chosen = rng.sample(train, sum(round(rate * len(train)) for rate in rates.values()))
@@ -445,7 +545,27 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 2, n_other_langu
         idx += 1
     order = list(range(len(rows)))
     rng.shuffle(order)
-    return [rows[i] for i in order], tests
+    out = [rows[i] for i in order if rows[i] is not None]
+    # the eval rows of the second stream: more held-out rows, and the new-instances part
+    used: dict[str, set[str]] = {fam: set() for fam in FAMILIES}
+    for t in train:
+        used[t["family"]].update(test_inputs_of(t["tests"]))
+    erng = random.Random(f"eval-{seed}")
+    added = []
+    for family, op_key, flt_key in task_combinations():
+        holdout = (family, op_key, flt_key) in HOLDOUT
+        for _ in range(n_extra_holdout_per_combo if holdout else n_new_per_combo):
+            if holdout:
+                row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, NAME_WORDS)
+                inputs, part = _test_inputs(family, erng), "held-out combinations"
+            else:
+                row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, EVAL_NAME_WORDS, EVAL_PROMPTS)
+                inputs, part = fresh_test_inputs(family, erng, used[family]), "new instances"
+            added.append(row)
+            tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part))
+            idx += 1
+    erng.shuffle(added)
+    return out + added, tests
 
 
 def name_tokens(name: str) -> list[str]:
