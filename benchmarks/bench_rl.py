@@ -1,14 +1,28 @@
-"""Benchmark of lesson 10's claim: does RL on the sandbox's reward beat pipeline SFT, beyond seed noise?
+"""Benchmark of lesson 10's claim: does RL on the sandbox's reward beat pipeline SFT, beyond the noise?
 
-For each seed and reward (issue 25: seeds 0, 1, 2; rewards ``pass``, ``fraction``, ``lecture``) this runs the
-drill's step 6 training — :func:`course_lib.rl.train_grpo` from the ci drill's ``pipeline_sft`` model on
-its training rows' prompts, the profile's RL settings with that seed and reward — and then measures the
-trained model as step 5 measures every variant: greedy test pass@1 with the task's signature given, on new
-instances and on held-out combinations (:func:`course_lib.rl.greedy_test_pass1`, the drill's inference
-engine and judge). ``pipeline_sft`` is measured once the same way. Per (seed, reward): the paired
-difference RL − SFT on each eval part. Per reward: the mean over seeds, the spread (min–max of the
-differences) and a verdict against the issue's target: ahead by >= 0.10 on held-out combinations in the
-mean, beyond the spread (the smallest difference > 0), and not behind on new instances (mean >= 0).
+For each seed, reward and group size K (issue 25: seeds 0, 1, 2; rewards ``pass``, ``fraction``, ``lecture``;
+issue 35: K = 8 and 16) this runs the drill's step 6 training — :func:`course_lib.rl.train_grpo` from the ci
+drill's ``pipeline_sft`` model on its training rows' prompts, the profile's RL settings with that seed, reward
+and K — and then measures the trained model as step 5 measures every variant: greedy test pass@1 with the
+task's signature given (:func:`course_lib.rl.greedy_test_pass1`, the drill's inference engine and judge), on
+new instances, on held-out combinations and on each half of them. ``pipeline_sft`` is measured once the
+same way.
+
+**Which configuration is the default is chosen on a split that is never reported** (issue 35): the
+selection split is ``--select-prompts`` training rows with hidden tests (a seeded sample of
+``train_python.json``: the RL prompt pool, no eval prompt), on which every trained model is also measured
+greedily; the configuration with the highest mean selection test pass@1 over seeds is the ``chosen`` one.
+Its verdict on the eval parts is then reported as it comes out; the eval parts decide nothing.
+
+Per configuration: RL − SFT on each eval scope from the per-prompt outcomes of every seed — the mean over
+seeds, the 95 % paired bootstrap interval over seeds and prompts, McNemar's p
+(:func:`course_lib.drill.scoreboard.paired_comparison`) — and a verdict against the issue's target: ahead by
+>= 0.10 on held-out combinations in the mean over seeds **with the interval above 0**, and not behind on new
+instances (the new-instances interval does not lie below 0).
+
+Each run's per-prompt outcomes go beside the JSON: ``<json without .json>/seed<k>/<reward>_k<K>.jsonl`` and
+``<json without .json>/pipeline_sft.jsonl`` (and ``select_…`` files for the selection split), named in the
+JSON, so anyone can recompute the intervals (lesson 10 does).
 
 pass@k (``--passk-prompts`` > 0): k = 1..K from K sampled answers per eval prompt
 (:func:`course_lib.rl.sample_pass_at_k`) before (SFT) and after RL, per part — does RL raise pass@1 only
@@ -17,37 +31,77 @@ by sharpening the distribution, or does pass@K move too?
 Usage::
 
     PYTHONPATH=$PWD python -m course_lib.drill --no-rl              # first: the ci drill's steps 1-5 (cached)
-    PYTHONPATH=$PWD python benchmarks/bench_rl.py                   # 3 seeds x 3 rewards: ~9 RL runs (long)
-    PYTHONPATH=$PWD python benchmarks/bench_rl.py --seeds 0 --rewards pass --passk-prompts 10   # one probe
+    PYTHONPATH=$PWD python benchmarks/bench_rl.py                   # 3 seeds x 3 rewards x K 8: 9 RL runs (long)
+    PYTHONPATH=$PWD python benchmarks/bench_rl.py --rewards pass --group-sizes 8 16 --json benchmarks/results/bench_rl_k16.json
+    PYTHONPATH=$PWD python benchmarks/bench_rl.py --toy --drill-root DIR --json /tmp/bench_rl_toy.json   # format check
     ... --json benchmarks/results/bench_rl.json  (the default; lesson 10 prints its verdict)
 
-Each RL run costs one step-6 training (the profile's rl section: ~2.5-5 min on 2 cores in fp32) plus one
-greedy evaluation (~1 min with vLLM) and, with pass@k, K samples per chosen eval prompt.
+Each RL run costs one step-6 training (the profile's rl section: ~2.5-5 min on 2 cores in fp32) plus two
+greedy evaluations (the eval set and the selection split, ~1-2 min each with vLLM) and, with pass@k, K samples
+per chosen eval prompt.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import random
 import time
 from pathlib import Path
 
 from course_lib import drill
+from course_lib.drill import scoreboard
+from course_lib.drill.evaluate import read_per_prompt, write_per_prompt
 from course_lib.drill.outputs import DrillPaths, read_json_output, setup_logging
 from course_lib.paths import display_path
 from course_lib.rl import REWARDS, greedy_test_pass1, rl_settings, sample_pass_at_k, train_grpo
 
 PARTS = ("new instances", "held-out combinations")
+SCOPES = scoreboard.SCOPES                       # both parts and both halves of the held-out part
 TARGET_HELD_OUT = 0.10
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "bench_rl.json"
+SELECT_PROMPTS = 200
+TOY = {"steps": 2, "group_size": 2, "eval_rows": 24, "select_prompts": 8, "passk_prompts": 0}
+FORMAT = ("per-prompt outcomes beside the JSON (paths relative to the JSON's folder); comparisons: scope -> the "
+          "paired 95 % bootstrap interval over seeds and prompts (course_lib.drill.scoreboard.paired_comparison); "
+          "the chosen configuration is picked on the selection split (training prompts), never on the eval parts")
 
 
-def measure(model: str, evals: list, settings, passk_prompts: int) -> dict:
+def config_name(reward: str, group_size: int) -> str:
+    return f"{reward}_k{group_size}"
+
+
+def per_prompt_dir(json_path: Path) -> Path:
+    """Where the per-prompt files of ``json_path`` live: beside it, in a folder of its name."""
+    return json_path.with_suffix("")
+
+
+def selection_rows(train: list[dict], n: int, seed: int = 0) -> list[dict]:
+    """The selection split: ``n`` training rows with hidden tests, a seeded sample (as eval rows: their
+    ``eval_part`` is "selection"), sorted by idx."""
+    rows = sorted((r for r in train if r.get("tests")), key=lambda r: int(r["idx"]))
+    picked = random.Random(seed).sample(rows, min(n, len(rows)))
+    return [{**r, "eval_part": "selection"} for r in sorted(picked, key=lambda r: int(r["idx"]))]
+
+
+def measure(model: str, evals: list, select: list, settings, passk_prompts: int, save_to: dict[str, Path],
+            base_dir: Path) -> dict:
+    """Greedy test pass@1 on the eval rows and on the selection split, their per-prompt files written to
+    ``save_to["eval"]`` / ``save_to["select"]`` (paths in the result relative to ``base_dir``), pass@k."""
     t0 = time.monotonic()
-    out = {"test pass@1": {p: v for p, v in greedy_test_pass1(model, evals, profile="ci").items() if p in PARTS}}
+    res = greedy_test_pass1(model, evals, profile="ci")
+    sel = greedy_test_pass1(model, select, profile="ci") if select else None
+    out = {"test pass@1": {p: res[p] for p in (*PARTS, *(s for s in SCOPES if s.startswith("held-out: "))) if p in res},
+           "per_prompt": {}}
+    write_per_prompt(res["per_prompt"], save_to["eval"])
+    out["per_prompt"]["eval"] = save_to["eval"].relative_to(base_dir).as_posix()
+    if sel is not None:
+        passed = [r["passed"] for r in sel["per_prompt"] if r["passed"] is not None]
+        out["selection test pass@1"] = sum(passed) / len(passed) if passed else None
+        write_per_prompt(sel["per_prompt"], save_to["select"])
+        out["per_prompt"]["select"] = save_to["select"].relative_to(base_dir).as_posix()
     if passk_prompts:
         pk = sample_pass_at_k(model, evals, settings, limit_per_part=passk_prompts)
-        out["pass@k"] = {part: [res[f"pass@{k}"] for k in range(1, pk["n"] + 1)] for part, res in pk["parts"].items()}
+        out["pass@k"] = {part: [res_[f"pass@{k}"] for k in range(1, pk["n"] + 1)] for part, res_ in pk["parts"].items()}
     out["eval_seconds"] = round(time.monotonic() - t0, 1)
     return out
 
@@ -60,34 +114,53 @@ def sft_settings_of(cfg) -> dict:
     return {k: {**conf.get("settings", {}), **conf.get("overrides", {})}.get(k) for k in keys}
 
 
-def verdict(diffs: dict[str, list[float]]) -> dict:
-    held, new = diffs["held-out combinations"], diffs["new instances"]
-    mean_held, mean_new = statistics.mean(held), statistics.mean(new)
-    spread = (min(held), max(held))
-    ok = mean_held >= TARGET_HELD_OUT and min(held) > 0 and mean_new >= 0
-    why = (f"held-out {mean_held:+.3f} (per seed {', '.join(f'{d:+.2f}' for d in held)}), new {mean_new:+.3f} "
-           f"(per seed {', '.join(f'{d:+.2f}' for d in new)})")
-    return {"mean_held_out": mean_held, "mean_new": mean_new, "held_out_spread": spread,
-            "meets_target": ok, "text": ("meets" if ok else "misses") + f" the target (+{TARGET_HELD_OUT:.2f} held-out "
-                                          f"beyond the spread, not behind on new): {why}"}
+def compare_runs(runs: list[dict], sft: dict, base_dir: Path) -> dict[str, dict]:
+    """RL − SFT on every eval scope, paired seed by seed (the same SFT outcomes for every seed)."""
+    a = [read_per_prompt(base_dir / r["rl"]["per_prompt"]["eval"]) for r in runs]
+    b = [read_per_prompt(base_dir / sft["per_prompt"]["eval"]) for _ in runs]
+    return scoreboard.compare_variants({"rl": a, "pipeline_sft": b}, "rl", "pipeline_sft",
+                                       tuple(f"test pass@1 ({s})" for s in SCOPES))
+
+
+def verdict(comparisons: dict[str, dict]) -> dict:
+    """The issue's target from the paired intervals: held-out combinations ahead by >= 0.10 in the mean over
+    seeds with the 95 % interval above 0, and the new-instances interval not below 0."""
+    held, new = comparisons["test pass@1 (held-out combinations)"], comparisons["test pass@1 (new instances)"]
+    ok = held["diff"] >= TARGET_HELD_OUT and held["low"] > 0 and new["high"] >= 0
+    why = f"held-out {held['verdict'].split(': ', 1)[1]}; new instances {new['verdict'].split(': ', 1)[1]}"
+    return {"mean_held_out": held["diff"], "held_out_ci95": [held["low"], held["high"]], "mean_new": new["diff"],
+            "new_ci95": [new["low"], new["high"]], "meets_target": ok,
+            "text": ("meets" if ok else "misses") + f" the target (+{TARGET_HELD_OUT:.2f} held-out with the 95 % "
+                                                    f"interval above 0, new instances not behind): {why}"}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--rewards", nargs="+", choices=REWARDS, default=list(REWARDS))
+    p.add_argument("--group-sizes", type=int, nargs="+", default=None,
+                   help="K rollouts per prompt to compare (default: the profile's, 8)")
+    p.add_argument("--group-size", type=int, default=None, help=argparse.SUPPRESS)   # one K (older command lines)
     p.add_argument("--steps", type=int, default=None, help="RL steps (default: the profile's)")
-    p.add_argument("--group-size", type=int, default=None, help="K rollouts per prompt (default: the profile's, 8)")
     p.add_argument("--passk-prompts", type=int, default=10, help="eval prompts per part for pass@k (0: none)")
+    p.add_argument("--select-prompts", type=int, default=SELECT_PROMPTS,
+                   help="training prompts of the selection split that picks the chosen configuration")
+    p.add_argument("--eval-rows", type=int, default=None, help="use only the first N eval rows (toy runs)")
+    p.add_argument("--toy", action="store_true", help=f"a format check ({TOY}), never a verdict: needs a --json "
+                                                      "outside benchmarks/results")
     p.add_argument("--out", type=Path, default=None, help="where the RL runs go (default: <drill root>/bench_rl)")
     p.add_argument("--drill-root", type=Path, default=None,
                    help="the ci drill's folder whose pipeline_sft RL starts from (default: the course cache's "
                         "drill/ci), e.g. a seed folder of bench_drill_pipeline.py: .cache/course/drill/"
                         "bench_drill_pipeline/fp32/seed0")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
-    p.add_argument("--merge", action="store_true",
-                   help="keep the runs of other rewards already in --json (same steps), e.g. to add a reward later")
     args = p.parse_args(argv)
+    if args.toy:
+        if args.json.resolve().parent == DEFAULT_JSON.parent:
+            raise SystemExit("--toy writes a toy result: give it a --json outside benchmarks/results")
+        args.steps, args.group_sizes = TOY["steps"], [TOY["group_size"]]
+        args.eval_rows, args.select_prompts, args.passk_prompts = TOY["eval_rows"], TOY["select_prompts"], 0
+    group_sizes = args.group_sizes or ([args.group_size] if args.group_size else [rl_settings("ci").group_size])
 
     cfg = drill.config_from_profile("ci", paths=DrillPaths.under(args.drill_root) if args.drill_root else None)
     setup_logging(cfg.paths.log_dir, quiet=True)
@@ -97,58 +170,67 @@ def main(argv=None) -> int:
         return 1
     start = drill.model_path_for(cfg, "pipeline_sft")
     rows = read_json_output(cfg.paths.codegen_json, "pipeline")
-    hidden = {int(r["idx"]): r for r in read_json_output(cfg.paths.train_json, "download") if r.get("tests")}
+    train = read_json_output(cfg.paths.train_json, "download")
+    hidden = {int(r["idx"]): r for r in train if r.get("tests")}
     evals = read_json_output(cfg.paths.eval_json, "download")
-    out_root = args.out or cfg.paths.data_dir.parent / "bench_rl"
+    if args.eval_rows:
+        evals = evals[: args.eval_rows]
+    select = selection_rows(train, args.select_prompts)
+    out_root = args.out or cfg.paths.data_dir.parent / ("bench_rl_toy" if args.toy else "bench_rl")
+    files, base_dir = per_prompt_dir(args.json), args.json.parent
     t_all = time.monotonic()
-    base_settings = rl_settings("ci", steps=args.steps, group_size=args.group_size)
-    sft = measure(start, evals, base_settings, args.passk_prompts)
-    print(f"pipeline SFT: test pass@1 {sft['test pass@1']}", flush=True)
+    base_settings = rl_settings("ci", steps=args.steps, group_size=group_sizes[0])
+    sft = measure(start, evals, select, base_settings, args.passk_prompts,
+                  {"eval": files / "pipeline_sft.jsonl", "select": files / "select_pipeline_sft.jsonl"}, base_dir)
+    print(f"pipeline SFT: test pass@1 {sft['test pass@1']}, selection {sft.get('selection test pass@1')}", flush=True)
     runs = []
-    for reward in args.rewards:
-        for seed in args.seeds:
-            s = rl_settings("ci", steps=args.steps, group_size=args.group_size, reward=reward, seed=seed)
-            res = train_grpo(start, rows, hidden, out_root / f"{reward}_seed{seed}", s, log=lambda m: None)
-            log = json.loads(Path(res["train_log"]).read_text())
-            after = measure(res["model_path"], evals, s, args.passk_prompts)
-            diff = {part: after["test pass@1"][part] - sft["test pass@1"][part] for part in PARTS}
-            no_signal = sum(r["groups_without_signal"] for r in log) / max(1, sum(r.get("groups", 0) for r in log))
-            runs.append({"reward": reward, "seed": seed, "train_seconds": res["seconds"], "steps": res["steps"],
-                         "rl": after, "diff": diff, "groups_without_signal_share": no_signal,
-                         "rollout_pass_rate_first_last": [log[0]["pass_rate"], log[-1]["pass_rate"]]})
-            print(f"{reward:<8} seed {seed}: RL test pass@1 {after['test pass@1']} diff "
-                  f"{ {k: round(v, 3) for k, v in diff.items()} }; {res['seconds']:.0f} s training; "
-                  f"{no_signal:.0%} groups without signal", flush=True)
-    rewards = list(args.rewards)
-    if args.merge and args.json.exists():
-        old = json.loads(args.json.read_text(encoding="utf-8"))
-        if all(old.get("settings", {}).get(k) == getattr(base_settings, k) for k in ("steps", "group_size")):
-            kept = [r for r in old["runs"] if r["reward"] not in args.rewards]
-            if "pass@k" not in sft and "pass@k" in old.get("pipeline_sft", {}):
-                sft["pass@k"] = old["pipeline_sft"]["pass@k"]      # measured with the same model before
-            runs = kept + runs
-            rewards = list(dict.fromkeys([r["reward"] for r in kept] + rewards))
-            print(f"merged {len(kept)} runs of {sorted({r['reward'] for r in kept})} from {args.json}")
+    for k in group_sizes:
+        for reward in args.rewards:
+            for seed in args.seeds:
+                name = config_name(reward, k)
+                s = rl_settings("ci", steps=args.steps, group_size=k, reward=reward, seed=seed)
+                res = train_grpo(start, rows, hidden, out_root / f"{name}_seed{seed}", s, log=lambda m: None)
+                log = json.loads(Path(res["train_log"]).read_text())
+                after = measure(res["model_path"], evals, select, s, args.passk_prompts,
+                                {"eval": files / f"seed{seed}" / f"{name}.jsonl",
+                                 "select": files / f"seed{seed}" / f"select_{name}.jsonl"}, base_dir)
+                diff = {part: after["test pass@1"][part] - sft["test pass@1"][part] for part in after["test pass@1"]}
+                no_signal = sum(r["groups_without_signal"] for r in log) / max(1, sum(r.get("groups", 0) for r in log))
+                runs.append({"config": name, "reward": reward, "group_size": k, "seed": seed,
+                             "train_seconds": res["seconds"], "steps": res["steps"], "rl": after, "diff": diff,
+                             "groups_without_signal_share": no_signal,
+                             "rollout_pass_rate_first_last": [log[0]["pass_rate"], log[-1]["pass_rate"]]})
+                print(f"{name:<12} seed {seed}: RL test pass@1 {after['test pass@1']}, selection "
+                      f"{after.get('selection test pass@1')}; {res['seconds']:.0f} s training; "
+                      f"{no_signal:.0%} groups without signal", flush=True)
     summary = {}
-    for reward in rewards:
-        mine = [r for r in runs if r["reward"] == reward]
-        summary[reward] = verdict({part: [r["diff"][part] for r in mine] for part in PARTS})
-        summary[reward]["groups_without_signal_share"] = statistics.mean(r["groups_without_signal_share"] for r in mine)
-    best = max(summary, key=lambda k: summary[k]["mean_held_out"])
-    text = f"best of the rewards run ({', '.join(rewards)}): {best!r}, which {summary[best]['text']}"
+    for name in dict.fromkeys(r["config"] for r in runs):
+        mine = [r for r in runs if r["config"] == name]
+        comps = compare_runs(mine, sft, base_dir)
+        sel = [r["rl"].get("selection test pass@1") for r in mine]
+        summary[name] = {**verdict(comps), "selection test pass@1": (sum(sel) / len(sel)) if None not in sel else None,
+                         "groups_without_signal_share": sum(r["groups_without_signal_share"] for r in mine) / len(mine),
+                         "comparisons": comps}
+    ranked = [n for n in summary if summary[n]["selection test pass@1"] is not None]
+    chosen = max(ranked, key=lambda n: summary[n]["selection test pass@1"]) if ranked else next(iter(summary))
+    text = (f"chosen on the selection split ({len(select)} training prompts, never an eval prompt): {chosen!r} "
+            f"(selection test pass@1 {summary[chosen]['selection test pass@1']}), which {summary[chosen]['text']}")
     print("\n".join(f"{k}: {v['text']}" for k, v in summary.items()))
     print("VERDICT:", text)
-    result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "seeds": args.seeds, "rewards": rewards,
+    result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "toy": args.toy, "format": FORMAT,
+              "seeds": args.seeds, "rewards": list(args.rewards), "group_sizes": group_sizes,
               "settings": base_settings.as_dict(), "target_held_out": TARGET_HELD_OUT,
-              "start": {"drill_root": display_path(cfg.paths.data_dir.parent),
-                        "sft_settings": sft_settings_of(cfg)},
-              "pipeline_sft": sft,
-              "runs": runs, "summary": {k: {kk: vv for kk, vv in v.items() if kk != "text"} | {"verdict": v["text"]}
-                                        for k, v in summary.items()},
-              "verdict": text, "seconds": round(time.monotonic() - t_all, 1)}
+              "selection": {"split": "training prompts with hidden tests (train_python.json), seeded sample",
+                            "prompts": len(select), "chosen": chosen},
+              "eval_rows": len(evals),
+              "start": {"drill_root": display_path(cfg.paths.data_dir.parent), "sft_settings": sft_settings_of(cfg)},
+              "pipeline_sft": sft, "runs": runs,
+              "summary": {k: {kk: vv for kk, vv in v.items() if kk != "text"} | {"verdict": v["text"]}
+                          for k, v in summary.items()},
+              "chosen": chosen, "verdict": text, "seconds": round(time.monotonic() - t_all, 1)}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    print(f"wrote {args.json}")
+    print(f"wrote {args.json} and the per-prompt files under {files}/")
     return 0
 
 

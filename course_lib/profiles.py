@@ -213,7 +213,7 @@ _CI: dict[str, dict[str, Any]] = {
     # lesson 07 — course_lib.drill
     "drill": {
         "train_size": 1000,
-        "eval_size": 200,
+        "eval_size": 500,                 # 250 per eval part: a 0.10 difference is about 3 paired standard errors
         "humaneval_subset": 20,
         "source": "assets",               # assets/tiny_codes/ (the course's tiny-codes-shaped sample)
         "dataset": "nampdn-ai/tiny-codes",

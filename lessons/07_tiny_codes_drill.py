@@ -20,7 +20,7 @@
 PROFILE = "ci"      # "ci": CPU、离线、课程自己的小模型；"full": GPU、hub 数据、Qwen2.5-0.5B-Instruct、vLLM
 SEED = 0
 TRAIN_SIZE = None   # None: 用 profile 的大小（ci 1000 / full 5000）
-EVAL_SIZE = None    # None: ci 200 / full 1000
+EVAL_SIZE = None    # None: ci 500 (250 per eval part) / full 1000
 HUMANEVAL_SUBSET = None  # None: ci 20 / full 164
 SFT_STEPS = None    # None: profile 的 SFT 步数（ci 800 步 × 8 条）；调大则训练更久
 COMPARE_RAW = None  # None: profile 的设置（ci/full 都训练 raw_sft 作对照，用于表 2）
@@ -79,12 +79,17 @@ t_start = time.time()
 # ci 版本用**同一段代码**读取课程自己生成的 tiny-codes 形状样本 `assets/tiny_codes/`：同样的 11 列 + `idx`，
 # 答案里是可运行的 Python，并另附隐藏测试（hub 的数据没有测试）。
 #
-# 讲义用 hub 上的 5,000 条训练 / 1,000 条评测；本课 ci 用课程生成的 1,000 / 200 条同形状样本，因为 hub 数据是 gated 的、也没有可以判对错的测试。
+# 讲义用 hub 上的 5,000 条训练 / 1,000 条评测；本课 ci 用课程生成的 1,000 / 500 条（每个评测部分 250 条）同形状样本，因为 hub 数据是 gated 的、也没有可以判对错的测试。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 评测集分两部分，分别报告隐藏测试的 pass@1：
-# - **new instances**：训练里见过的任务组合，但函数名用训练中从未出现的词、测试用新的输入值——模型学会"解这类题"了吗？
+# - **new instances**：训练里见过的任务组合，但函数名用训练中从未出现的词，指令换成训练里没有的**说法**（`taskgen.EVAL_PROMPTS`：
+#   把函数名换掉，也没有一条和任何训练 prompt 相同），测试的**输入**没有一个在任何训练行的测试里出现过（逐行检查，不只看抽样方式）——
+#   模型学会"解这类题"了，还是只记住了训练的句子？
 # - **held-out combinations**：整组 (任务族, 操作, 过滤条件) 从未在训练中出现（每个操作、每个过滤条件都出现过）——它能组合学到的东西吗？
+#   分两半报告（`taskgen.HOLDOUT_HALVES`）：**pair trained in the other family**——(操作, 过滤条件) 这一对在另一个数字族里训练过（list 和 range
+#   共用操作和过滤条件），是近迁移；**pair never trained**——这一对从没在任何训练行里出现，才是真正的组合。
+# 每部分 250 道题：两个模型在同一组题上的 pass@1 之差，0.10 大约是 3 个配对标准误（下面每个"谁领先"都带 95 % 配对置信区间）。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **函数名不泄露任务**：函数名从一个与任务无关的词表里随机抽（`castle`、`river_lemon`、`quartz42`），参数名只透露任务族（`numbers`、`text`、`n`）。
@@ -116,6 +121,7 @@ print("\n" + download.hidden_tests_text(row))
 from course_lib.drill import taskgen
 
 print("eval rows per part:", pd.Series([r.get("eval_part", "-") for r in evals]).value_counts().to_dict())
+print("held-out rows per half:", pd.Series([r.get("holdout_half") for r in evals if r.get("holdout_half")]).value_counts().to_dict())
 train_tasks = {r["subtopic"] + " | " + r["main_topic"] for r in train}
 for part in taskgen.EVAL_PARTS:
     combos = {r["subtopic"] + " | " + r["main_topic"] for r in evals if r.get("eval_part") == part}
@@ -462,7 +468,8 @@ display(scoreboard.table1(by_variant))
 print("表 2 — 指标")
 display(scoreboard.table2(by_variant).style.format("{:.3f}", na_rep="-"))
 extra = ["closed-fence rate", "SER among code", "test pass@1", "test pass@1 (new instances)",
-         "test pass@1 (held-out combinations)", "test pass@1 (free answer)", "names the function",
+         "test pass@1 (held-out combinations)", *(f"test pass@1 (held-out: {h})" for h in taskgen.HOLDOUT_HALVES),
+         "test pass@1 (free answer)", "names the function",
          "HumanEval pass@1", "runs but wrong"]
 print("课程额外的、更严格的列")
 display(pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in extra if k in m} for v, m in by_variant.items()}))
@@ -476,15 +483,28 @@ plt.show()
 #
 # 讲义的结论：SFT 的效果由数据质量决定——流水线清洗过的数据胜过原始数据（Pass@1 58.1% → 87.7% → 99.1%）。
 # ci 的原始训练行带着第 1 步打印的模拟缺陷；流水线的老师按指令重写了每一行。两个 SFT 变体用同一个基座、同一套设置、同一组评测。
-# 一次运行的差距说明不了多少：`benchmarks/bench_drill_pipeline.py` 用 3 个 seed 各跑一遍整个演练（fp32，与本次运行同一精度；CPU 有 bf16 指令时再跑一遍 bf16 作对照），
-# 每个 seed 的两个变体用同一份切分，所以逐 seed 相减（配对差）。下表并排打印本次运行的差、基准每个 seed 的差、它们的离散程度和结论，
-# 以及本次运行落在基准范围之内还是之外（比的是与本次运行同一精度的基准）。结果照实打印，不预设结论。
+# 差距要带着它的不确定性看：同一组评测题，两个模型各自对或错，**逐题配对**相减；对题目做 bootstrap（重抽题目）得到差的 95 % 配对置信区间，
+# 另附 McNemar 精确检验的 p 值（只看"一个对、一个错"的题）（`scoreboard.paired_comparison`，`course_lib.evaluation.paired`）。
+# 区间不含 0 才说"领先"（ahead），否则说"没有可测的差别"（no measurable difference）。每个评测部分 250 道题时，0.10 的差大约是 3 个配对标准误。
+# 一次运行只有一个种子：`benchmarks/bench_drill_pipeline.py` 用 3 个 seed 各跑一遍整个演练（fp32，与本次运行同一精度；CPU 有 bf16 指令时再跑一遍 bf16 作对照），
+# 把每个 seed 的逐题结果存在 JSON 旁边，区间同时对 seed 和题目做 bootstrap。下表并排打印本次运行的差和区间、基准的差和区间、结论，
+# 以及本次运行落在基准区间之内还是之外（比的是与本次运行同一精度的基准）。结果照实打印，不预设结论。
 
 # %% slideshow={"slide_type": "subslide"}
 precision = "bf16" if llamafactory_config(cfg.profile, **cfg.sft_overrides)["bf16"] else "fp32"
 saved_path = (repo_root() or Path(".")) / "benchmarks" / "results" / "bench_drill_pipeline.json"
 saved = json.loads(saved_path.read_text(encoding="utf-8")) if saved_path.exists() else {}
 bench = saved.get("precisions", {}).get(precision)
+record_cmd = (f"python benchmarks/bench_drill_pipeline.py --precisions {precision} "
+              f"--json benchmarks/results/{saved_path.name}")
+if bench and not all(r.get("per_prompt") for r in bench["results"]):
+    print(f"the {precision} benchmark in {saved_path.name} ({bench['date']}) has no per-prompt outcomes, so no paired "
+          f"interval: record it with `{record_cmd}`")
+    bench = None
+elif bench and saved.get("eval_size") != cfg.eval_size:
+    print(f"the {precision} benchmark in {saved_path.name} was measured on {saved.get('eval_size')} eval rows, this run on "
+          f"{cfg.eval_size}: record it again with `{record_cmd}`")
+    bench = None
 if bench:
     same = (llamafactory_config(P, **{k: v for k, v in bench["sft_overrides"].items() if k != "seed"})
             == llamafactory_config(P, **{**{k: v for k, v in cfg.sft_overrides.items() if k != "seed"},
@@ -492,25 +512,34 @@ if bench:
             and saved.get("train_size") == cfg.train_size)
     print(f"benchmark: {precision}, {bench['date']}, seeds {bench['seeds']}, {bench['cores']} cores"
           + ("" if same else " — measured with other settings than this run: rerun it to compare"))
-else:
-    print(f"no {precision} benchmark in {saved_path.name}: run `python benchmarks/bench_drill_pipeline.py --json benchmarks/results/{saved_path.name}`")
-verdicts = {}
+elif not saved.get("precisions", {}).get(precision):
+    print(f"no {precision} benchmark in {saved_path.name}: record it with `{record_cmd}`")
+COMPARED = ("test pass@1 (new instances)", "test pass@1 (held-out combinations)",
+            *(f"test pass@1 (held-out: {h})" for h in taskgen.HOLDOUT_HALVES), "FCR", "closed-fence rate")
+verdicts, run_comparisons = {}, {}
 if {"raw_sft", "pipeline_sft"} <= set(by_variant):
-    for key in ("test pass@1 (new instances)", "test pass@1 (held-out combinations)", "FCR", "closed-fence rate"):
-        if key not in by_variant["raw_sft"]:   # hub rows have no hidden tests
+    mine_pp = {v: evaluate.read_per_prompt(cfg.paths.output_for(v) / evaluate.PER_PROMPT_FILE) for v in ("raw_sft", "pipeline_sft")}
+    bench_pp = ({v: scoreboard.benchmark_per_prompt(bench["results"], v, saved_path.parent) for v in ("raw_sft", "pipeline_sft")}
+                if bench else None)
+    for key in COMPARED:
+        try:
+            c_run = scoreboard.paired_comparison(mine_pp["pipeline_sft"], mine_pp["raw_sft"], key, "pipeline SFT", "raw SFT")
+        except ValueError:   # hub rows have no hidden tests
             continue
-        mine = by_variant["pipeline_sft"][key] - by_variant["raw_sft"][key]
-        row = {"this run": f"{mine:+.3f}"}
+        run_comparisons[key] = c_run
+        row = {"this run": f"{c_run['diff']:+.3f} [{c_run['low']:+.3f}, {c_run['high']:+.3f}]",
+               "this run: verdict": c_run["verdict"].split(":")[0]}
         if bench:
-            c = scoreboard.seed_comparison(bench["results"], key)
-            row.update({"benchmark, per seed": ", ".join(f"{d:+.3f}" for d in c["diffs"]),
-                        "mean": f"{c['lead']:+.3f}", "spread": f"{c['spread']:.3f}", "verdict": c["verdict"],
-                        "this run": f"{mine:+.3f} ({scoreboard.relation_to_benchmark(mine, c)})"})
+            c = scoreboard.paired_comparison(bench_pp["pipeline_sft"], bench_pp["raw_sft"], key, "pipeline SFT", "raw SFT")
+            row.update({"benchmark, per seed": ", ".join(f"{d:+.3f}" for d in c["per_seed"]),
+                        "benchmark": f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]",
+                        "benchmark: verdict": c["verdict"].split(":")[0],
+                        "this run vs benchmark": scoreboard.relation_to_interval(c_run["diff"], c)})
             ### BEGIN HIDDEN TESTS
             assert c["verdict"] == bench["comparisons"][key]["verdict"], (key, c["verdict"])
             ### END HIDDEN TESTS
         verdicts[key] = row
-print("pipeline SFT − raw SFT:")
+print("pipeline SFT − raw SFT, with 95 % paired intervals (this run: over its prompts; benchmark: over seeds and prompts):")
 pd.DataFrame(verdicts).T
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -523,23 +552,32 @@ pd.DataFrame(verdicts).T
 # 哪种格式都不中立：raw 格式偏向在这种格式上训练的 raw SFT，pipeline 格式偏向 pipeline SFT。
 #
 # 讲义说"PPL 与性能强相关"（12.5 → 1.80 → 1.08 对应 58.1% → 87.7% → 99.1%）。下面在本次 ci 的数字上检查：
-# 只有三个模型，算不了显著性，只能两两比较——PPL 低的那个模型，test pass@1 是不是也更高？
+# 只有三个模型，算不了相关的显著性，只能两两比较——PPL 低的那个模型，test pass@1 是不是也更高（"更高"要 95 % 配对区间不含 0）？
 
 # %% slideshow={"slide_type": "subslide"}
 ppl_cols = ["PPL (raw format)", "PPL (pipeline format)", "Pass@1", "test pass@1"]
 ppl_check = pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in ppl_cols} for v, m in by_variant.items()}).T
 display(ppl_check.style.format("{:.3f}", na_rep="-"))
+per_prompt = {scoreboard.VARIANT_LABELS[v]: evaluate.read_per_prompt(cfg.paths.output_for(v) / evaluate.PER_PROMPT_FILE)
+              for v in by_variant}
+test_higher = {}   # (a, b) -> +1 / -1 when a's test pass@1 is measurably higher / lower (95 % paired interval), else 0
+for a, b in itertools.combinations(ppl_check.index, 2):
+    try:
+        c = scoreboard.paired_comparison(per_prompt[a], per_prompt[b], "test pass@1", a, b)
+        test_higher[(a, b)] = 1 if c["low"] > 0 else (-1 if c["high"] < 0 else 0)
+    except ValueError:   # no hidden tests (hub rows)
+        test_higher[(a, b)] = 0
 ppl_pairs = {}
 for fmt in ("PPL (raw format)", "PPL (pipeline format)"):
     agree = total = 0
-    for a, b in itertools.combinations(ppl_check.index, 2):   # pairs of models; a tie on either measure says nothing
-        d_ppl, d_test = ppl_check.loc[a, fmt] - ppl_check.loc[b, fmt], ppl_check.loc[a, "test pass@1"] - ppl_check.loc[b, "test pass@1"]
-        if d_ppl and d_test:
+    for (a, b), higher in test_higher.items():   # pairs of models; a tie on either measure says nothing
+        d_ppl = ppl_check.loc[a, fmt] - ppl_check.loc[b, fmt]
+        if d_ppl and higher:
             total += 1
-            agree += (d_ppl < 0) == (d_test > 0)
+            agree += (d_ppl < 0) == (higher > 0)
     ppl_pairs[fmt] = (agree, total)
     print(f"{fmt}: the model with the lower PPL has the higher test pass@1 in {agree} of {total} pairs of models "
-          "(pairs tied on either measure left out)")
+          "(pairs whose test pass@1 differ by no measurable amount — 95 % paired interval containing 0 — left out)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## "能运行" ≠ "正确"
@@ -613,7 +651,8 @@ lesson
 # %% slideshow={"slide_type": "subslide"} tags=["slide-output-own"]
 base, after = by_variant["base"], by_variant[sft_v]
 keys = ("Pass@1", "FCR", "closed-fence rate", "SER", "RSR", "Fail rate", "PPL", "PPL (pipeline format)", "test pass@1",
-        "test pass@1 (new instances)", "test pass@1 (held-out combinations)", "test pass@1 (free answer)",
+        "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
+        *(f"test pass@1 (held-out: {h})" for h in taskgen.HOLDOUT_HALVES), "test pass@1 (free answer)",
         "names the function", "HumanEval pass@1")
 record("drill_metrics", {v: {k: m.get(k) for k in keys} for v, m in by_variant.items()})
 record("drill_pipeline_kept", [funnel["kept"], funnel["input"]])
@@ -694,9 +733,9 @@ def fmt(v, k):
 new_k = "test pass@1 (new instances)"
 lines = {}
 if {"raw_sft", "pipeline_sft"} <= set(by_variant) and new_k in by_variant["raw_sft"]:
-    bench_v = verdicts.get(new_k, {}).get("verdict", "no benchmark for this precision")
-    lines["数据质量决定上限"] = (f"{new_k}: raw SFT {fmt('raw_sft', new_k)}, pipeline SFT {fmt('pipeline_sft', new_k)} "
-                          f"(this run {verdicts[new_k]['this run']}); over the benchmark's seeds: {bench_v}")
+    bench_v = verdicts.get(new_k, {}).get("benchmark: verdict", "no benchmark with per-prompt outcomes for this precision")
+    lines["数据质量决定上限"] = (f"{new_k}: raw SFT {fmt('raw_sft', new_k)}, pipeline SFT {fmt('pipeline_sft', new_k)}; "
+                          f"this run: {run_comparisons[new_k]['verdict']}; over the benchmark's seeds: {bench_v}")
 lines["格式对齐是基础"] = ("FCR: " + ", ".join(f"{scoreboard.VARIANT_LABELS[v]} {fmt(v, 'FCR')}" for v in by_variant)
                      + "; closed-fence rate: " + ", ".join(f"{scoreboard.VARIANT_LABELS[v]} {fmt(v, 'closed-fence rate')}"
                                                             for v in by_variant))
@@ -756,5 +795,6 @@ print(f"whole notebook so far: {time.time() - t_start:.0f} s")
 # - 流水线像讲义一样按指令重写代码：ci 的规则老师只看指令，自己写测试来审计；隐藏测试只用于评测和 RL 奖励。
 # - "能运行"是弱的通过标准：隐藏测试和 HumanEval 揭示能跑但算错的代码。
 # - 函数名不泄露任务；`test pass@1` 像 HumanEval 一样把函数签名交给模型，考的是读懂指令写函数体；自由回答还得从 prompt 里抄函数名，ci 的小模型抄不来（`names the function`）。
-# - 原始数据 vs 流水线数据：本次运行的差距和 3 个 seed 的配对差一起看，结论以基准为准；讲义 §5.3 的三条结论逐条用数字检验。
+# - 原始数据 vs 流水线数据：每个差都带 95 % 配对置信区间（逐题配对的 bootstrap 和 McNemar 检验），区间不含 0 才说谁领先；本次运行和 3 个 seed 的基准一起看，结论以基准为准；讲义 §5.3 的三条结论逐条用数字检验。
+# - 评测集名副其实：新实例用训练里没有的说法和输入；留出组合分成"另一族训练过这一对"和"这一对从没训练过"两半报告。
 # - ci 是玩具规模的彩排；换成 `PROFILE = "full"`（GPU、hub token、vLLM、Docker）就是讲义的完整实验。

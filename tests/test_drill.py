@@ -63,6 +63,10 @@ def test_download_step_keeps_python_and_splits_eval_in_two_parts(tmp_path):
     assert all(tuple(r["task"].split("/")) not in HOLDOUT  # new instances of trained combinations
                for r in evals if r["eval_part"] == "new instances")
     assert {r["eval_part"] for r in evals} == {"new instances", "held-out combinations"}
+    from course_lib.drill.taskgen import HOLDOUT_HALVES
+
+    assert all(r["holdout_half"] in HOLDOUT_HALVES for r in evals if r["eval_part"] == "held-out combinations")
+    assert not any(r.get("holdout_half") for r in evals if r["eval_part"] == "new instances")
     assert download.step_download(cfg) == {"skipped": True}    # second run: cached
 
 
@@ -97,6 +101,10 @@ def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model
         assert {"signature", "signature_response"} <= set(read_json_output(out / "inference_results.json",
                                                                            "inference")[0])
         assert (out / "summary.json").exists() and (out / "ppl.json").exists()
+        per_prompt = evaluate.read_per_prompt(out / evaluate.PER_PROMPT_FILE)   # one outcome per eval prompt
+        assert [p["id"] for p in per_prompt] == list(rep["id"]) and all(p["part"] for p in per_prompt)
+        assert {"id", "part", "half", "passed", "status", "category", "fenced"} <= set(per_prompt[0])
+        assert all(p["half"] for p in per_prompt if p["part"] == "held-out combinations")
     assert (cfg.paths.model_for("pipeline_sft") / "loss.png").stat().st_size > 1000
     assert (cfg.paths.output_dir / "metrics.png").exists()
     funnel = json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text())
@@ -522,6 +530,7 @@ def test_rl_step_adds_the_rl_variant_with_every_metric_and_is_cached(tmp_path, f
     assert list(metrics) == ["base", "pipeline_sft", "rl"]    # table order, step 5's rows kept
     assert set(metrics["rl"]) == set(metrics["pipeline_sft"])
     assert len(orchestrate.load_report(cfg, "rl")) == 6
+    assert len(evaluate.read_per_prompt(cfg.paths.output_for("rl") / evaluate.PER_PROMPT_FILE)) == 6
     log = json.loads((cfg.paths.output_for("rl") / "train_log.json").read_text())
     assert [r["step"] for r in log] == [1, 2] and all(set(LOG_KEYS) <= set(r) for r in log)
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text())

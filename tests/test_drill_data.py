@@ -107,7 +107,8 @@ def test_new_instances_use_no_input_of_any_training_test():
     """Every input of every new-instances hidden test is new: checked against the inputs of every training
     row's tests (parsed from the assert lines, not from how they are drawn), in the generator and in the
     committed sample."""
-    for tests in (taskgen.generate_rows()[1], list(taskgen.load_hidden_tests(assets_dir("tiny_codes", "hidden_tests.jsonl")).values())):
+    committed = taskgen.load_hidden_tests(assets_dir("tiny_codes", "hidden_tests.jsonl"))
+    for tests in (taskgen.generate_rows()[1], list(committed.values())):
         used: dict[str, set] = {}
         for t in tests:
             if not t["holdout"]:

@@ -148,24 +148,45 @@ def test_signature_prefix_keeps_the_models_lead_in_and_gives_the_def_line():
     assert signature_prefix({"tests": "assert True\n"}, raw_style) is None            # no signature (hub row)
 
 
-def test_seed_comparison_names_the_verdict_and_the_missing_run():
-    from course_lib.drill.scoreboard import seed_comparison
+def _per_prompt(outcomes, part="new instances", half=""):
+    return [{"id": i, "part": part, "half": half, "passed": bool(o), "status": "passed" if o else "failed",
+             "passed_free": False, "category": "Pass", "fenced": True} for i, o in enumerate(outcomes)]
 
-    def run(seed, raw, pipe):
-        return {"seed": seed, "metrics": {"raw_sft": {"k": raw}, "pipeline_sft": {"k": pipe}}}
-    ahead = seed_comparison([run(0, 0.4, 0.8), run(1, 0.5, 0.85), run(2, 0.45, 0.9)], "k")
-    assert ahead["verdict"] == "pipeline SFT ahead on every seed"
-    assert [round(d, 2) for d in ahead["diffs"]] == [0.4, 0.35, 0.45] and round(ahead["spread"], 2) == 0.1
-    assert (round(ahead["low"], 2), round(ahead["high"], 2)) == (0.35, 0.45)
-    level = seed_comparison([run(0, 0.78, 0.77), run(1, 0.68, 0.76), run(2, 0.72, 0.80)], "k")
-    assert level["verdict"] == "no consistent difference: the sign changes across seeds"
-    tied = seed_comparison([run(0, 0.9, 0.91), run(1, 0.9, 0.99), run(2, 1.0, 1.0)], "k")
-    assert tied["verdict"] == "no consistent difference: equal on 1 of 3 seeds"
-    assert round(level["lead"], 3) == 0.05
-    behind = seed_comparison([run(0, 0.9, 0.5), run(1, 0.9, 0.55)], "k")
-    assert behind["verdict"] == "raw SFT ahead on every seed"
-    assert scoreboard.relation_to_benchmark(0.40, ahead) == "inside the benchmark's range"
-    assert scoreboard.relation_to_benchmark(0.10, ahead) == "below the benchmark's range"
-    assert scoreboard.relation_to_benchmark(0.50, ahead) == "above the benchmark's range"
-    with pytest.raises(ValueError, match="seed 1: no 'k' for pipeline_sft"):
-        seed_comparison([run(0, 0.1, 0.2), {"seed": 1, "metrics": {"raw_sft": {"k": 0.1}}}], "k")
+
+def test_paired_comparison_gives_the_interval_and_a_verdict_only_when_it_excludes_zero():
+    """Pipeline SFT passes 100 more of 300 prompts than raw SFT (and 0 fewer): ahead, with an interval above
+    0; 5 more and 4 fewer of 300: no measurable difference. Over two seeds the per-seed differences are kept."""
+    raw = _per_prompt([0] * 100 + [1] * 50 + [0] * 150)
+    pipe = _per_prompt([1] * 100 + [1] * 50 + [0] * 150)
+    c = scoreboard.paired_comparison(pipe, raw, "test pass@1 (new instances)", "pipeline SFT", "raw SFT")
+    assert round(c["diff"], 3) == 0.333 and c["low"] > 0.25 and c["high"] < 0.42
+    assert c["verdict"].startswith("pipeline SFT ahead of raw SFT: pipeline SFT − raw SFT +0.333 (95 % paired CI")
+    assert (c["a_only"], c["b_only"], c["prompts"]) == (100, 0, 300)
+    near = scoreboard.paired_comparison(_per_prompt([1] * 5 + [0] * 4 + [1] * 50 + [0] * 241),
+                                        _per_prompt([0] * 5 + [1] * 4 + [1] * 50 + [0] * 241),
+                                        "test pass@1", "RL", "SFT")
+    assert near["low"] < 0 < near["high"] and near["verdict"].startswith("no measurable difference between RL and SFT")
+    two = scoreboard.paired_comparison([pipe, pipe], [raw, pipe], "test pass@1", "A", "B")
+    assert [round(d, 3) for d in two["per_seed"]] == [0.333, 0.0] and two["seeds"] == 2
+    assert scoreboard.relation_to_interval(0.30, c) == "inside the benchmark's 95 % interval"
+    assert scoreboard.relation_to_interval(0.10, c) == "below the benchmark's 95 % interval"
+    assert scoreboard.relation_to_interval(0.50, c) == "above the benchmark's 95 % interval"
+
+
+def test_comparisons_cover_the_parts_and_halves_and_name_mismatched_prompts():
+    from course_lib.drill import taskgen
+
+    half0, half1 = taskgen.HOLDOUT_HALVES
+    a = _per_prompt([1, 1, 0]) + [{**r, "id": 10 + r["id"]} for r in _per_prompt([1, 0], "held-out combinations", half0)] \
+        + [{**r, "id": 20 + r["id"]} for r in _per_prompt([1, 1], "held-out combinations", half1)]
+    b = [{**r, "passed": False} for r in a]
+    comps = scoreboard.compare_variants({"pipeline_sft": a, "raw_sft": b}, "pipeline_sft", "raw_sft")
+    assert set(comps) == {"test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
+                          f"test pass@1 (held-out: {half0})", f"test pass@1 (held-out: {half1})"}
+    assert comps[f"test pass@1 (held-out: {half1})"]["prompts"] == 2 and comps["test pass@1"]["prompts"] == 7
+    assert round(comps["test pass@1 (held-out combinations)"]["diff"], 2) == 0.75
+    assert len(scoreboard.comparison_table(comps)) == 5
+    with pytest.raises(ValueError, match="different prompts"):
+        scoreboard.paired_comparison(a, b[:-1], "test pass@1", "A", "B")
+    with pytest.raises(ValueError, match="no per-prompt outcome"):
+        scoreboard.paired_outcomes(a, b, "PPL")

@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("sizes")
     g.add_argument("--train-size", type=int, default=None, help="training rows (full 5000, ci 1000)")
-    g.add_argument("--eval-size", type=int, default=None, help="eval rows (full 1000, ci 200)")
+    g.add_argument("--eval-size", type=int, default=None, help="eval rows (full 1000, ci 500: 250 per eval part)")
     g.add_argument("--humaneval-subset", type=int, default=None, help="HumanEval problems (0 = none)")
     g.add_argument("--max-new-tokens", type=int, default=None,
                    help="answer budget in tokens (default: --vllm-response-max-tokens)")

@@ -1,7 +1,8 @@
 """Step 5 of the drill — evaluation: extract the code of each answer and run it in the sandbox.
 
 :func:`step_evaluation` writes ``<output-dir>/<variant>/evaluation_report.csv`` (one row per eval sample),
-``per_prompt.jsonl`` (each prompt's outcome: id, part, half, passed, status) and ``summary.json`` for each variant, and the metrics of all variants to ``drill_metrics.json`` and
+``per_prompt.jsonl`` (each prompt's outcome: id, part, half, passed, status) and ``summary.json`` for each
+variant, and the metrics of all variants to ``drill_metrics.json`` and
 ``metrics.png``; the functions before it judge the answers.
 
 Every eval sample gets exactly one of the lesson's categories:
@@ -301,11 +302,12 @@ def per_prompt_outcomes(rows: Sequence[dict]) -> list[dict]:
     variants needs (:func:`course_lib.evaluation.metrics.paired_pass_difference`): ``id``, ``part``
     (``eval_part``), ``half`` (``holdout_half``), ``task``, ``passed`` (the hidden tests pass with the
     signature given: test pass@1's outcome; None without tests), ``status`` (its sandbox status),
-    ``passed_free`` / ``status_free`` (the free answer's), ``category`` (the lecture's). Introduced in lesson 07."""
+    ``passed_free`` / ``status_free`` (the free answer's), ``category`` (the lecture's) and ``fenced`` (a
+    closed Python/untagged fence: the closed-fence rate's outcome). Introduced in lesson 07."""
     return [{"id": r["id"], "part": r.get("eval_part") or "", "half": r.get("holdout_half") or "",
              "task": r.get("task") or "", "passed": r.get("correct"), "status": r.get("test_status") or "",
              "passed_free": r.get("correct_free"), "status_free": r.get("test_status_free") or "",
-             "category": r["category"]} for r in rows]
+             "category": r["category"], "fenced": bool(r.get("has_fence"))} for r in rows]
 
 
 def write_per_prompt(records: Sequence[dict], path: str | Path, config: dict | None = None) -> Path:

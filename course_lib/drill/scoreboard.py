@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from course_lib.drill.config import VARIANT_LABELS
+from course_lib.drill.taskgen import HOLDOUT_HALVES
 
 # The lecture's published counts (§5.2, Table 1: Qwen2.5-0.5B-Instruct, 1,000 eval samples).
 LECTURE_COUNTS = {
@@ -90,10 +91,11 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
         # answers that define the function the prompt names, over answers with hidden tests: a model
         # that does not copy the name from the prompt fails every hidden test, whatever its code does
         out["names the function"] = _ratio(summary["defines_entry_point"], summary["with_tests"])
-    for part in ("new instances", "held-out combinations"):
+    for part in ("new instances", "held-out combinations", *(f"held-out: {h}" for h in HOLDOUT_HALVES)):
         key = f"with_tests ({part})"
         if key in summary:
             out[f"test pass@1 ({part})"] = _ratio(summary[f"correct ({part})"], summary[key])
+            out[f"with tests ({part})"] = summary[key]
     if humaneval:
         out["HumanEval pass@1"] = float(humaneval["pass@1"])
         out["HumanEval passed"] = f"{humaneval['passed']}/{humaneval['problems']}"
@@ -103,6 +105,7 @@ def drill_metrics(summary: Mapping[str, Any], ppl: Mapping[str, Any] | None = No
 _RATE_COLUMNS = ["Pass@1", "FCR", "SER", "RSR", "Fail rate", "PPL", "PPL (raw format)", "PPL (pipeline format)",
                  "closed-fence rate", "SER among code",
                  "test pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)",
+                 *(f"test pass@1 (held-out: {h})" for h in HOLDOUT_HALVES),
                  "test pass@1 (free answer)", "names the function", "HumanEval pass@1"]
 _COUNT_COLUMNS = ["samples", "Pass", "Fail", "SyntaxError", "NoCode", "Timeout", "Error", "correct",
                  "runs but wrong", "HumanEval passed"]
@@ -180,44 +183,137 @@ def runs_vs_correct(rows) -> Any:
     return pd.crosstab(df["category"], df["hidden tests"])
 
 
-def seed_comparison(results: list[Mapping[str, Any]], key: str = "test pass@1 (new instances)") -> dict[str, Any]:
-    """Pipeline SFT vs raw SFT over several drill runs (one per seed, as ``benchmarks/bench_drill_pipeline.py``
-    writes them: ``{"seed", "metrics": {variant: {metric: value}}}``) on ``key``, paired by seed (each seed
-    trains both variants on the same split): each seed's ``pipeline_sft − raw_sft`` (``diffs``), their
-    mean (``lead``), their ``spread`` (max − min) and ``low``/``high``, each variant's ``mean``, and a
-    ``verdict``: "pipeline SFT ahead on every seed", "raw SFT ahead on every seed", or "no consistent
-    difference: the sign changes across seeds" (or "…: equal on k of n seeds" when no seed has the other
-    sign) (three seeds of one sign happen by chance one time in
-    four when there is no effect, so the numbers go with it). Raises ``ValueError`` naming the seed
-    when a run lacks either variant or ``key``. Introduced in lesson 07."""
-    diffs, values = [], {"raw_sft": [], "pipeline_sft": []}
-    for r in results:
-        for v in values:
-            got = r.get("metrics", {}).get(v, {}).get(key)
-            if got is None:
-                raise ValueError(f"seed {r.get('seed')}: no {key!r} for {v}; rerun the benchmark with compare_raw")
-            values[v].append(float(got))
-        diffs.append(values["pipeline_sft"][-1] - values["raw_sft"][-1])
-    if not diffs:
-        raise ValueError("no runs to compare")
-    eps = 1e-9
-    ahead, behind = sum(d > eps for d in diffs), sum(d < -eps for d in diffs)
-    verdict = ("pipeline SFT ahead on every seed" if ahead == len(diffs) else
-               "raw SFT ahead on every seed" if behind == len(diffs) else
-               "no consistent difference: the sign changes across seeds" if ahead and behind else
-               f"no consistent difference: equal on {len(diffs) - ahead - behind} of {len(diffs)} seeds")
-    return {"key": key, "seeds": [r.get("seed") for r in results], "diffs": diffs,
-            "lead": sum(diffs) / len(diffs), "low": min(diffs), "high": max(diffs),
-            "spread": max(diffs) - min(diffs), "verdict": verdict,
-            "mean": {v: sum(vals) / len(vals) for v, vals in values.items()}}
+# --- paired comparisons from per-prompt outcomes (step 5's per_prompt.jsonl) ---------------------------
+
+# metric -> what one prompt contributes (1/0; None: the prompt does not count for this metric)
+_OUTCOME = {
+    "test pass@1": lambda r: None if r.get("passed") is None else int(bool(r["passed"])),
+    "test pass@1 (free answer)": lambda r: None if r.get("passed_free") is None else int(bool(r["passed_free"])),
+    "Pass@1": lambda r: int(r.get("category") == "Pass"),
+    "FCR": lambda r: int(r.get("category") != "NoCode"),
+    "closed-fence rate": lambda r: None if r.get("fenced") is None else int(bool(r["fenced"])),
+}
+SCOPES = ("new instances", "held-out combinations", *(f"held-out: {h}" for h in HOLDOUT_HALVES))
+"""The eval scopes a test-pass@1 key may name in parentheses: the two parts and the two halves of the
+held-out part (:data:`~course_lib.drill.taskgen.HOLDOUT_HALVES`)."""
 
 
-def relation_to_benchmark(diff: float, comparison: Mapping[str, Any]) -> str:
-    """Where one run's ``pipeline − raw`` difference lies against a :func:`seed_comparison`: "inside the
-    benchmark's range" (between its lowest and highest seed), "above it" or "below it".
+def _metric_and_scope(metric: str) -> tuple[str, str | None]:
+    for scope in SCOPES:
+        if metric == f"test pass@1 ({scope})":
+            return "test pass@1", scope
+    if metric not in _OUTCOME:
+        known = [*_OUTCOME, *(f"test pass@1 ({s})" for s in SCOPES)]
+        raise ValueError(f"no per-prompt outcome for {metric!r}; known: {', '.join(known)}")
+    return metric, None
+
+
+def _in_scope(r: Mapping[str, Any], scope: str | None) -> bool:
+    if scope is None:
+        return True
+    if scope.startswith("held-out: "):
+        return r.get("half") == scope[len("held-out: "):]
+    return r.get("part") == scope
+
+
+def paired_outcomes(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]], metric: str) -> tuple[list[int], list[int]]:
+    """Two variants' per-prompt outcomes on ``metric`` (a key of :func:`drill_metrics`: ``"test pass@1
+    (new instances)"``, ``"test pass@1 (held-out: pair never trained)"``, ``"FCR"`` ...), paired by prompt
+    id: ``a`` and ``b`` are per-prompt records (:func:`course_lib.drill.evaluate.per_prompt_outcomes`) of the
+    same eval rows. Prompts that do not count for the metric (no tests, another part) are left out of both.
+    Raises ``ValueError`` naming the ids when the two sets of prompts differ. Introduced in lesson 07."""
+    base, scope = _metric_and_scope(metric)
+    get = _OUTCOME[base]
+    ka = {r["id"]: r for r in a if _in_scope(r, scope) and get(r) is not None}
+    kb = {r["id"]: r for r in b if _in_scope(r, scope) and get(r) is not None}
+    if set(ka) != set(kb):
+        only = sorted(set(ka) ^ set(kb), key=str)
+        raise ValueError(f"{metric}: the two variants were evaluated on different prompts ({len(only)} ids in only "
+                         f"one of them, e.g. {only[:5]}); rerun step 5 on the same eval_python.json")
+    ids = sorted(ka, key=str)
+    return [get(ka[i]) for i in ids], [get(kb[i]) for i in ids]
+
+
+def paired_comparison(a: list | list[list], b: list | list[list], metric: str, a_label: str, b_label: str, *,
+                      seed: int = 0) -> dict[str, Any]:
+    """``a − b`` on ``metric`` with its paired 95 % interval (:func:`course_lib.evaluation.paired.paired_pass_difference`)
+    and verdict (:func:`~course_lib.evaluation.paired.difference_verdict`). ``a`` and ``b``: one run's per-prompt
+    records of each variant, or a list of them, one per seed (paired seed by seed; bootstrap over seeds and
+    prompts). Returns the interval's keys plus ``metric``, ``verdict`` ("<A> ahead of <B>: …" only when the
+    interval excludes 0, else "no measurable difference …"), ``per_seed`` (each seed's difference).
     Introduced in lesson 07."""
+    from course_lib.evaluation.paired import difference_verdict, paired_pass_difference
+
+    runs_a = a if a and isinstance(a[0], list) else [a]
+    runs_b = b if b and isinstance(b[0], list) else [b]
+    if len(runs_a) != len(runs_b):
+        raise ValueError(f"{metric}: {len(runs_a)} runs of {a_label} but {len(runs_b)} of {b_label}")
+    pairs = [paired_outcomes(x, y, metric) for x, y in zip(runs_a, runs_b)]
+    empty = [i for i, (x, _) in enumerate(pairs) if not x]
+    if empty:
+        raise ValueError(f"{metric}: run(s) {empty} have no prompt that counts for it (no hidden tests?)")
+    res = paired_pass_difference([x for x, _ in pairs], [y for _, y in pairs], seed=seed)
+    return {**res, "metric": metric, "per_seed": [sum(x) / len(x) - sum(y) / len(y) for x, y in pairs],
+            "verdict": difference_verdict(res, a_label, b_label)}
+
+
+def compare_variants(per_prompt: Mapping[str, Any], a: str, b: str,
+                     metrics: tuple[str, ...] = ("test pass@1", *(f"test pass@1 ({s})" for s in SCOPES)),
+                     *, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """:func:`paired_comparison` of variants ``a`` and ``b`` on each of ``metrics`` (by default test pass@1 on
+    the whole eval set, both parts and both held-out halves); ``per_prompt``: variant → its per-prompt records
+    (one run) or a list of them (one per seed). Metrics without prompts (hub rows carry no tests) are left out.
+    Introduced in lesson 07."""
+    out = {}
+    for m in metrics:
+        try:
+            out[m] = paired_comparison(per_prompt[a], per_prompt[b], m, VARIANT_LABELS.get(a, a), VARIANT_LABELS.get(b, b),
+                                       seed=seed)
+        except ValueError as exc:
+            if "no prompt that counts" not in str(exc):
+                raise
+    return out
+
+
+def comparison_table(comparisons: Mapping[str, Mapping[str, Any]]):
+    """A pandas table of :func:`compare_variants`' result: one row per metric with the difference, the 95 %
+    interval, McNemar's p, the prompts (and seeds) and the verdict. Introduced in lesson 07."""
+    import pandas as pd
+
+    return pd.DataFrame({m: {"A − B": round(c["diff"], 3), "95 % CI": f"[{c['low']:+.3f}, {c['high']:+.3f}]",
+                             "McNemar p": float(f"{c['p_mcnemar']:.3g}"), "prompts": c["prompts"], "seeds": c["seeds"],
+                             "verdict": c["verdict"].split(":")[0]} for m, c in comparisons.items()}).T
+
+
+def relation_to_interval(diff: float, comparison: Mapping[str, Any]) -> str:
+    """Where one run's difference lies against a benchmark's paired interval (:func:`paired_comparison`):
+    "inside the benchmark's 95 % interval", "above it" or "below it". Introduced in lesson 07."""
     if diff > comparison["high"] + 1e-9:
-        return "above the benchmark's range"
+        return "above the benchmark's 95 % interval"
     if diff < comparison["low"] - 1e-9:
-        return "below the benchmark's range"
-    return "inside the benchmark's range"
+        return "below the benchmark's 95 % interval"
+    return "inside the benchmark's 95 % interval"
+
+
+def benchmark_per_prompt(results: list[Mapping[str, Any]], variant: str, base_dir) -> list[list[dict]]:
+    """Each seed's per-prompt records of ``variant`` from a benchmark's ``results`` (each with ``"seed"`` and
+    ``"per_prompt": {variant: path}``, the path relative to ``base_dir``, the JSON's folder: as
+    ``benchmarks/bench_drill_pipeline.py`` writes them). Raises ``ValueError`` naming the seed when a file is
+    not recorded (a benchmark in the format before per-prompt outcomes: rerun it) or ``FileNotFoundError``
+    naming the file. Introduced in lesson 07."""
+    from pathlib import Path
+
+    from course_lib.drill.evaluate import read_per_prompt
+
+    out = []
+    for r in results:
+        path = (r.get("per_prompt") or {}).get(variant)
+        if path is None:
+            raise ValueError(f"seed {r.get('seed')}: the benchmark recorded no per-prompt file of {variant} (a "
+                             "benchmark in the format before per-prompt outcomes): rerun it")
+        full = Path(base_dir) / path
+        if not full.exists():
+            raise FileNotFoundError(f"{full}: the benchmark's per-prompt file of {variant}, seed {r.get('seed')}, "
+                                    "is missing; rerun the benchmark")
+        out.append(read_per_prompt(full))
+    return out

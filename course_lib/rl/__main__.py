@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         result = {"model": str(model)}
         if not args.no_greedy:
             result["greedy_test_pass1"] = greedy_test_pass1(model, inputs["eval_rows"], profile=args.profile)
-            print("greedy test pass@1:", json.dumps(result["greedy_test_pass1"]), flush=True)
+            print("greedy test pass@1:", json.dumps({k: v for k, v in result["greedy_test_pass1"].items()
+                                                      if k != "per_prompt"}), flush=True)
         if not args.no_passk:
             result["pass_at_k"] = sample_pass_at_k(model, inputs["eval_rows"], settings, limit_per_part=args.passk_limit)
             print("pass@k:", json.dumps(result["pass_at_k"]), flush=True)

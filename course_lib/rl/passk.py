@@ -137,12 +137,15 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
     (each answer's own lead-in and the task's ``def`` line, :func:`course_lib.drill.inference.signature_prefix`),
     greedy, with the drill's inference engine (``engine`` None: the profile's), judged by the drill's
     :func:`~course_lib.drill.evaluate.evaluate_answers`. Returns ``{part: pass@1, "engine", "seconds",
-    "rows"}``. Introduced in lesson 10.
+    "rows", "per_prompt"}``; ``per_prompt``: each prompt's outcome
+    (:func:`course_lib.drill.evaluate.per_prompt_outcomes`: id, part, half, passed, status ...), what a paired
+    interval needs (:func:`course_lib.drill.scoreboard.paired_comparison`). Introduced in lesson 10.
     """
     from pathlib import Path
 
     from course_lib.drill import evaluate, inference
     from course_lib.drill.inference import signature_prefix
+    from course_lib.drill.taskgen import HOLDOUT_HALVES
     from course_lib.profiles import resolve_profile
 
     P = resolve_profile(profile)
@@ -164,7 +167,8 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
     follow = dict(zip(sig_rows, res["follow_up"] or []))
     for i, (r, a) in enumerate(zip(rows, res["answers"])):
         rec = {"idx": r["idx"], "task": r.get("task", ""), "response": a["response"], "tests": r.get("tests"),
-               "entry_point": r.get("entry_point"), "eval_part": r.get("eval_part", "")}
+               "entry_point": r.get("entry_point"), "eval_part": r.get("eval_part", ""),
+               "holdout_half": r.get("holdout_half", "")}
         if i in follow:
             rec["signature_response"] = follow[i]["response"]
         records.append(rec)
@@ -174,6 +178,11 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
         in_part = [x for x in report if x["eval_part"] == part and x["has_tests"]]
         if in_part:
             out[part] = sum(bool(x["correct"]) for x in in_part) / len(in_part)
+    for half in HOLDOUT_HALVES:
+        in_half = [x for x in report if x["holdout_half"] == half and x["has_tests"]]
+        if in_half:
+            out[f"held-out: {half}"] = sum(bool(x["correct"]) for x in in_half) / len(in_half)
     out.update(engine=res["engine"]["engine"], rows=len(report),
-               seconds={"inference": round(t1 - t0, 2), "judge": round(time.monotonic() - t1, 2)})
+               seconds={"inference": round(t1 - t0, 2), "judge": round(time.monotonic() - t1, 2)},
+               per_prompt=evaluate.per_prompt_outcomes(report))
     return out
