@@ -262,6 +262,8 @@ if RL_READY:
     gain = {part: metrics["rl"][f"test pass@1 ({part})"] - metrics["pipeline_sft"][f"test pass@1 ({part})"]
             for part in ("new instances", "held-out combinations")}
     # each difference with its 95 % paired interval over this run's prompts (bootstrap) and McNemar's p
+    if not (cfg.paths.output_for("pipeline_sft") / evaluate.PER_PROMPT_FILE).exists():   # a drill judged before step 5 kept them
+        drill.step_evaluation(cfg, ["pipeline_sft"], state=run)
     per_prompt = {v: evaluate.read_per_prompt(cfg.paths.output_for(v) / evaluate.PER_PROMPT_FILE) for v in ("rl", "pipeline_sft")}
     rl_vs_sft = scoreboard.compare_variants(per_prompt, "rl", "pipeline_sft")
     display(scoreboard.comparison_table(rl_vs_sft))

@@ -190,3 +190,38 @@ def test_comparisons_cover_the_parts_and_halves_and_name_mismatched_prompts():
         scoreboard.paired_comparison(a, b[:-1], "test pass@1", "A", "B")
     with pytest.raises(ValueError, match="no per-prompt outcome"):
         scoreboard.paired_outcomes(a, b, "PPL")
+
+
+def test_per_prompt_outcomes_round_trip_and_a_broken_line_is_named(tmp_path):
+    from course_lib.drill import evaluate, taskgen
+
+    half = taskgen.HOLDOUT_HALVES[1]
+    rows = [{"id": 7, "task": "list/sum/odd", "eval_part": "held-out combinations", "holdout_half": half,
+             "category": "Pass", "has_fence": True, "correct": True, "test_status": "passed", "correct_free": False,
+             "test_status_free": "failed", "has_tests": True},
+            {"id": 8, "task": "", "eval_part": "", "holdout_half": "", "category": "NoCode", "has_fence": False,
+             "correct": None, "test_status": "", "correct_free": None, "test_status_free": "", "has_tests": False}]
+    recs = evaluate.per_prompt_outcomes(rows)
+    assert recs[0] == {"id": 7, "part": "held-out combinations", "half": half, "task": "list/sum/odd", "passed": True,
+                       "status": "passed", "passed_free": False, "status_free": "failed", "category": "Pass",
+                       "fenced": True}
+    assert recs[1]["passed"] is None and recs[1]["fenced"] is False
+    path = evaluate.write_per_prompt(recs, tmp_path / "per_prompt.jsonl")
+    assert evaluate.read_per_prompt(path) == recs
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(ValueError, match="line 3: not a per-prompt record"):
+        evaluate.read_per_prompt(path)
+    # the summary counts each half of the held-out part, and the metrics give its test pass@1
+    summary = evaluate.summarize([{**r, "has_code": r["category"] != "NoCode"} for r in rows])
+    assert summary[f"with_tests (held-out: {half})"] == 1 and summary[f"correct (held-out: {half})"] == 1
+    m = scoreboard.drill_metrics(summary)
+    assert m[f"test pass@1 (held-out: {half})"] == 1.0 and m[f"with tests (held-out: {half})"] == 1
+
+
+def test_a_held_out_record_without_its_half_gets_it_from_its_task():
+    from course_lib.drill import evaluate, taskgen
+
+    rec = {"eval_part": "held-out combinations", "task": "list/sum/odd"}
+    assert evaluate._half_of(rec) == taskgen.HOLDOUT_HALVES[0] == taskgen.holdout_half("list", "sum", "odd")
+    assert evaluate._half_of({"eval_part": "held-out combinations", "task": "string/keep/vowels"}) == taskgen.HOLDOUT_HALVES[1]
+    assert evaluate._half_of({"eval_part": "new instances", "task": "list/sum/all"}) == ""
