@@ -187,7 +187,8 @@ def test_07_10_recorded_verdicts_follow_from_the_per_prompt_outcomes():
         sft = scoreboard.benchmark_per_prompt([{"seed": "sft", "per_prompt": {"sft": rl["pipeline_sft"]["per_prompt"]["eval"]}}],
                                               "sft", results)[0]
         for name, summ in rl["summary"].items():
-            runs = [{"seed": r["seed"], "per_prompt": {"rl": r["rl"]["per_prompt"]["eval"]}} for r in rl["runs"] if r["config"] == name]
+            runs = [{"seed": r["seed"], "per_prompt": {"rl": r["rl"]["per_prompt"]["eval"]}}
+                    for r in rl["runs"] if r["config"] == name]
             a = scoreboard.benchmark_per_prompt(runs, "rl", results)
             for key, rec in summ["comparisons"].items():
                 c = scoreboard.paired_comparison(a, [sft] * len(a), key, "RL (GRPO)", "pipeline SFT")
