@@ -136,8 +136,8 @@ def greedy_test_pass1(model_dir, eval_rows: Sequence[Mapping[str, Any]], *, prof
     """The drill's test pass@1 of ``model_dir`` on each eval part: free answers, then the signature round
     (each answer's own lead-in and the task's ``def`` line, :func:`course_lib.drill.inference.signature_prefix`),
     greedy, with the drill's inference engine (``engine`` None: the profile's), judged by the drill's
-    :func:`~course_lib.drill.evaluate.evaluate_answers`. Returns ``{part: pass@1, "engine", "seconds",
-    "rows", "per_prompt"}``; ``per_prompt``: each prompt's outcome
+    :func:`~course_lib.drill.evaluate.evaluate_answers`. Returns ``{part: pass@1, "held-out: <half>": pass@1,
+    "engine", "seconds", "rows", "per_prompt"}``; ``per_prompt``: each prompt's outcome
     (:func:`course_lib.drill.evaluate.per_prompt_outcomes`: id, part, half, passed, status ...), what a paired
     interval needs (:func:`course_lib.drill.scoreboard.paired_comparison`). Introduced in lesson 10.
     """
