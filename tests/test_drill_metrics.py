@@ -225,3 +225,37 @@ def test_a_held_out_record_without_its_half_gets_it_from_its_task():
     assert evaluate._half_of(rec) == taskgen.HOLDOUT_HALVES[0] == taskgen.holdout_half("list", "sum", "odd")
     assert evaluate._half_of({"eval_part": "held-out combinations", "task": "string/keep/vowels"}) == taskgen.HOLDOUT_HALVES[1]
     assert evaluate._half_of({"eval_part": "new instances", "task": "list/sum/all"}) == ""
+
+
+def test_greedy_test_pass1_returns_each_prompts_outcome_and_the_halves(monkeypatch):
+    """lesson 10's evaluation hook gives pass@1 per part and per held-out half and the per-prompt records
+    bench_rl.py keeps for its paired intervals (the engine and the judge replaced by stand-ins here)."""
+    from course_lib.drill import evaluate, inference, taskgen
+    from course_lib.rl import passk
+
+    half0, half1 = taskgen.HOLDOUT_HALVES
+    rows = [{"idx": 1, "prompt": "p1", "eval_part": "new instances", "tests": "assert f(1) == 1\n",
+             "signature": "def f(x):"},
+            {"idx": 2, "prompt": "p2", "eval_part": "held-out combinations", "holdout_half": half0,
+             "tests": "assert g(1) == 1\n", "signature": "def g(x):"},
+            {"idx": 3, "prompt": "p3", "eval_part": "held-out combinations", "holdout_half": half1,
+             "tests": "assert h(1) == 1\n", "signature": "def h(x):"}]
+
+    def fake_run_model(model_dir, prompts, *, profile, follow_up, log, **kw):
+        first = [{"response": "```python\ndef f(x):\n    return x\n```"} for _ in prompts]
+        _, prefixes = follow_up(first)
+        return {"answers": first, "follow_up": [{"response": p + "    return x\n```"} for p in prefixes],
+                "engine": {"engine": "stand-in"}}
+
+    def fake_judge(records, **kw):
+        return [{"id": r["idx"], "task": "", "eval_part": r["eval_part"], "holdout_half": r["holdout_half"],
+                 "category": "Pass", "has_fence": True, "has_tests": True, "correct": r["idx"] != 3,
+                 "test_status": "passed" if r["idx"] != 3 else "failed", "correct_free": False,
+                 "test_status_free": "failed"} for r in records]
+    monkeypatch.setattr(inference, "run_model", fake_run_model)
+    monkeypatch.setattr(evaluate, "evaluate_answers", fake_judge)
+    out = passk.greedy_test_pass1("no-model", rows, profile="ci")
+    assert (out["new instances"], out["held-out combinations"]) == (1.0, 0.5)
+    assert (out[f"held-out: {half0}"], out[f"held-out: {half1}"]) == (1.0, 0.0)
+    assert [(p["id"], p["part"], p["half"], p["passed"]) for p in out["per_prompt"]] == [
+        (1, "new instances", "", True), (2, "held-out combinations", half0, True), (3, "held-out combinations", half1, False)]
