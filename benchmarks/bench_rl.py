@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     p.add_argument("--passk-prompts", type=int, default=10, help="eval prompts per part for pass@k (0: none)")
     p.add_argument("--select-prompts", type=int, default=SELECT_PROMPTS,
                    help="training prompts of the selection split that picks the chosen configuration")
-    p.add_argument("--eval-rows", type=int, default=None, help="use only the first N eval rows (toy runs)")
+    p.add_argument("--eval-rows", type=int, default=None, help="use only N eval rows, half from each part (toy runs)")
     p.add_argument("--toy", action="store_true", help=f"a format check ({TOY}), never a verdict: needs a --json "
                                                       "outside benchmarks/results")
     p.add_argument("--out", type=Path, default=None, help="where the RL runs go (default: <drill root>/bench_rl)")
@@ -173,8 +173,8 @@ def main(argv=None) -> int:
     train = read_json_output(cfg.paths.train_json, "download")
     hidden = {int(r["idx"]): r for r in train if r.get("tests")}
     evals = read_json_output(cfg.paths.eval_json, "download")
-    if args.eval_rows:
-        evals = evals[: args.eval_rows]
+    if args.eval_rows:   # the first rows of each part, half and half
+        evals = [r for part in PARTS for r in [x for x in evals if x.get("eval_part") == part][: args.eval_rows // 2]]
     select = selection_rows(train, args.select_prompts)
     out_root = args.out or cfg.paths.data_dir.parent / ("bench_rl_toy" if args.toy else "bench_rl")
     files, base_dir = per_prompt_dir(args.json), args.json.parent

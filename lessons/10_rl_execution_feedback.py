@@ -344,7 +344,8 @@ if bench is not None:
     chosen_runs = [r for r in bench["runs"] if r["config"] == bench["chosen"]]
     a_pp = [evaluate.read_per_prompt(bench_path.parent / r["rl"]["per_prompt"]["eval"]) for r in chosen_runs]
     b_pp = [evaluate.read_per_prompt(bench_path.parent / bench["pipeline_sft"]["per_prompt"]["eval"]) for _ in chosen_runs]
-    bench_comps = scoreboard.compare_variants({"rl": a_pp, "pipeline_sft": b_pp}, "rl", "pipeline_sft")
+    bench_comps = scoreboard.compare_variants({"rl": a_pp, "pipeline_sft": b_pp}, "rl", "pipeline_sft",
+                                              tuple(f"test pass@1 ({s})" for s in scoreboard.SCOPES))
     display(scoreboard.comparison_table(bench_comps))
     ### BEGIN HIDDEN TESTS
     for key, c in bench_comps.items():
