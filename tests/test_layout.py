@@ -31,7 +31,7 @@ LESSON_OF = {
     "training.fim": 4, "training.tinymodel": 4, "training.instructions": 5, "training.codegen": 5,
     "training.teacher": 5, "training.sft": 5, "training.rule_teacher": 7, "training.fim_probe": 4,
     "training.bench_results": 4, "training.sft_demo": 5, "training.pretrained": 5, "training.llm_teacher": 5,
-    "evaluation.vllm_engine": 5, "evaluation.scripts": 5,
+    "evaluation.vllm_engine": 5, "evaluation.scripts": 5, "evaluation.paired": 7,
     "evaluation": 6, "drill": 7, "drill.rl": 10, "agentic": 8,
     "agentic.critic": 9, "agentic.distill": 9, "agentic.grpo": 9, "agentic.rule_rewards": 9, "agentic.turns": 9,
     "rl": 10,

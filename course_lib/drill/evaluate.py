@@ -37,9 +37,11 @@ from course_lib.drill.outputs import (
     mark_done,
     output_state,
     read_json_output,
+    read_per_prompt,  # noqa: F401  (step 5's per-prompt file is read through this module too)
     sha_or_none,
     up_to_date,
     write_json_output,
+    write_per_prompt,
 )
 from course_lib.evaluation.extract import extract_code, has_fenced_code
 
@@ -308,34 +310,6 @@ def per_prompt_outcomes(rows: Sequence[dict]) -> list[dict]:
              "task": r.get("task") or "", "passed": r.get("correct"), "status": r.get("test_status") or "",
              "passed_free": r.get("correct_free"), "status_free": r.get("test_status_free") or "",
              "category": r["category"], "fenced": bool(r.get("has_fence"))} for r in rows]
-
-
-def write_per_prompt(records: Sequence[dict], path: str | Path, config: dict | None = None) -> Path:
-    """Write :func:`per_prompt_outcomes` records as JSON lines (atomically; with a completion marker when
-    ``config`` is given). Introduced in lesson 07."""
-    path = Path(path)
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    if config is not None:
-        mark_done(path, config, len(records))
-    return path
-
-
-def read_per_prompt(path: str | Path) -> list[dict]:
-    """Read a ``per_prompt.jsonl`` (:func:`write_per_prompt`), naming the line of a broken record.
-    Introduced in lesson 07."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                rec["id"], rec["passed"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}, line {lineno}: not a per-prompt record ({exc}); rerun step 5 "
-                                 "(`python -m course_lib.drill --only-step evaluation --force`)") from None
-            out.append(rec)
-    return out
 
 
 def _write_report_csv(rows: list[dict], path: Path, config: dict) -> None:

@@ -22,13 +22,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from course_lib.store import atomic_write_text, sha256_file
 
 __all__ = ["DrillPaths", "StepOutputError", "atomic_write_text", "check_weights", "clear_done", "has_weights",
-           "log", "mark_done", "output_state", "read_json_output", "setup_logging", "sha256_file", "sha_or_none",
-           "up_to_date", "write_json_output"]
+           "log", "mark_done", "output_state", "read_json_output", "read_per_prompt", "setup_logging", "sha256_file",
+           "sha_or_none", "up_to_date", "write_json_output", "write_per_prompt"]
 
 _LOGGER_NAME = "course_lib.drill"
 
@@ -226,6 +226,34 @@ def read_json_output(path: str | Path, step: str) -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise StepOutputError(f"{path} is not valid JSON ({exc}); rerun the {step!r} step with --force") from None
+
+
+def write_per_prompt(records: Sequence[dict], path: str | Path, config: dict | None = None) -> Path:
+    """Write per-prompt records (:func:`course_lib.drill.evaluate.per_prompt_outcomes`) as JSON lines
+    (atomically; with a completion marker when ``config`` is given). Introduced in lesson 07."""
+    path = Path(path)
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    if config is not None:
+        mark_done(path, config, len(records))
+    return path
+
+
+def read_per_prompt(path: str | Path) -> list[dict]:
+    """Read a ``per_prompt.jsonl`` (:func:`write_per_prompt`), naming the line of a broken record.
+    Introduced in lesson 07."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                rec["id"], rec["passed"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}, line {lineno}: not a per-prompt record ({exc}); rerun step 5 "
+                                 "(`python -m course_lib.drill --only-step evaluation --force`)") from None
+            out.append(rec)
+    return out
 
 
 def setup_logging(log_dir: str | Path, *, quiet: bool = False) -> Path:

@@ -303,7 +303,7 @@ def benchmark_per_prompt(results: list[Mapping[str, Any]], variant: str, base_di
     naming the file. Introduced in lesson 07."""
     from pathlib import Path
 
-    from course_lib.drill.evaluate import read_per_prompt
+    from course_lib.drill.outputs import read_per_prompt
 
     out = []
     for r in results:
