@@ -232,7 +232,7 @@ def write_per_prompt(records: Sequence[dict], path: str | Path, config: dict | N
     """Write per-prompt records (:func:`course_lib.drill.evaluate.per_prompt_outcomes`) as JSON lines
     (atomically; with a completion marker when ``config`` is given). Introduced in lesson 07."""
     path = Path(path)
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records))
     if config is not None:
         mark_done(path, config, len(records))
     return path
