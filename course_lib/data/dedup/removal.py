@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from course_lib.data.dedup.lsh import check_docs, exact_jaccard_pairs, find_near_duplicates, precision_recall
-from course_lib.data.dedup.minhash import jaccard, shingles
+from course_lib.data.dedup.minhash import jaccard, shingle_for_language, shingles
 from course_lib.profiles import ProfileLike, resolve_profile
 
 # --- exact dedup ----------------------------------------------------------------------------------
@@ -122,13 +122,15 @@ class DedupResult:
 def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str], *,
                 stars: Mapping[str, int] | Sequence[int] | None = None, threshold: float = 0.8,
                 num_perm: int = 128, shingle: str = "word5", verify: str | None = "exact",
-                fn_weight: float = 0.95, seed: int = 0) -> DedupResult:
+                fn_weight: float = 0.95, seed: int = 0, language: str = "python") -> DedupResult:
     """Exact dedup, then near dedup of the survivors, one keeper per cluster (:func:`choose_keeper`).
 
     Every removed file gets a record: its index, repo, path, ``reason`` (``exact_duplicate`` or
     ``near_duplicate``), the index/repo/path it duplicates (the cluster's keeper) and, for near
-    duplicates, the exact Jaccard with that keeper. Introduced in lesson 02.
+    duplicates, the exact Jaccard with that keeper. ``language="cpp"`` compares C/C++ token shingles
+    (``word5`` -> ``clike5``, comments dropped). Introduced in lesson 02.
     """
+    shingle = shingle_for_language(shingle, language)
     n = len(docs)
     if not (len(repos) == len(paths) == n):
         raise ValueError(f"docs, repos and paths must have the same length ({n}, {len(repos)}, {len(paths)})")
