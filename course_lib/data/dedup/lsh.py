@@ -14,8 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from course_lib.data.dedup.minhash import (MinHasher, estimated_jaccard, fmix64, jaccard, shingle_for_language,
-                                           shingles)
+from course_lib.data.dedup.minhash import MinHasher, estimated_jaccard, fmix64, jaccard, shingle_for_language, shingles
 
 # --- LSH banding ----------------------------------------------------------------------------------
 
