@@ -233,9 +233,10 @@ CPP_CONTENT_RULES: tuple[FilterRule, ...] = (
     FilterRule("generated_header", f"a generator's marker in the first {CPP_HEADER_LINES} lines",
                has_cpp_generated_header),
     FilterRule("too_large", f"more than {MAX_FILE_BYTES:,} bytes", is_too_large),
-    FilterRule("too_short", f"fewer than {MIN_LINES} non-blank lines", is_too_short),
+    # minified before too_short: a one-line minified file is named for what it is
     FilterRule("max_line_length", f"a line longer than {MAX_LINE_LENGTH} characters", has_long_line),
     FilterRule("mean_line_length", f"mean line length above {MAX_MEAN_LINE_LENGTH}", has_long_mean_line),
+    FilterRule("too_short", f"fewer than {MIN_LINES} non-blank lines", is_too_short),
     FilterRule("alphanumeric_fraction", f"alphanumeric fraction below {MIN_ALNUM_FRACTION}",
                has_low_alnum_fraction),
     FilterRule("embedded_data", f"over {MAX_DATA_LINE_FRACTION:.0%} of the lines are only numbers and commas",
