@@ -310,7 +310,8 @@ def load_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: st
     cfg = _corpus_section(P, language)
 
     def build(folder: Path) -> dict:
-        ds, report = build_corpus(P, selected=selected, language=language)
+        extra = {} if language == "python" else {"language": language}
+        ds, report = build_corpus(P, selected=selected, **extra)
         ds.save_to_disk(str(folder / "dataset"))
         (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
         print(report.summary())
