@@ -691,22 +691,26 @@ def repo_to_sample(files: Mapping[str, str], repo_name: str | None = None, marke
     return head + "\n".join(f"{comment_prefix}{p}\n{files[p].rstrip(chr(10))}\n" for p in paths)
 
 
-def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
+def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: str = "python"):
     """One row per repository of the deduped corpus (lesson 02): ``repo``, ``license``, ``n_files``,
     ``paths`` (dependency order), ``text`` (:func:`repo_to_sample` with Qwen markers), ``edges``,
     ``edges_respected`` and ``tolerant_files``. Cached in ``cache_dir("deps")`` keyed by the profile's
-    ``deps`` settings and the deduped corpus; rebuilt when missing. Introduced in lesson 03."""
+    ``deps`` settings and the deduped corpus; rebuilt when missing. ``language="cpp"``: the deduped
+    C/C++ corpus ordered by local ``#include`` lines (:func:`include_graph`), ``// path`` comments in
+    the plain format, ``tolerant_files`` empty. Introduced in lesson 03."""
     import datasets
 
     from course_lib import store
+    from course_lib.data.clike import normalize_language
     from course_lib.data.dedup import dedup_artefact, load_deduped_corpus
 
     P = resolve_profile(profile)
+    language = normalize_language(language)
     cfg = dict(P.deps)
-    upstream = dedup_artefact(P)
+    upstream = dedup_artefact(P, language=language)
 
     def build(folder):
-        corpus = load_deduped_corpus(P)
+        corpus = load_deduped_corpus(P, language=language)
         by_repo: dict[str, dict[str, str]] = {}
         licenses: dict[str, str] = {}
         for repo, path, text, lic in zip(corpus["repo"], corpus["path"], corpus["content"], corpus["license"]):
@@ -720,22 +724,24 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
         for name in names:
             files = by_repo[name]
             stats = ParseStats()
-            g = import_graph(files, stats)
+            g = import_graph(files, stats) if language == "python" else include_graph(files)
             order = order_scc(g)
             rows["repo"].append(name)
             rows["license"].append(licenses[name])
             rows["n_files"].append(len(files))
             rows["paths"].append(order)
-            rows["text"].append(repo_to_sample(files, name, markers=True, order=order))
+            rows["text"].append(repo_to_sample(files, name, markers=True, order=order, language=language))
             rows["edges"].append(g.number_of_edges())
             rows["edges_respected"].append(edge_respect(order, g)["all"])
             rows["tolerant_files"].append(stats.tolerant_files)
         ds = datasets.Dataset.from_dict(rows)
         ds.save_to_disk(str(folder / "dataset"))
-        print(f"ordered corpus ({P.name}): {len(names)} repositories, {sum(rows['n_files'])} files, "
+        print(f"ordered corpus ({P.name}{'' if language == 'python' else ', ' + language}): {len(names)} repositories, {sum(rows['n_files'])} files, "
               f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")
         return {"repos": len(names)}
 
-    art = store.get_or_build("deps", P.name, cfg, build, upstream=[upstream.key], code=[__file__],
+    art = store.get_or_build("deps", P.name if language == "python" else f"{P.name}-{language}",
+                             cfg if language == "python" else {**cfg, "language": language},
+                             build, upstream=[upstream.key], code=[__file__],
                              rebuild=rebuild, log=print)
     return datasets.load_from_disk(str(art.path / "dataset"))
