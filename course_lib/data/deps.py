@@ -707,10 +707,10 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, lang
     P = resolve_profile(profile)
     language = normalize_language(language)
     cfg = dict(P.deps)
-    upstream = dedup_artefact(P, language=language)
+    upstream = dedup_artefact(P) if language == "python" else dedup_artefact(P, language=language)
 
     def build(folder):
-        corpus = load_deduped_corpus(P, language=language)
+        corpus = load_deduped_corpus(P) if language == "python" else load_deduped_corpus(P, language=language)
         by_repo: dict[str, dict[str, str]] = {}
         licenses: dict[str, str] = {}
         for repo, path, text, lic in zip(corpus["repo"], corpus["path"], corpus["content"], corpus["license"]):
@@ -736,7 +736,8 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, lang
             rows["tolerant_files"].append(stats.tolerant_files)
         ds = datasets.Dataset.from_dict(rows)
         ds.save_to_disk(str(folder / "dataset"))
-        print(f"ordered corpus ({P.name}{'' if language == 'python' else ', ' + language}): {len(names)} repositories, {sum(rows['n_files'])} files, "
+        shown = P.name if language == "python" else f"{P.name}, {language}"
+        print(f"ordered corpus ({shown}): {len(names)} repositories, {sum(rows['n_files'])} files, "
               f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")
         return {"repos": len(names)}
 

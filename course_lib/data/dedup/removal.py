@@ -260,7 +260,7 @@ def dedup_artefact(profile: ProfileLike, rebuild: bool = False, language: str = 
 
     P = resolve_profile(profile)
     language = normalize_language(language)
-    corpus = _corpus(P, language=language)
+    corpus = _corpus(P) if language == "python" else _corpus(P, language=language)
     cfg = dict(P.dedup)
     if language != "python":
         cfg["shingle"] = shingle_for_language(cfg["shingle"], language)
