@@ -7,6 +7,8 @@ import random
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from course_lib.data import clike, deps
 from course_lib.data.dedup import (
@@ -343,3 +345,62 @@ def test_cpp_sources_on_this_machine_are_selected_by_licence():
         if r.name.startswith("debian/libstdc++"):
             assert verdict[r.name].startswith("licence: copyleft"), "libstdc++ is GPL with the runtime exception"
     assert "numpy" in {r.name for r in sel.kept}
+
+
+# --- properties and the cached pipeline ----------------------------------------------------------------------
+
+_PIECES = st.sampled_from(['"', "'", "\\", "/", "*", "R", '"(', ')"', "\n", " ", "#", "include", "<", ">",
+                           "u8", "x", "1", "'0'", "//", "/*", "*/", "R\"d(", ")d\"", "\\\n", ";", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_lexer_tokens_tile_the_text_with_only_whitespace_between(src):
+    pos = 0
+    for tok in clike.lex(src):
+        assert tok.start >= pos and src[tok.start:tok.end] == tok.text and tok.text
+        gap = src[pos:tok.start].replace("\\\n", "").replace("\\\r\n", "")
+        assert not gap.strip(), f"non-blank text skipped: {gap!r} in {src!r}"
+        pos = tok.end
+    assert not src[pos:].replace("\\\n", "").strip()
+    spans = clike.literal_spans(src)
+    assert all(a < b <= c for (a, b, _), (c, _, _) in zip(spans, spans[1:]))
+    for ref in clike.include_directives(src):
+        assert ref.target and "\n" not in ref.target
+
+
+def test_includes_behind_comments_and_continuations():
+    src = '#include /* c */ "x.h"\n#include /* c */ <y.h>\n#define A \\\n#include "no.h"\n'
+    assert [r.written() for r in deps.parse_includes(src)] == ['"x.h"', "<y.h>"]
+
+
+def test_cpp_pipeline_dedup_then_order_is_cached_apart(tmp_path, monkeypatch):
+    import datasets
+
+    from course_lib.data import dedup
+    from course_lib.data.dedup import removal
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    a = _cpp_file(5)
+    rows = {"repo": ["r1", "r1", "r1", "r2"], "path": ["src/a.cc", "src/a_copy.cc", "src/util.h", "x.c"],
+            "license": ["MIT"] * 4, "language": ["C++", "C++", "C/C++", "C"],
+            "content": ['#include "util.h"\n' + a, '#include "util.h"\n' + a.replace("step 3", "step three"),
+                        LICENCE + "#pragma once\nint util(int);\n", "int main(void) { return 0; }\n"],
+            "size": [1] * 4, "kept_reason": ["ok"] * 4}
+    calls = []
+
+    def fake_corpus(profile, rebuild=False, language="python"):
+        calls.append(language)
+        return datasets.Dataset.from_dict(rows)
+
+    monkeypatch.setattr(removal, "_corpus", fake_corpus)
+    report = dedup.load_dedup_report("ci", language="cpp")
+    assert report["config"]["shingle"] == "clike5" and report["language"] == "cpp"
+    removed = [(r["path"], r["reason"], r["jaccard"]) for r in report["removed_files"]]
+    assert removed == [("src/a_copy.cc", "near_duplicate", 1.0)], "a copy that differs only in comments"
+    ordered = deps.load_ordered_corpus("ci", language="cpp")
+    assert ordered["repo"] == ["r1", "r2"]
+    assert ordered["paths"][0][0] == "src/util.h", "the included header first"
+    assert ordered["text"][0].startswith("<|repo_name|>r1\n<|file_sep|>src/util.h\n")
+    assert set(calls) == {"cpp"}
+    assert {p.name.split("-")[1] for p in (tmp_path / "dedup").iterdir()} == {"cpp"}

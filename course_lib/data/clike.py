@@ -189,18 +189,26 @@ def include_directives(text: str) -> list[IncludeRef]:
         if name is None or name.text not in ("include", "include_next", "import"):
             continue
         lineno = text.count("\n", 0, tok.start) + 1
-        m = _ANGLE_RE.match(text, _skip_blanks(text, name.end))
+        m = _ANGLE_RE.match(text, _skip_blanks_and_comments(text, name.end))
         if m:
             refs.append(IncludeRef(m.group(1).strip(), True, lineno, name.text))
             continue
         target = next(toks, None)
+        while target is not None and target.kind == "block_comment":
+            target = next(toks, None)
         if target is not None and target.kind == "string" and target.text.startswith('"') \
                 and target.text.endswith('"') and len(target.text) >= 2:
             refs.append(IncludeRef(target.text[1:-1], False, lineno, name.text))
     return refs
 
 
-def _skip_blanks(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t":
-        pos += 1
+def _skip_blanks_and_comments(text: str, pos: int) -> int:
+    while pos < len(text):
+        if text[pos] in " \t":
+            pos += 1
+        elif text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            pos = len(text) if end < 0 else end + 2
+        else:
+            break
     return pos
