@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # --- languages and file kinds -------------------------------------------------------------------------
 
@@ -212,3 +215,107 @@ def _skip_blanks_and_comments(text: str, pos: int) -> int:
         else:
             break
     return pos
+
+
+# --- C/C++: local #include "..." -------------------------------------------------------------------------
+# What changes for C/C++: a dependency is a preprocessor line, not a statement; only ``#include "x"``
+# names a file of the repository (``<x>`` is the compiler's search path: the system and libraries,
+# left out); the name is a path resolved against the including file's folder and then the repository's
+# include folders, not a dotted module. The graph then goes through the same orderings (order_scc).
+
+def parse_includes(source: str) -> list[IncludeRef]:
+    """Every ``#include`` of C/C++ ``source`` (quote and angle forms, ``include_next``, ``#import``),
+    read from the token stream of :func:`include_directives`: includes inside comments, strings or
+    raw strings are not read. Raises ``TypeError`` for anything but a ``str``. Introduced in lesson 03."""
+    if not isinstance(source, str):
+        raise TypeError(f"parse_includes needs the source as a str, got {type(source).__name__}")
+    return include_directives(source)
+
+
+def default_include_dirs(paths: Iterable[str]) -> tuple[str, ...]:
+    """The repository's include folders when none are given: the repository root, then every folder
+    named ``include`` (shallow first), as a build's ``-I`` flags usually are. Introduced in lesson 03."""
+    import posixpath
+
+    dirs = {posixpath.dirname(p) for p in paths}
+    found = set()
+    for d in dirs:
+        parts = d.split("/")
+        for k in range(len(parts)):
+            if parts[k] == "include":
+                found.add("/".join(parts[:k + 1]))
+    return ("", *sorted(found, key=lambda d: (d.count("/"), d)))
+
+
+def resolve_include(ref: IncludeRef, includer: str, paths: Iterable[str] | set[str],
+                    include_dirs: Sequence[str] = ("",)) -> str | None:
+    """The repository file a quote include means, or None: ``<system>`` includes are never followed
+    (None); ``"x"`` is looked for beside the including file, then under each of ``include_dirs``
+    (repository-relative folders, ``""`` = the root), the first existing path winning, as the
+    preprocessor does; ``..`` is normalised and a path that climbs out of the repository is not a
+    repository file. Introduced in lesson 03."""
+    import posixpath
+
+    if ref.system:
+        return None
+    paths = paths if isinstance(paths, (set, frozenset, dict)) else set(paths)
+    target = ref.target.replace("\\", "/")
+    if target.startswith("/"):
+        return None  # an absolute host path is never a repository file
+    for base in (posixpath.dirname(includer), *include_dirs):
+        cand = posixpath.normpath(posixpath.join(base, target)) if base else posixpath.normpath(target)
+        if cand.startswith("../") or cand == "..":
+            continue
+        if cand in paths and cand != includer:
+            return cand
+    return None
+
+
+@dataclass
+class IncludeStats:
+    """What building an include graph saw: files, C/C++ files, includes found, local ones resolved
+    to a repository file, system ``<...>`` ones left out, and quote includes that name no file of the
+    repository (a generated or external header), with a few examples."""
+
+    files: int = 0
+    cpp_files: int = 0
+    includes: int = 0
+    local: int = 0
+    system: int = 0
+    unresolved: int = 0
+    unresolved_examples: list[str] = field(default_factory=list)
+
+
+def include_graph(files: Mapping[str, str], include_dirs: Sequence[str] | None = None,
+                  stats: IncludeStats | None = None) -> "nx.DiGraph":
+    """A DiGraph over every path in ``files`` with an edge ``header -> includer`` for each
+    ``#include "..."`` that :func:`resolve_include` resolves to another file of the repository
+    (``include_dirs`` default: :func:`default_include_dirs`). ``<...>`` includes add no edge. Non-C/C++
+    files are isolated nodes. Pass an :class:`IncludeStats` to collect counts. Introduced in lesson 03."""
+    import networkx as nx
+
+    stats = stats if stats is not None else IncludeStats()
+    g = nx.DiGraph()
+    g.add_nodes_from(sorted(files))
+    paths = set(files)
+    cpp = sorted(p for p in files if is_cpp_file(p))
+    dirs = tuple(include_dirs) if include_dirs is not None else default_include_dirs(cpp)
+    stats.files, stats.cpp_files = len(files), len(cpp)
+    for path in cpp:
+        text = files[path]
+        if not isinstance(text, str):
+            text = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else ""
+        for ref in parse_includes(text):
+            stats.includes += 1
+            if ref.system:
+                stats.system += 1
+                continue
+            dep = resolve_include(ref, path, paths, dirs)
+            if dep is None:
+                stats.unresolved += 1
+                if len(stats.unresolved_examples) < 5:
+                    stats.unresolved_examples.append(f"{path}: {ref.written()}")
+                continue
+            stats.local += 1
+            g.add_edge(dep, path)
+    return g

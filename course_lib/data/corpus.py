@@ -229,9 +229,11 @@ def select_corpus_repos(profile: ProfileLike = "ci", language: str = "python") -
     return repos, sel
 
 
-def _code_files() -> list[Path]:
-    """The modules that decide what enters the corpus: editing a rule rebuilds the cache."""
-    return [Path(__file__).parent / f"{mod}.py" for mod in ("filters", "redaction", "repos", "corpus")]
+def _code_files(language: str = "python") -> list[Path]:
+    """The modules that decide what enters the corpus: editing a rule rebuilds the cache (the C/C++
+    corpus also depends on the lexer)."""
+    mods = ("filters", "redaction", "repos", "corpus") + (("clike",) if normalize_language(language) == "cpp" else ())
+    return [Path(__file__).parent / f"{mod}.py" for mod in mods]
 
 
 def _corpus_config(P: Profile, cfg, repos: list[Repo], language: str = "python") -> dict:
@@ -256,7 +258,7 @@ def corpus_path(profile: ProfileLike = "ci", *, selected=None, language: str = "
     cfg = _corpus_section(P, language)
     repos, _ = selected if selected is not None else select_corpus_repos(P, language)
     return store.artefact_path("corpus", _artefact_name(P, language), _corpus_config(P, cfg, repos, language),
-                               code=_code_files())
+                               code=_code_files(language))
 
 
 def build_corpus(profile: ProfileLike = "ci", *, progress: bool = True, selected=None, language: str = "python"):
@@ -318,7 +320,7 @@ def load_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: st
         return {"rows": len(ds)}
 
     art = store.get_or_build("corpus", _artefact_name(P, language), _corpus_config(P, cfg, selected[0], language), build,
-                             code=_code_files(), rebuild=rebuild, log=print)
+                             code=_code_files(language), rebuild=rebuild, log=print)
     if art.built:
         print(f"saved to {art.path}")
     return datasets.load_from_disk(str(art.path / "dataset"))

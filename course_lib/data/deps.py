@@ -16,6 +16,10 @@ Lesson 03 builds it in this order:
 6. :func:`order_files` and :func:`repo_to_sample` — the public functions; :func:`load_ordered_corpus`
    gives lesson 04 one training sample per repository.
 
+C/C++ (``language="cpp"``): the edges come from local ``#include "..."`` lines
+(:func:`course_lib.data.clike.include_graph`, re-exported here with ``parse_includes``,
+``resolve_include``, ``default_include_dirs``, ``IncludeStats``) and go through the same orderings.
+
 Introduced in lesson 03.
 """
 from __future__ import annotations
@@ -30,7 +34,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import networkx as nx
 
-from course_lib.data.clike import IncludeRef  # noqa: F401  (the C/C++ include record, re-exported)
+from course_lib.data.clike import (  # noqa: F401  (lesson 03's C/C++ half lives beside the lexer; re-exported)
+    IncludeRef,
+    IncludeStats,
+    default_include_dirs,
+    include_graph,
+    parse_includes,
+    resolve_include,
+)
 from course_lib.profiles import ProfileLike, resolve_profile
 
 # --- 1. the lesson's regex parser -------------------------------------------------------------------
@@ -418,116 +429,9 @@ def import_graph(files: Mapping[str, str], stats: ParseStats | None = None) -> n
     return g
 
 
-# --- C/C++: local #include "..." -------------------------------------------------------------------------
-# What changes for C/C++: a dependency is a preprocessor line, not a statement; only ``#include "x"``
-# names a file of the repository (``<x>`` is the compiler's search path: the system and libraries,
-# left out); the name is a path resolved against the including file's folder and then the repository's
-# include folders, not a dotted module. The graph then goes through the same orderings (order_scc).
-
-def parse_includes(source: str) -> list["IncludeRef"]:
-    """Every ``#include`` of C/C++ ``source`` (quote and angle forms, ``include_next``, ``#import``),
-    read from the token stream of :func:`course_lib.data.clike.include_directives`: includes inside
-    comments, strings or raw strings are not read. Raises ``TypeError`` for anything but a ``str``.
-    Introduced in lesson 03."""
-    from course_lib.data.clike import include_directives
-
-    if not isinstance(source, str):
-        raise TypeError(f"parse_includes needs the source as a str, got {type(source).__name__}")
-    return include_directives(source)
-
-
-def default_include_dirs(paths: Iterable[str]) -> tuple[str, ...]:
-    """The repository's include folders when none are given: the repository root, then every folder
-    named ``include`` (shallow first), as a build's ``-I`` flags usually are. Introduced in lesson 03."""
-    import posixpath
-
-    dirs = {posixpath.dirname(p) for p in paths}
-    found = set()
-    for d in dirs:
-        parts = d.split("/")
-        for k in range(len(parts)):
-            if parts[k] == "include":
-                found.add("/".join(parts[:k + 1]))
-    return ("", *sorted(found, key=lambda d: (d.count("/"), d)))
-
-
-def resolve_include(ref: "IncludeRef", includer: str, paths: Iterable[str] | set[str],
-                    include_dirs: Sequence[str] = ("",)) -> str | None:
-    """The repository file a quote include means, or None: ``<system>`` includes are never followed
-    (None); ``"x"`` is looked for beside the including file, then under each of ``include_dirs``
-    (repository-relative folders, ``""`` = the root), the first existing path winning, as the
-    preprocessor does; ``..`` is normalised and a path that climbs out of the repository is not a
-    repository file. Introduced in lesson 03."""
-    import posixpath
-
-    if ref.system:
-        return None
-    paths = paths if isinstance(paths, (set, frozenset, dict)) else set(paths)
-    target = ref.target.replace("\\", "/")
-    if target.startswith("/"):
-        return None  # an absolute host path is never a repository file
-    for base in (posixpath.dirname(includer), *include_dirs):
-        cand = posixpath.normpath(posixpath.join(base, target)) if base else posixpath.normpath(target)
-        if cand.startswith("../") or cand == "..":
-            continue
-        if cand in paths and cand != includer:
-            return cand
-    return None
-
-
-@dataclass
-class IncludeStats:
-    """What building an include graph saw: files, C/C++ files, includes found, local ones resolved
-    to a repository file, system ``<...>`` ones left out, and quote includes that name no file of the
-    repository (a generated or external header), with a few examples."""
-
-    files: int = 0
-    cpp_files: int = 0
-    includes: int = 0
-    local: int = 0
-    system: int = 0
-    unresolved: int = 0
-    unresolved_examples: list[str] = field(default_factory=list)
-
-
-def include_graph(files: Mapping[str, str], include_dirs: Sequence[str] | None = None,
-                  stats: IncludeStats | None = None) -> nx.DiGraph:
-    """A DiGraph over every path in ``files`` with an edge ``header -> includer`` for each
-    ``#include "..."`` that :func:`resolve_include` resolves to another file of the repository
-    (``include_dirs`` default: :func:`default_include_dirs`). ``<...>`` includes add no edge. Non-C/C++
-    files are isolated nodes. Pass an :class:`IncludeStats` to collect counts. Introduced in lesson 03."""
-    from course_lib.data.clike import is_cpp_file
-
-    stats = stats if stats is not None else IncludeStats()
-    g = nx.DiGraph()
-    g.add_nodes_from(sorted(files))
-    paths = set(files)
-    cpp = sorted(p for p in files if is_cpp_file(p))
-    dirs = tuple(include_dirs) if include_dirs is not None else default_include_dirs(cpp)
-    stats.files, stats.cpp_files = len(files), len(cpp)
-    for path in cpp:
-        text = files[path]
-        if not isinstance(text, str):
-            text = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else ""
-        for ref in parse_includes(text):
-            stats.includes += 1
-            if ref.system:
-                stats.system += 1
-                continue
-            dep = resolve_include(ref, path, paths, dirs)
-            if dep is None:
-                stats.unresolved += 1
-                if len(stats.unresolved_examples) < 5:
-                    stats.unresolved_examples.append(f"{path}: {ref.written()}")
-                continue
-            stats.local += 1
-            g.add_edge(dep, path)
-    return g
-
-
 def dependency_graph(files: Mapping[str, str], language: str = "python") -> nx.DiGraph:
-    """:func:`import_graph` for ``"python"``, :func:`include_graph` for ``"cpp"`` (C or C++).
-    Introduced in lesson 03."""
+    """:func:`import_graph` for ``"python"``, :func:`course_lib.data.clike.include_graph` for ``"cpp"``
+    (C or C++): local ``#include "..."`` lines, ``<system>`` includes left out. Introduced in lesson 03."""
     from course_lib.data.clike import normalize_language
 
     return include_graph(files) if normalize_language(language) == "cpp" else import_graph(files)
@@ -706,6 +610,7 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, lang
 
     P = resolve_profile(profile)
     language = normalize_language(language)
+    clike_source = __file__.replace("deps.py", "clike.py")
     cfg = dict(P.deps)
     upstream = dedup_artefact(P) if language == "python" else dedup_artefact(P, language=language)
 
@@ -743,6 +648,7 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, lang
 
     art = store.get_or_build("deps", P.name if language == "python" else f"{P.name}-{language}",
                              cfg if language == "python" else {**cfg, "language": language},
-                             build, upstream=[upstream.key], code=[__file__],
+                             build, upstream=[upstream.key],
+                             code=[__file__] if language == "python" else [__file__, clike_source],
                              rebuild=rebuild, log=print)
     return datasets.load_from_disk(str(art.path / "dataset"))

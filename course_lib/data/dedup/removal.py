@@ -286,7 +286,13 @@ def dedup_artefact(profile: ProfileLike, rebuild: bool = False, language: str = 
 
     name = P.name if language == "python" else f"{P.name}-{language}"
     return store.get_or_build("dedup", name, cfg, build, upstream=[corpus_fingerprint(corpus)],
-                              code=sorted(Path(__file__).parent.glob("*.py")), rebuild=rebuild, log=print)
+                              code=sorted(Path(__file__).parent.glob("*.py")) + _lexer(language), rebuild=rebuild,
+                              log=print)
+
+
+def _lexer(language: str) -> list[Path]:
+    """The C/C++ lexer's source when C-like tokens are shingled (a cache key part)."""
+    return [Path(__file__).parent.parent / "clike.py"] if language != "python" else []
 
 
 def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[str, Any]) -> dict[str, Any]:
