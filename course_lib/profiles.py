@@ -89,6 +89,16 @@ _CI: dict[str, dict[str, Any]] = {
         "redact": True,
         "github_query": "language:python",  # used by the full profile's GitHub search only
     },
+    # lessons 01-03 in C/C++ — course_lib.data.corpus.load_corpus(language="cpp")
+    "cpp_corpus": {
+        "source": "local",                # installed distributions' C/C++ files + setup's g++ headers
+        "system_packages": True,          # include the Debian packages of g++'s closure (licence decides)
+        "max_repos": 400,
+        "max_files_per_repo": 200,        # shallow files first
+        "max_file_bytes": 200_000,
+        "max_total_bytes": 12_000_000,    # files after this many kept bytes are not read (counted)
+        "redact": True,
+    },
     # lesson 02 — course_lib.data.dedup
     "dedup": {
         "num_perm": 128,
@@ -373,6 +383,8 @@ _FULL: dict[str, dict[str, Any]] = {
         "redact": True,
         "github_query": "language:python",
     },
+    "cpp_corpus": {"source": "local", "system_packages": True, "max_repos": 5000, "max_files_per_repo": 2000,
+                   "max_file_bytes": 1_000_000, "max_total_bytes": 200_000_000, "redact": True},
     "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5", "verify": "exact",
               "fn_weight": 0.95, "bench_docs": 5000},
     "deps": {"max_repos": 1000},
