@@ -167,11 +167,18 @@ def test_memory_is_memory_limit(backend):
 
 # --- attacks at compile time ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/etc/shadow", "/etc/hostname", "/root/.bashrc", str(REPO / "pyproject.toml"),
+@pytest.mark.parametrize("path", ["/etc/shadow", "/root/.bashrc", str(REPO / "pyproject.toml"),
                                   "/usr/local/include/secret.h"])
 def test_include_of_host_files_does_not_compile(backend, path):
     r = judge(f'#include "{path}"\n' + CORRECT, backend)
     assert r.status == "syntax_error" and "No such file" in r.detail, (f"#include {path}", r.detail)
+
+
+def test_include_etc_hostname_is_not_the_hosts(backend):
+    # bwrap: no /etc/hostname at all; Docker: the container's own (its id), never the host's name
+    r = judge('#include "/etc/hostname"\n' + CORRECT, backend)
+    host = socket.gethostname()
+    assert r.status == "syntax_error" and host not in r.detail + r.stderr, ("#include /etc/hostname", r.detail)
 
 
 def test_include_etc_passwd_shows_no_host_account(backend):

@@ -610,7 +610,7 @@ def compile_cpp(unit: str, *, backend: str, timeout_s: float = DEFAULT_COMPILE_T
         return CompileOutcome(None, "sandbox_error", "a malformed compile report", "", seconds)
     if info.get("diag_bytes", 0) > DIAGNOSTICS_CAP:
         diag += f"\n[... {info['diag_bytes'] - DIAGNOSTICS_CAP} more bytes of diagnostics cut]"
-    if oom or info.get("oom") or re.search(r"out of memory|virtual memory exhausted|Cannot allocate memory", diag):
+    if oom or info.get("oom") or re.search(r"out of memory|virtual memory exhausted|Cannot allocate memory|Killed signal", diag):
         return fail(f"the compiler went over the {limits.memory_mb} MiB compile memory limit", diag)
     if "CPU time limit exceeded" in diag or sig == 24:
         return fail(f"the compiler ran past the {limits.timeout_s:g} s compile time limit", diag)
