@@ -320,3 +320,18 @@ def test_host_files_are_unreadable_at_run_time(backend):
            "  return std::getline(f, line) ? 1 : 0; }\n")
     r = judge(src, backend, [(([i],), 0) for i in range(4)])
     assert r.status == "passed", ("read host files at run time", r, r.test_errors)
+
+
+def test_include_of_an_endless_device_is_bounded(backend):
+    r = judge('#include "/dev/zero"\n' + CORRECT, backend, compile_timeout_s=5, compile_memory_mb=256)
+    assert r.status == "syntax_error", ("#include /dev/zero", r.detail)
+
+
+def test_fork_bomb_is_contained_and_leaves_nothing(backend):
+    from tests.test_sandbox_attacks import no_survivors
+
+    src = (HEAD + "#include <unistd.h>\n"
+           "long long total(const std::vector<long long>& xs) { for (;;) fork(); }\n")
+    r = judge(src, backend, timeout_s=2)
+    assert r.status in ("timeout", "runtime_error", "memory_limit", "failed") and r.tests_passed == 0, ("fork bomb", r)
+    assert no_survivors(), "a process of a sandbox uid outlived the fork bomb's run"
