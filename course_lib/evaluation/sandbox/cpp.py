@@ -76,8 +76,9 @@ OPTIMIZATION = "-O1"
 """``-O1``: on drill-sized sources it compiles as fast as ``-O0`` (measured here: 0.23 s vs 0.26 s for a
 function with ``<vector>``; parsing the headers dominates), while the candidate's loops run several
 times faster (five passes over a 20-million-element vector: 1.31 s at ``-O0``, 0.16 s at ``-O1``,
-unsandboxed, same machine: ``std::vector``'s iterators are calls at ``-O0``); it stays below ``-O2``, which turns on ``-ffinite-loops`` (a side-effect-free endless loop
-could then be deleted, and a timeout test would depend on undefined behaviour)."""
+unsandboxed, same machine: ``std::vector``'s iterators are calls at ``-O0``); it stays below ``-O2``,
+which turns on ``-ffinite-loops`` (a side-effect-free endless loop could then be deleted, and a timeout
+test would depend on undefined behaviour)."""
 CANDIDATE_MAIN = "course_candidate_main"
 SOURCE_NAME = "solution.cpp"
 DRIVER_NAME = "course_driver.cpp"
