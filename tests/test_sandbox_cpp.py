@@ -335,3 +335,15 @@ def test_fork_bomb_is_contained_and_leaves_nothing(backend):
     r = judge(src, backend, timeout_s=2)
     assert r.status in ("timeout", "runtime_error", "memory_limit", "failed") and r.tests_passed == 0, ("fork bomb", r)
     assert no_survivors(), "a process of a sandbox uid outlived the fork bomb's run"
+
+
+def test_unsafe_backend_compiles_runs_and_leaves_nothing_in_tmp():
+    import warnings
+
+    before = set(Path("/tmp").glob("sample-*"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # unsafe says loudly that it is not isolation
+        ok = run_cpp_tests(CORRECT, SIG, CASES, backend="unsafe")
+        bad = run_cpp_tests(CORRECT + "int x = ;\n", SIG, CASES, backend="unsafe")
+    assert ok.status == "passed" and bad.status == "syntax_error", ("unsafe", ok, bad)
+    assert set(Path("/tmp").glob("sample-*")) <= before, "the unsafe backend left a folder in the host's /tmp"

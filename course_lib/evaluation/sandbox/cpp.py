@@ -580,7 +580,12 @@ def compile_cpp(unit: str, *, backend: str, timeout_s: float = DEFAULT_COMPILE_T
     def judge(ch: Channel) -> bytes | None:
         _started(ch, backend)
         ch.deadline = time.monotonic() + limits.timeout_s
-        return ch.reply()
+        report = ch.reply()
+        try:   # the server exits by itself right after its report (and cleans its folder on `unsafe`)
+            ch.pump(lambda: ch.exit_info is not None, min(ch.deadline, time.monotonic() + 2.0))
+        except Abort:
+            pass
+        return report
 
     outcome, ch, oom, note = _phase(backend, limits, header, source, TMP_BYTES + len(source) + 2 * MAX_BINARY_BYTES,
                                     judge, rlimits={"fsize": MAX_BINARY_BYTES, "nofile": COMPILE_NOFILE})
