@@ -123,12 +123,12 @@ def _save_loss_png(history: list[dict], path: Path, title: str) -> Path:
 
 def sft_side_by_side(cfg: DrillConfig, jobs: int) -> int:
     """How many processes step 3 fine-tunes ``jobs`` variants in: all of them at once, up to one per training
-    thread (:func:`course_lib.training.sft.train_threads`; the ablations add variants, which then wait for a free
-    process), when the profile's ``sft_parallel`` is on (ci: two SFT runs of the tiny model share the CPU better
+    thread (:func:`course_lib.training.sft.train_threads`, at least 2; the ablations add variants, which then wait
+    for a free process), when the profile's ``sft_parallel`` is on (ci: two SFT runs of the tiny model share the CPU better
     than one run uses two threads), else 1 (full: one GPU, one run after the other). Introduced in lesson 07."""
     from course_lib.training import sft
 
-    return max(1, min(jobs, sft.train_threads(cfg.profile))) if cfg.sft_parallel else 1
+    return max(1, min(jobs, max(2, sft.train_threads(cfg.profile)))) if cfg.sft_parallel else 1
 
 
 def sft_executor(jobs: int, threads: int, lazyllm_path: str | None = None) -> Executor:
