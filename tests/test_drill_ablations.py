@@ -188,3 +188,18 @@ def test_defect_rates_are_stated_once_and_wrong_fence_tags_are_rare():
     rates = {**taskgen.DEFECT_RATES, **taskgen.FORMAT_DEFECT_RATES}
     assert rates["wrong fence tag"] <= 0.01
     assert rates["wrong fence tag"] == min(rates.values())
+
+
+def test_the_ablation_table_reads_the_gap_and_says_which_variant_has_no_model():
+    bench = {"comparisons": {"new instances": {
+        "raw_sft": {"mean": 0.2},
+        "pipeline_sft": {"diff": 0.4, "low": 0.3, "high": 0.5, "mean": 0.6},
+        "raw_clean": {"diff": 0.1, "low": -0.02, "high": 0.2, "mean": 0.3},
+        "pipeline_llm": {"left_out": "pipeline SFT, LLM teacher: kept 0 of 1000 training rows"}}}}
+    table = ablations.ablation_table(bench, "new instances").set_index("variant")
+    assert list(table.index) == ["raw_clean", "pipeline_llm", "pipeline_sft"]
+    assert table.loc["raw_clean", "share of the gap"] == pytest.approx(0.25)
+    assert table.loc["raw_clean", "95% interval"] == "[-0.020, +0.200]"
+    assert "kept 0 of 1000" in table.loc["pipeline_llm", "95% interval"]
+    ax = ablations.plot_ablations(bench)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["raw_clean", "pipeline_llm", "pipeline_sft"]

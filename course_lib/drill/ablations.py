@@ -265,7 +265,7 @@ def plot_ablations(bench: Mapping[str, Any], ax=None):
     Introduced in lesson 07."""
     import matplotlib.pyplot as plt
 
-    ax = ax or plt.subplots(figsize=(7, 3.5))[1]
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
     parts = list(bench["comparisons"])
     variants = [v for v in FACTORS if any(v in bench["comparisons"][p] for p in parts)]
     width = 0.8 / max(1, len(parts))
@@ -273,7 +273,9 @@ def plot_ablations(bench: Mapping[str, Any], ax=None):
         xs, ys, err = [], [], [[], []]
         for i, v in enumerate(variants):
             c = bench["comparisons"][part].get(v)
-            if not c or c.get("left_out") or c.get("diff") is None:
+            if not c or c.get("diff") is None:
+                if c and c.get("left_out") and j == 0:
+                    ax.text(i, 0, "no model", ha="center", va="bottom", fontsize=8)
                 continue
             xs.append(i + (j - (len(parts) - 1) / 2) * width)
             ys.append(c["diff"])
@@ -284,6 +286,7 @@ def plot_ablations(bench: Mapping[str, Any], ax=None):
     ax.set_xticks(range(len(variants)))
     ax.set_xticklabels(variants, rotation=20, ha="right")
     ax.set_ylabel("test pass@1 − raw SFT")
-    ax.set_title("How much of the raw → pipeline gap each factor explains (95% paired intervals)")
+    ax.set_title("each variant − raw SFT, paired 95% intervals\n(pipeline_sft: the whole raw → pipeline gap)", fontsize=10)
     ax.legend(fontsize=8)
+    ax.figure.tight_layout()
     return ax
