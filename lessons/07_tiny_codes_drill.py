@@ -539,7 +539,7 @@ from course_lib.drill import ablations
 abl_path = (repo_root() or Path(".")) / "benchmarks" / "results" / "bench_drill_ablations.json"
 abl = json.loads(abl_path.read_text(encoding="utf-8")) if abl_path.exists() else None
 if abl is None or abl.get("toy"):
-    print(f"no ablation benchmark in benchmarks/results/{abl_path.name}: record it (3 seeds, about an hour on 2 cores) with\n"
+    print(f"no ablation benchmark in benchmarks/results/{abl_path.name}: record it (3 seeds: about 1 to 1.5 hours on 2 idle cores) with\n"
           "    PYTHONPATH=$PWD python benchmarks/bench_drill_ablations.py")
 else:
     print(f"ablation benchmark: {abl['date']}, seeds {abl['seeds']}, {abl['cores']} cores, {abl['train_size']} training rows, "
