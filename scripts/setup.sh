@@ -8,7 +8,7 @@ VENV="$(mkdir -p "$(dirname "$VENV")" && cd "$(dirname "$VENV")" && pwd)/$(basen
 T0=$SECONDS
 say() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$((SECONDS - T0))" "$*"; }
 
-# 1. System packages: bubblewrap (sandbox), chromium + chromium-driver + a CJK font (slide tests), docker.io (Docker sandbox), rsync (LLaMA-Factory full
+# 1. System packages: bubblewrap (sandbox), g++ (the C++ judge), chromium + chromium-driver + a CJK font (slide tests), docker.io (Docker sandbox), rsync (LLaMA-Factory full
 #    fine-tuning copies with it). Installed when we are root with apt; otherwise we say what is missing.
 need=()
 command -v bwrap   >/dev/null || need+=(bubblewrap)
@@ -21,6 +21,8 @@ command -v chromedriver >/dev/null || need+=(chromium-driver)
 { command -v fc-list >/dev/null && [[ -n "$(fc-list :lang=zh family)" ]]; } || need+=(fonts-wqy-microhei)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v rsync   >/dev/null || need+=(rsync)
+# g++ (C++17): the C++ judge compiles in the sandbox with the system's g++ (course_lib.evaluation.sandbox.cpp)
+command -v g++     >/dev/null || need+=(g++)
 if ((${#need[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     say "installing system packages: ${need[*]}"

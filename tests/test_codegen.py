@@ -182,13 +182,13 @@ def test_teacher_timeout_is_reported():
 
     def slow(messages):
         if base.role_of(messages[0]["content"]) == "synthesize" and "square" in messages[-1]["content"]:
-            time.sleep(8)
+            time.sleep(4)
         return base.respond(messages)
 
     srv = teacher.TeacherServer(slow)
     srv.teacher = base
     with srv:
-        kept, report = codegen.run_codegen_pipeline([GOOD, PY_FENCE], server=srv, timeout_s=3, verbose=False)
+        kept, report = codegen.run_codegen_pipeline([GOOD, PY_FENCE], server=srv, timeout_s=1.5, verbose=False)
     assert [k["row_id"] for k in kept] == ["10"]
     (d,) = report.dropped
     assert d["row_id"] == "11" and d["stage"] == "ScriptSynthesizer" and "timed out" in d["reason"]

@@ -16,6 +16,10 @@ Lesson 03 builds it in this order:
 6. :func:`order_files` and :func:`repo_to_sample` — the public functions; :func:`load_ordered_corpus`
    gives lesson 04 one training sample per repository.
 
+C/C++ (``language="cpp"``): the edges come from local ``#include "..."`` lines
+(:func:`course_lib.data.clike.include_graph`, re-exported here with ``parse_includes``,
+``resolve_include``, ``default_include_dirs``, ``IncludeStats``) and go through the same orderings.
+
 Introduced in lesson 03.
 """
 from __future__ import annotations
@@ -30,6 +34,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import networkx as nx
 
+from course_lib.data.clike import (  # noqa: F401  (lesson 03's C/C++ half lives beside the lexer; re-exported)
+    IncludeRef,
+    IncludeStats,
+    default_include_dirs,
+    include_graph,
+    parse_includes,
+    resolve_include,
+)
 from course_lib.profiles import ProfileLike, resolve_profile
 
 # --- 1. the lesson's regex parser -------------------------------------------------------------------
@@ -417,6 +429,14 @@ def import_graph(files: Mapping[str, str], stats: ParseStats | None = None) -> n
     return g
 
 
+def dependency_graph(files: Mapping[str, str], language: str = "python") -> nx.DiGraph:
+    """:func:`import_graph` for ``"python"``, :func:`course_lib.data.clike.include_graph` for ``"cpp"``
+    (C or C++): local ``#include "..."`` lines, ``<system>`` includes left out. Introduced in lesson 03."""
+    from course_lib.data.clike import normalize_language
+
+    return include_graph(files) if normalize_language(language) == "cpp" else import_graph(files)
+
+
 # --- 5. orderings -----------------------------------------------------------------------------------
 
 def order_alphabetical(g: nx.DiGraph) -> list[str]:
@@ -529,12 +549,14 @@ def compare_strategies(repos: Mapping[str, Mapping[str, str]]) -> list[dict[str,
 
 # --- 6. the public functions ------------------------------------------------------------------------
 
-def order_files(files: Mapping[str, str]) -> list[str]:
+def order_files(files: Mapping[str, str], language: str = "python") -> list[str]:
     """Repo-relative paths of ``files`` (path -> source) in dependency order: every path exactly once;
     for every import edge not inside a cycle the dependency comes before its dependent; files in a
     cycle follow DeepSeek-Coder's smallest-in-degree rule; ties by name, so the same input always gives
-    the same output (:func:`order_scc` on :func:`import_graph`). Introduced in lesson 03."""
-    return order_scc(import_graph(files))
+    the same output (:func:`order_scc` on :func:`import_graph`). ``language="cpp"``: the edges are
+    local ``#include "..."`` lines (:func:`include_graph`; ``<system>`` includes left out), sorted by
+    the same :func:`order_scc`. Introduced in lesson 03."""
+    return order_scc(dependency_graph(files, language))
 
 
 MARKER_STYLES = {
@@ -543,16 +565,23 @@ MARKER_STYLES = {
 
 
 def repo_to_sample(files: Mapping[str, str], repo_name: str | None = None, markers: bool | str = False,
-                   order: Sequence[str] | None = None, comment_prefix: str = "# ") -> str:
+                   order: Sequence[str] | None = None, comment_prefix: str = "# ",
+                   language: str = "python") -> str:
     """Concatenate a repository into one training sample in dependency order (:func:`order_files`
     unless ``order`` is given).
 
     Without markers each file is preceded by its path as a comment line (``# pkg/mod.py``, DeepSeek-Coder
     style) and files are separated by a blank line. With ``markers=True`` (or ``"qwen"``) the
     Qwen2.5-Coder repository format is used: ``<|repo_name|>{repo_name}\\n`` once, then
-    ``<|file_sep|>{path}\\n{content}\\n`` per file. Introduced in lesson 03.
+    ``<|file_sep|>{path}\\n{content}\\n`` per file. ``language="cpp"`` orders by ``#include`` lines
+    and, when ``comment_prefix`` is left at ``"# "`` (a preprocessor line in C), writes ``// path``.
+    Introduced in lesson 03.
     """
-    paths = list(order) if order is not None else order_files(files)
+    from course_lib.data.clike import normalize_language
+
+    if normalize_language(language) == "cpp" and comment_prefix == "# ":
+        comment_prefix = "// "
+    paths = list(order) if order is not None else order_files(files, language)
     if sorted(paths) != sorted(files):
         raise ValueError("order must list every path of files exactly once")
     if markers:
@@ -566,22 +595,27 @@ def repo_to_sample(files: Mapping[str, str], repo_name: str | None = None, marke
     return head + "\n".join(f"{comment_prefix}{p}\n{files[p].rstrip(chr(10))}\n" for p in paths)
 
 
-def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
+def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: str = "python"):
     """One row per repository of the deduped corpus (lesson 02): ``repo``, ``license``, ``n_files``,
     ``paths`` (dependency order), ``text`` (:func:`repo_to_sample` with Qwen markers), ``edges``,
     ``edges_respected`` and ``tolerant_files``. Cached in ``cache_dir("deps")`` keyed by the profile's
-    ``deps`` settings and the deduped corpus; rebuilt when missing. Introduced in lesson 03."""
+    ``deps`` settings and the deduped corpus; rebuilt when missing. ``language="cpp"``: the deduped
+    C/C++ corpus ordered by local ``#include`` lines (:func:`include_graph`), ``// path`` comments in
+    the plain format, ``tolerant_files`` empty. Introduced in lesson 03."""
     import datasets
 
     from course_lib import store
+    from course_lib.data.clike import normalize_language
     from course_lib.data.dedup import dedup_artefact, load_deduped_corpus
 
     P = resolve_profile(profile)
+    language = normalize_language(language)
+    clike_source = __file__.replace("deps.py", "clike.py")
     cfg = dict(P.deps)
-    upstream = dedup_artefact(P)
+    upstream = dedup_artefact(P) if language == "python" else dedup_artefact(P, language=language)
 
     def build(folder):
-        corpus = load_deduped_corpus(P)
+        corpus = load_deduped_corpus(P) if language == "python" else load_deduped_corpus(P, language=language)
         by_repo: dict[str, dict[str, str]] = {}
         licenses: dict[str, str] = {}
         for repo, path, text, lic in zip(corpus["repo"], corpus["path"], corpus["content"], corpus["license"]):
@@ -595,22 +629,26 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
         for name in names:
             files = by_repo[name]
             stats = ParseStats()
-            g = import_graph(files, stats)
+            g = import_graph(files, stats) if language == "python" else include_graph(files)
             order = order_scc(g)
             rows["repo"].append(name)
             rows["license"].append(licenses[name])
             rows["n_files"].append(len(files))
             rows["paths"].append(order)
-            rows["text"].append(repo_to_sample(files, name, markers=True, order=order))
+            rows["text"].append(repo_to_sample(files, name, markers=True, order=order, language=language))
             rows["edges"].append(g.number_of_edges())
             rows["edges_respected"].append(edge_respect(order, g)["all"])
             rows["tolerant_files"].append(stats.tolerant_files)
         ds = datasets.Dataset.from_dict(rows)
         ds.save_to_disk(str(folder / "dataset"))
-        print(f"ordered corpus ({P.name}): {len(names)} repositories, {sum(rows['n_files'])} files, "
+        shown = P.name if language == "python" else f"{P.name}, {language}"
+        print(f"ordered corpus ({shown}): {len(names)} repositories, {sum(rows['n_files'])} files, "
               f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")
         return {"repos": len(names)}
 
-    art = store.get_or_build("deps", P.name, cfg, build, upstream=[upstream.key], code=[__file__],
+    art = store.get_or_build("deps", P.name if language == "python" else f"{P.name}-{language}",
+                             cfg if language == "python" else {**cfg, "language": language},
+                             build, upstream=[upstream.key],
+                             code=[__file__] if language == "python" else [__file__, clike_source],
                              rebuild=rebuild, log=print)
     return datasets.load_from_disk(str(art.path / "dataset"))

@@ -206,21 +206,42 @@ def _assignment_findings(text: str) -> list[Finding]:
             continue
         group = "qv" if m.group("qv") is not None else "bv"
         value = m.group(group)
-        if value is None or _looks_like_placeholder(value):
-            continue
-        if group == "bv" and (_is_code_reference(value) or "(" in value):
-            continue
-        if "://" in value:
-            continue  # an endpoint URL (``token_uri = "https://..."``); URL passwords are found separately
-        name = m.group("name").lower()
-        is_password_name = any(k in name for k in ("password", "passwd", "passphrase", "pwd"))
-        if is_password_name and len(value) >= 6 and " " not in value.strip() and not _UUID_RE.match(value):
-            kind = "password"
-        elif _is_high_entropy(value):
-            kind = "high_entropy_secret"
-        else:
-            continue
-        out.append(Finding(kind, m.start(group), m.end(group), value))
+        kind = _assigned_secret_kind(m.group("name"), value, quoted=group == "qv")
+        if kind is not None:
+            out.append(Finding(kind, m.start(group), m.end(group), value))
+    return out
+
+
+def _assigned_secret_kind(name: str, value: str | None, *, quoted: bool) -> str | None:
+    """``"password"``, ``"high_entropy_secret"`` or None for ``value`` assigned to ``name`` (a name that
+    holds a secret word)."""
+    if value is None or _looks_like_placeholder(value):
+        return None
+    if not quoted and (_is_code_reference(value) or "(" in value):
+        return None
+    if "://" in value:
+        return None  # an endpoint URL (``token_uri = "https://..."``); URL passwords are found separately
+    name = name.lower()
+    is_password_name = any(k in name for k in ("password", "passwd", "passphrase", "pwd"))
+    if is_password_name and len(value) >= 6 and " " not in value.strip() and not _UUID_RE.match(value):
+        return "password"
+    if _is_high_entropy(value):
+        return "high_entropy_secret"
+    return None
+
+
+# C/C++: ``#define API_TOKEN "value"`` assigns without ``=``.
+_CPP_DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]+"
+                            r"(?:u8|u|U|L)?\"(?P<qv>[^\"\n]{4,200})\"", re.MULTILINE)
+
+
+def _cpp_define_findings(text: str) -> list[Finding]:
+    out = []
+    for m in _CPP_DEFINE_RE.finditer(text):
+        if _SECRET_WORD_RE.search(m.group("name")):
+            kind = _assigned_secret_kind(m.group("name"), m.group("qv"), quoted=True)
+            if kind is not None:
+                out.append(Finding(kind, m.start("qv"), m.end("qv"), m.group("qv")))
     return out
 
 
@@ -374,9 +395,19 @@ def _ip_findings(text: str) -> list[Finding]:
 _IPV6_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 
 
-def find_secrets(text: str) -> list[Finding]:
+def find_secrets(text: str, *, language: str = "python") -> list[Finding]:
     """All secret/PII findings in ``text``: sorted by start, overlaps resolved in favour of the earlier
-    (then provider-specific, then longer) finding. Introduced in lesson 01."""
+    (then provider-specific, then longer) finding.
+
+    ``language="cpp"`` (C or C++) runs the same detectors on the whole text, so ``password = "..."``
+    keeps its name as context, adds ``#define NAME "value"`` as an assignment, and then keeps only the
+    findings that lie inside a comment (``//``, ``/* */``) or a string or character literal (escapes,
+    prefixes, raw strings ``R"d(...)d"``; :func:`course_lib.data.clike.literal_spans`): code itself
+    (an identifier such as ``kAKIA...`` or a macro name) is never rewritten. Introduced in lesson 01."""
+    from course_lib.data.clike import normalize_language
+
+    if normalize_language(language) == "cpp":
+        return _cpp_findings(text)
     if not isinstance(text, str) or not text:
         return []
     found: list[Finding] = _private_key_findings(text) if "PRIVATE KEY" in text else []
@@ -404,17 +435,45 @@ def find_secrets(text: str) -> list[Finding]:
     return kept
 
 
-def redact_secrets(text: str, *, kinds: Iterable[str] | None = None) -> RedactionResult:
+def _cpp_findings(text: str) -> list[Finding]:
+    """:func:`find_secrets` for C/C++: whole-text findings plus ``#define`` ones, kept only inside a
+    comment or a literal."""
+    import bisect
+
+    from course_lib.data.clike import literal_spans
+
+    if not isinstance(text, str) or not text:
+        return []
+    found = find_secrets(text)
+    if "define" in text:
+        taken = [(f.start, f.end) for f in found]
+        found += [f for f in _cpp_define_findings(text)
+                  if not any(s < f.end and f.start < e for s, e in taken)]
+        found.sort(key=lambda f: f.start)
+    if not found:
+        return []
+    spans = literal_spans(text)
+    starts = [s for s, _, _ in spans]
+    kept = []
+    for f in found:
+        k = bisect.bisect_right(starts, f.start) - 1
+        if k >= 0 and f.end <= spans[k][1]:
+            kept.append(f)
+    return kept
+
+
+def redact_secrets(text: str, *, kinds: Iterable[str] | None = None, language: str = "python") -> RedactionResult:
     """Replace secrets and PII in ``text`` with placeholders (``<KEY>``, ``<PASSWORD>``, ``<EMAIL>``,
     ``<IP_ADDRESS>``). Returns an object with ``.text`` (redacted) and ``.findings`` (each with
     ``.kind``, ``.start``, ``.end`` in the ORIGINAL text). ``kinds`` limits redaction to some kinds
-    (e.g. ``{"email"}``; see :data:`KINDS`).
+    (e.g. ``{"email"}``; see :data:`KINDS`). ``language="cpp"`` redacts C/C++ comments and string or
+    character literals only (see :func:`find_secrets`).
 
     Introduced in lesson 01.
     """
     if not isinstance(text, str):
         raise TypeError(f"redact_secrets needs a str, got {type(text).__name__}")
-    findings = find_secrets(text)
+    findings = find_secrets(text, language=language)
     if kinds is not None:
         kinds = set(kinds)
         unknown = kinds - set(KINDS)

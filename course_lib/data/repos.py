@@ -328,3 +328,129 @@ def write_illustrative_metadata(path: str | os.PathLike, names: Iterable[str], a
         stars, pushed = illustrative_metadata(n, as_of)
         lines.append(f"{n},{stars},{pushed.isoformat()},illustrative\n")
     return atomic_write_text(path, "".join(lines))
+
+
+# --- C/C++ sources on this machine (the C/C++ corpus of lessons 01-03) ------------------------------------
+# Two kinds of "repository": installed Python distributions that ship C/C++ headers or sources (pinned in
+# scripts/constraints.txt, torch pinned by setup: the same on every student machine), and the Debian
+# packages that setup's g++ brings (its dependency closure: libstdc++, glibc, Linux UAPI headers ...).
+# Everything else under /usr/include depends on what else a machine has installed and is left out.
+# Licences of the Debian packages, read from /usr/share/doc/<package>/copyright (Debian 12, 2026-12):
+SYSTEM_CPP_PACKAGES: tuple[tuple[str, str, str], ...] = (
+    (r"libstdc\+\+-\d+-dev", "GPL-3.0-or-later WITH GCC-exception-3.1", "the C++ standard library headers"),
+    (r"libgcc-\d+-dev", "GPL-3.0-or-later WITH GCC-exception-3.1", "GCC's own headers (stddef.h, intrinsics)"),
+    (r"libc6-dev", "LGPL-2.1-or-later", "the C library headers (glibc)"),
+    (r"linux-libc-dev", "GPL-2.0-only WITH Linux-syscall-note", "the Linux kernel's user-space API headers"),
+    (r"libcrypt-dev", "LGPL-2.1-or-later", "libxcrypt's crypt.h"),
+    (r"libnsl-dev", "LGPL-2.1-or-later", "NIS headers"),
+    (r"libtirpc-dev", "BSD-3-Clause", "Sun RPC headers"),
+)
+DPKG_INFO = Path("/var/lib/dpkg/info")
+
+
+def _dpkg_versions() -> dict[str, str]:
+    """``{package: version}`` of the installed Debian packages (empty without dpkg)."""
+    versions, name = {}, None
+    try:
+        with open("/var/lib/dpkg/status", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Package: "):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("Version: ") and name:
+                    versions[name] = line.split(":", 1)[1].strip()
+    except OSError:
+        return {}
+    return versions
+
+
+def system_cpp_repos(info_dir: str | os.PathLike = DPKG_INFO) -> list[Repo]:
+    """One :class:`Repo` per installed Debian package of :data:`SYSTEM_CPP_PACKAGES` (the C/C++ headers
+    that setup's ``g++`` brings), files relative to ``/`` (``usr/include/stdio.h``), licence from the
+    table. Empty (with a printed reason) where there is no dpkg database. Introduced in lesson 01."""
+    from course_lib.data.clike import is_cpp_file
+
+    info = Path(info_dir)
+    if not info.is_dir():
+        print(f"no dpkg database at {info}: no system C/C++ packages (Debian/Ubuntu only)")
+        return []
+    versions = _dpkg_versions()
+    repos = []
+    for lst in sorted(info.glob("*.list")):
+        pkg = lst.stem.split(":")[0]
+        match = next(((lic, what) for pat, lic, what in SYSTEM_CPP_PACKAGES if re.fullmatch(pat, pkg)), None)
+        if match is None:
+            continue
+        files = []
+        for line in lst.read_text(encoding="utf-8", errors="replace").splitlines():
+            p = line.strip()
+            if p.startswith("/") and is_cpp_file(p) and os.path.isfile(p) and not os.path.islink(p):
+                files.append(p.lstrip("/"))
+        if files:
+            files = sorted(set(files), key=lambda p: (p.count("/"), p))
+            repos.append(Repo(f"debian/{pkg}", versions.get(pkg, ""), match[0], normalize_license(match[0]),
+                              f"Debian copyright file ({match[1]})", "/", tuple(files), source="system"))
+    return repos
+
+
+def installed_cpp_repos() -> list[Repo]:
+    """One :class:`Repo` per installed distribution that ships C/C++ headers or sources (files from
+    its RECORD, shallow first; licence as :func:`installed_repos` reads it), sorted by name.
+    Introduced in lesson 01."""
+    from course_lib.data.clike import is_cpp_file
+
+    out = []
+    for r in installed_repos():
+        try:
+            dist = md.distribution(r.name)
+        except md.PackageNotFoundError:
+            continue
+        files = [str(f).replace(os.sep, "/") for f in (dist.files or [])]
+        cpp = [p for p in files if is_cpp_file(p) and not p.startswith("..") and ".dist-info/" not in p]
+        if cpp:
+            out.append(replace(r, files=tuple(sorted(set(cpp), key=lambda p: (p.count("/"), p)))))
+    return out
+
+
+def cpp_repos(*, system: bool = True) -> list[Repo]:
+    """The C/C++ "repositories" of the ci C/C++ corpus: :func:`installed_cpp_repos` plus, with
+    ``system``, :func:`system_cpp_repos`. Introduced in lesson 01."""
+    return installed_cpp_repos() + (system_cpp_repos() if system else [])
+
+
+def select_cpp_repos(repos: Iterable[Repo], *, max_repos: int | None = None) -> Selection:
+    """Keep the C/C++ repositories whose licence :func:`course_lib.data.filters.license_verdict` allows
+    (the same permissive rule as the Python corpus; there are no stars or push dates for installed
+    packages, so licence is the only criterion); at most ``max_repos`` (by name). Introduced in lesson 01."""
+    sel = Selection()
+    for r in repos:
+        allowed, why = license_verdict(r.license or r.license_raw)
+        (sel.kept.append(r) if allowed else sel.rejected.append((r, f"licence: {why}")))
+    sel.kept.sort(key=lambda r: r.name)
+    if max_repos is not None and len(sel.kept) > max_repos:
+        sel.rejected += [(r, f"over max_repos: {max_repos}") for r in sel.kept[max_repos:]]
+        sel.kept = sel.kept[:max_repos]
+    return sel
+
+
+def cpp_source_table(repos: Iterable[Repo] | None = None) -> list[dict]:
+    """What C/C++ text is on this machine, per source (no file is read, only sized): ``repo``, ``source``
+    (``site-packages`` / ``system``), ``version``, ``license``, ``verdict`` (kept, or the licence
+    rejection), ``files``, ``headers``, ``sources``, ``mbytes``. Introduced in lesson 01."""
+    from course_lib.data.clike import cpp_file_kind
+
+    repos = cpp_repos() if repos is None else list(repos)
+    sel = select_cpp_repos(repos)
+    verdict = {r.name: "kept" for r in sel.kept} | {r.name: why for r, why in sel.rejected}
+    rows = []
+    for r in repos:
+        size = 0
+        for f in r.files:
+            try:
+                size += os.path.getsize(os.path.join(r.root, f))
+            except OSError:
+                pass
+        kinds = [cpp_file_kind(f) for f in r.files]
+        rows.append({"repo": r.name, "source": r.source, "version": r.version, "license": r.license,
+                     "verdict": verdict[r.name], "files": len(r.files), "headers": kinds.count("header"),
+                     "sources": kinds.count("source"), "mbytes": round(size / 1e6, 2)})
+    return sorted(rows, key=lambda row: (row["source"], -row["mbytes"], row["repo"]))

@@ -35,10 +35,13 @@ from course_lib.data.dedup.minhash import (
     WORD_RE,
     MinHasher,
     char_shingles,
+    clike_shingle_hashes,
+    clike_shingles,
     estimated_jaccard,
     jaccard,
     minhash_params,
     parse_shingle_kind,
+    shingle_for_language,
     shingles,
     textbook_minhash,
     word_shingle_hashes,
@@ -68,6 +71,7 @@ from course_lib.data.dedup.removal import (
 
 __all__ = [
     "DedupResult", "MERSENNE_61", "MinHasher", "UnionFind", "WORD_RE", "banding_errors", "char_shingles",
+    "clike_shingle_hashes", "clike_shingles", "shingle_for_language",
     "choose_bands", "choose_keeper", "clusters_from_pairs", "content_hash", "corpus_fingerprint", "corpus_stars", "dedup_artefact",
     "deduplicate", "estimated_jaccard", "exact_duplicate_groups", "exact_jaccard_pairs",
     "find_near_duplicates", "jaccard", "keeper_key", "load_dedup_report", "load_deduped_corpus",

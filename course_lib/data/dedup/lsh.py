@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from course_lib.data.dedup.minhash import MinHasher, estimated_jaccard, fmix64, jaccard, shingles
+from course_lib.data.dedup.minhash import MinHasher, estimated_jaccard, fmix64, jaccard, shingle_for_language, shingles
 
 # --- LSH banding ----------------------------------------------------------------------------------
 
@@ -108,7 +108,7 @@ def check_docs(docs: Any, where: str) -> list[str]:
 def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_perm: int = 128,
                          shingle: str = "word5", bands: int | None = None, rows: int | None = None,
                          verify: str | None = "exact", fn_weight: float = 0.95,
-                         seed: int = 0) -> list[tuple[int, int]]:
+                         seed: int = 0, language: str = "python") -> list[tuple[int, int]]:
     """Index pairs ``(i, j)``, ``i < j``, sorted, judged near-duplicates at Jaccard >= ``threshold``.
 
     MinHash signatures (:class:`MinHasher`) -> LSH candidates (:func:`lsh_candidate_pairs`, banding from
@@ -119,9 +119,12 @@ def find_near_duplicates(docs: Sequence[str], threshold: float = 0.8, *, num_per
     1 against exact Jaccard; recall = the banding's), ``"estimate"`` uses signature agreement, ``None``
     keeps every candidate. Documents without shingles are never reported. ``docs`` must be a sequence
     of strings: a single ``str`` (or ``bytes``) raises ``TypeError`` (iterating it would treat each
-    character as a document), as does a non-string element (its index is named). Introduced in lesson 02.
+    character as a document), as does a non-string element (its index is named). ``language="cpp"``
+    shingles C/C++ tokens instead of words (:func:`shingle_for_language`: ``word5`` -> ``clike5``).
+    Introduced in lesson 02.
     """
     docs = check_docs(docs, "find_near_duplicates")
+    shingle = shingle_for_language(shingle, language)
     if verify not in ("exact", "estimate", None):
         raise ValueError(f"verify must be 'exact', 'estimate' or None, got {verify!r}")
     if bands is None or rows is None:

@@ -61,17 +61,48 @@ def char_shingles(text: str, n: int = 5) -> set[str]:
     return {text[i:i + n] for i in range(len(text) - n + 1)}
 
 
+def clike_shingles(text: str, n: int = 5) -> set[str]:
+    """The set of n-grams of C-like tokens (:func:`course_lib.data.clike.clike_tokens`: identifiers,
+    numbers, operators, string and character literals; comments dropped), tokens joined by a space;
+    the same short-text rule as :func:`word_shingles`. Introduced in lesson 02."""
+    from course_lib.data.clike import clike_tokens
+
+    tokens = clike_tokens(text)
+    if not tokens:
+        return set()
+    if len(tokens) < n:
+        return {" ".join(tokens)}
+    return {" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+
+
 def parse_shingle_kind(kind: str) -> tuple[str, int]:
-    """``"word5"`` -> ``("word", 5)``, ``"char7"`` -> ``("char", 7)``. Introduced in lesson 02."""
-    m = re.fullmatch(r"(word|char)(\d+)", kind)
+    """``"word5"`` -> ``("word", 5)``, ``"char7"`` -> ``("char", 7)``, ``"clike5"`` -> ``("clike", 5)``
+    (C/C++ tokens). Introduced in lesson 02."""
+    m = re.fullmatch(r"(word|char|clike)(\d+)", kind)
     if not m or int(m.group(2)) < 1:
-        raise ValueError(f"shingle kind {kind!r} not understood: use 'word<N>' or 'char<N>', e.g. 'word5'")
+        raise ValueError(f"shingle kind {kind!r} not understood: use 'word<N>', 'char<N>' or 'clike<N>' "
+                         f"(C/C++ tokens), e.g. 'word5'")
     return m.group(1), int(m.group(2))
 
 
+def shingle_for_language(shingle: str, language: str = "python") -> str:
+    """The shingle kind the dedup pipeline uses for ``language``: for ``"cpp"`` (C or C++) word shingles
+    become C-like token shingles (``"word5"`` -> ``"clike5"``: operators and literals count, comments
+    do not); character shingles and Python are unchanged. Introduced in lesson 02."""
+    from course_lib.data.clike import normalize_language
+
+    unit, n = parse_shingle_kind(shingle)
+    if normalize_language(language) == "cpp" and unit == "word":
+        return f"clike{n}"
+    return shingle
+
+
 def shingles(text: str, kind: str = "word5") -> set[str]:
-    """Shingles of ``text`` named by ``kind`` (``"word5"``, ``"char5"``, ...). Introduced in lesson 02."""
+    """Shingles of ``text`` named by ``kind`` (``"word5"``, ``"char5"``, ``"clike5"``, ...).
+    Introduced in lesson 02."""
     unit, n = parse_shingle_kind(kind)
+    if unit == "clike":
+        return clike_shingles(text, n)
     return word_shingles(text, n) if unit == "word" else char_shingles(text, n)
 
 
@@ -170,6 +201,33 @@ def word_shingle_hashes(texts: Sequence[str], n: int = 5) -> tuple[np.ndarray, n
     is_word = _WORD_BYTES[buf].astype(np.int8)
     edge = np.diff(is_word, prepend=np.int8(0), append=np.int8(0))
     start, end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    tok_doc = np.searchsorted(doc_end, start, side="right")
+    return _span_shingle_hashes(buf, start, end, tok_doc, len(texts), n)
+
+
+def clike_shingle_hashes(texts: Sequence[str], n: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`word_shingle_hashes` for C/C++: the tokens are :func:`course_lib.data.clike.clike_tokens`
+    (identifiers, numbers, operators, literals; comments dropped), hashed and n-grammed the same way.
+    Introduced in lesson 02."""
+    from course_lib.data.clike import clike_tokens
+
+    pieces: list[bytes] = []
+    doc_of: list[int] = []
+    for d, text in enumerate(texts):
+        toks = [t.encode("utf-8", "surrogatepass") for t in clike_tokens(text)]
+        pieces.extend(toks)
+        doc_of.extend([d] * len(toks))
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    end = np.cumsum(lengths)
+    start = end - lengths
+    buf = np.frombuffer(b"".join(pieces) + b"\0", dtype=np.uint8)
+    return _span_shingle_hashes(buf, start, end, np.array(doc_of, dtype=np.int64), len(texts), n)
+
+
+def _span_shingle_hashes(buf: np.ndarray, start: np.ndarray, end: np.ndarray, tok_doc: np.ndarray,
+                         n_texts: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle hashes from token byte spans ``buf[start:end]`` (token ``i`` belongs to text
+    ``tok_doc[i]``, sorted by text): the common part of the word and C-like shingle hashers."""
     if len(start) == 0:
         return np.zeros(0, np.uint64), np.zeros(0, np.int64)
     powers, inv_powers = _powers(len(buf))
@@ -177,8 +235,7 @@ def word_shingle_hashes(texts: Sequence[str], n: int = 5) -> tuple[np.ndarray, n
     np.cumsum(buf.astype(np.uint64) * powers[:len(buf)], out=prefix[1:])
     tok = (prefix[end] - prefix[start]) * inv_powers[start] + (end - start).astype(np.uint64)
     tok = fmix64(tok)
-    tok_doc = np.searchsorted(doc_end, start, side="right")
-    counts = np.bincount(tok_doc, minlength=len(texts))
+    counts = np.bincount(tok_doc, minlength=n_texts)
     xs, docs = [], []
     if len(tok) >= n:
         m = len(tok) - n + 1
@@ -233,6 +290,8 @@ class MinHasher:
     def _chunk_hashes(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if self.unit == "word":
             return word_shingle_hashes(texts, self.n)
+        if self.unit == "clike":
+            return clike_shingle_hashes(texts, self.n)
         xs, docs = [], []
         for d, text in enumerate(texts):
             if not text:

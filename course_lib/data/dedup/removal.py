@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from course_lib.data.dedup.lsh import check_docs, exact_jaccard_pairs, find_near_duplicates, precision_recall
-from course_lib.data.dedup.minhash import jaccard, shingles
+from course_lib.data.dedup.minhash import jaccard, shingle_for_language, shingles
 from course_lib.profiles import ProfileLike, resolve_profile
 
 # --- exact dedup ----------------------------------------------------------------------------------
@@ -122,13 +122,15 @@ class DedupResult:
 def deduplicate(docs: Sequence[str], repos: Sequence[str], paths: Sequence[str], *,
                 stars: Mapping[str, int] | Sequence[int] | None = None, threshold: float = 0.8,
                 num_perm: int = 128, shingle: str = "word5", verify: str | None = "exact",
-                fn_weight: float = 0.95, seed: int = 0) -> DedupResult:
+                fn_weight: float = 0.95, seed: int = 0, language: str = "python") -> DedupResult:
     """Exact dedup, then near dedup of the survivors, one keeper per cluster (:func:`choose_keeper`).
 
     Every removed file gets a record: its index, repo, path, ``reason`` (``exact_duplicate`` or
     ``near_duplicate``), the index/repo/path it duplicates (the cluster's keeper) and, for near
-    duplicates, the exact Jaccard with that keeper. Introduced in lesson 02.
+    duplicates, the exact Jaccard with that keeper. ``language="cpp"`` compares C/C++ token shingles
+    (``word5`` -> ``clike5``, comments dropped). Introduced in lesson 02.
     """
+    shingle = shingle_for_language(shingle, language)
     n = len(docs)
     if not (len(repos) == len(paths) == n):
         raise ValueError(f"docs, repos and paths must have the same length ({n}, {len(repos)}, {len(paths)})")
@@ -199,10 +201,12 @@ def partially_removed_repos(removed: Sequence[Mapping[str, Any]], repos: Sequenc
 
 # --- the lesson's artefact ------------------------------------------------------------------------
 
-def _corpus(profile: ProfileLike, rebuild: bool = False):
+def _corpus(profile: ProfileLike, rebuild: bool = False, language: str = "python"):
     from course_lib.data.corpus import load_corpus
 
-    return load_corpus(profile=profile, rebuild=rebuild)
+    if language == "python":
+        return load_corpus(profile=profile, rebuild=rebuild)
+    return load_corpus(profile=profile, rebuild=rebuild, language=language)
 
 
 def repo_stars(profile: ProfileLike = "ci") -> dict[str, int] | None:
@@ -246,35 +250,49 @@ def corpus_fingerprint(corpus) -> str:
     return h.hexdigest()[:16]
 
 
-def dedup_artefact(profile: ProfileLike, rebuild: bool = False):
+def dedup_artefact(profile: ProfileLike, rebuild: bool = False, language: str = "python"):
     """The deduplicated corpus as an artefact of :mod:`course_lib.store`: keyed by the profile's
-    ``dedup`` settings, the content of lesson 01's corpus (upstream) and the code of the dedup package."""
+    ``dedup`` settings, the content of lesson 01's corpus (upstream) and the code of the dedup package.
+    ``language="cpp"``: the C/C++ corpus with C-like token shingles (``word5`` -> ``clike5``) and no
+    star counts (the keep rule falls back to the shortest path)."""
     from course_lib import store
+    from course_lib.data.clike import normalize_language
 
     P = resolve_profile(profile)
-    corpus = _corpus(P)
+    language = normalize_language(language)
+    corpus = _corpus(P) if language == "python" else _corpus(P, language=language)
     cfg = dict(P.dedup)
+    if language != "python":
+        cfg["shingle"] = shingle_for_language(cfg["shingle"], language)
+        cfg["language"] = language
 
     def build(folder):
-        stars = corpus_stars(corpus, P)
+        stars = corpus_stars(corpus, P) if language == "python" else None
         result = deduplicate(corpus["content"], corpus["repo"], corpus["path"], stars=stars,
                              threshold=cfg["threshold"], num_perm=cfg["num_perm"], shingle=cfg["shingle"],
                              verify=cfg.get("verify", "exact"), fn_weight=cfg.get("fn_weight", 0.95))
         kept = corpus.select(result.keep)
         quality = near_dedup_quality(corpus["content"], result, cfg)
-        report = {"profile": P.name, "config": cfg, "input_files": len(corpus), **result.summary(),
+        report = {"profile": P.name, "language": language, "config": cfg, "input_files": len(corpus), **result.summary(),
                   "stars_known": stars is not None, "quality": quality,
                   "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
                   "removed_files": result.removed,
                   "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}
         kept.save_to_disk(str(folder / "dataset"))
         (folder / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"dedup ({P.name}): {len(corpus)} files -> kept {len(kept)}; removed "
+        print(f"dedup ({P.name}, {language}): {len(corpus)} files -> kept {len(kept)}; removed "
               f"{report.get('exact_duplicate', 0)} exact and {report.get('near_duplicate', 0)} near duplicates")
         return {"rows": len(kept)}
 
-    return store.get_or_build("dedup", P.name, cfg, build, upstream=[corpus_fingerprint(corpus)],
-                              code=sorted(Path(__file__).parent.glob("*.py")), rebuild=rebuild, log=print)
+    name = P.name if language == "python" else f"{P.name}-{language}"
+    return store.get_or_build("dedup", name, cfg, build, upstream=[corpus_fingerprint(corpus)],
+                              code=sorted(Path(__file__).parent.glob("*.py")) + _lexer(language), rebuild=rebuild,
+                              log=print)
+
+
+def _lexer(language: str) -> list[Path]:
+    """The C/C++ lexer's source when C-like tokens are shingled (a cache key part)."""
+    return [Path(__file__).parent.parent / "clike.py"] if language != "python" else []
 
 
 def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -290,21 +308,22 @@ def near_dedup_quality(docs: Sequence[str], result: DedupResult, cfg: Mapping[st
     return {**precision_recall(result.near_pairs, truth), "truth_cpu_seconds": round(time.process_time() - t0, 1)}
 
 
-def load_deduped_corpus(profile: ProfileLike = "ci", rebuild: bool = False):
+def load_deduped_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: str = "python"):
     """Lesson 01's corpus after exact and near dedup (a ``datasets.Dataset``, same columns), cached in
     ``cache_dir("dedup")`` through :mod:`course_lib.store` under a key of the profile's ``dedup``
     settings, lesson 01's corpus artefact and this module's code; built from
     ``course_lib.data.corpus.load_corpus`` when missing (or ``rebuild=True``). The report of what was removed
-    is in :func:`load_dedup_report`. Introduced in lesson 02.
+    is in :func:`load_dedup_report`. ``language="cpp"``: the C/C++ corpus of
+    ``load_corpus(profile, language="cpp")`` deduplicated on C-like tokens. Introduced in lesson 02.
     """
     import datasets
 
     P = resolve_profile(profile)
-    return datasets.load_from_disk(str(dedup_artefact(P, rebuild).path / "dataset"))
+    return datasets.load_from_disk(str(dedup_artefact(P, rebuild, language).path / "dataset"))
 
 
-def load_dedup_report(profile: ProfileLike = "ci") -> dict[str, Any]:
+def load_dedup_report(profile: ProfileLike = "ci", language: str = "python") -> dict[str, Any]:
     """The report of :func:`load_deduped_corpus` (counts, config, one record per removed file, the
     first clusters), building the deduped corpus first when needed. Introduced in lesson 02."""
     P = resolve_profile(profile)
-    return json.loads((dedup_artefact(P).path / "report.json").read_text(encoding="utf-8"))
+    return json.loads((dedup_artefact(P, language=language).path / "report.json").read_text(encoding="utf-8"))

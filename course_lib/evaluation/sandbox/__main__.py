@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"auto -> {sandbox.resolve_backend('auto', configured=configured)} (configured: {configured})")
         except RuntimeError as exc:
             print(f"auto -> none: {exc}")
+        import shutil
+
+        from course_lib.evaluation.sandbox.cpp import COMPILER
+        print(f"C++     {'g++ at ' + COMPILER if shutil.which(COMPILER) else 'no g++: `apt-get install g++` (as root)'}")
         return 0
     if args.command == "runtime":
         from course_lib.evaluation.sandbox.runtime import build_runtime

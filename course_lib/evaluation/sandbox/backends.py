@@ -131,9 +131,11 @@ def bwrap_argv(uid: int, seccomp_fd: int | None = None, tmp_bytes: int = TMP_BYT
 # --- docker ----------------------------------------------------------------------------------------
 
 def docker_argv(uid: int, limits: Limits, name: str, host: str | None, tmp_bytes: int = TMP_BYTES,
-                command: list[str] | None = None) -> list[str]:
+                command: list[str] | None = None, tmp_exec: bool = False) -> list[str]:
     """``docker run`` command line of one sample (container ``name``, killed by name on timeout).
-    ``command`` defaults to the in-sandbox server. Introduced in lesson 06."""
+    ``command`` defaults to the in-sandbox server. Docker mounts a ``--tmpfs`` ``noexec`` unless told
+    otherwise: ``tmp_exec`` (a compiled C++ program, :mod:`course_lib.evaluation.sandbox.cpp`) mounts
+    ``/tmp`` with ``exec``. Introduced in lesson 06."""
     docker = shutil.which("docker")
     if not docker:
         raise FileNotFoundError("the docker client is not installed: `apt-get install docker.io` (as root)")
@@ -142,7 +144,7 @@ def docker_argv(uid: int, limits: Limits, name: str, host: str | None, tmp_bytes
     argv += ["run", "--rm", "-i", "--name", name, "--network", "none",
              "--memory", f"{limits.memory_mb}m", "--memory-swap", f"{limits.memory_mb}m",
              "--pids-limit", str(MAX_PROCS), "--read-only",
-             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp_mb}m,mode=1777",
+             "--tmpfs", f"/tmp:rw,{'exec,' if tmp_exec else ''}nosuid,nodev,size={tmp_mb}m,mode=1777",
              "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", f"{uid}:{uid}",
              "--workdir", "/tmp", "--env", "HOME=/tmp", "--env", "OPENBLAS_NUM_THREADS=1",
              "--cpus", str(CPUS), "--log-driver", "none", "--stop-timeout", "1",

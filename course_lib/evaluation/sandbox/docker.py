@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,10 +65,18 @@ def daemon_answers(host: str | None = None) -> bool:
         return False
 
 
+IMAGE_REVISION = "2"
+"""The image's ``course.sandbox.revision`` label: 2 = the system Python, the runtime and the g++ toolchain
+(:mod:`course_lib.evaluation.sandbox.cpp`). An image with another revision (an older one without g++)
+counts as missing, so :func:`ensure_docker` builds it again."""
+
+
 def image_exists(host: str | None = None, image: str = IMAGE) -> bool:
-    """True when the daemon at ``host`` has the sandbox image. Introduced in lesson 06."""
+    """True when the daemon at ``host`` has the sandbox image at :data:`IMAGE_REVISION`. Introduced in lesson 06."""
     try:
-        return _docker("image", "inspect", image, host=host or docker_host(), timeout=20).returncode == 0
+        res = _docker("image", "inspect", "--format", '{{index .Config.Labels "course.sandbox.revision"}}', image,
+                      host=host or docker_host(), timeout=20)
+        return res.returncode == 0 and res.stdout.decode(errors="replace").strip() == IMAGE_REVISION
     except (subprocess.TimeoutExpired, OSError, FileNotFoundError):
         return False
 
@@ -202,6 +211,48 @@ _SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", 
               "site-packages", "dist-packages", "config-3.11-x86_64-linux-gnu"}
 
 
+TOOLCHAIN_PACKAGES = ("g++",)
+"""Debian packages whose files (with their installed dependencies) the image carries for the C++ judge."""
+_TOOLCHAIN_SKIP_PACKAGES = {"libasan8", "liblsan0", "libtsan2", "libubsan1", "libhwasan0", "libgprofng0"}
+_TOOLCHAIN_SKIP = re.compile(r"^/usr/share/(doc|man|info|locale|lintian|bug|gdb)/|/(lto1|cc1|[^/]*lto-dump[^/]*)$"
+                             r"|/lib(a|l|t|ub|hwa)san[^/]*$")
+
+
+def _installed_dependencies(roots: tuple[str, ...]) -> list[str]:
+    seen: dict[str, bool] = {}
+    todo = list(roots)
+    while todo:
+        pkg = todo.pop()
+        if pkg in seen or pkg in _TOOLCHAIN_SKIP_PACKAGES:
+            continue
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", pkg], capture_output=True, text=True)
+        seen[pkg] = out.returncode == 0
+        if out.returncode:
+            continue
+        for alternatives in out.stdout.split(","):
+            for choice in alternatives.split("|"):
+                name = re.split(r"[ (:]", choice.strip())[0]
+                if name:   # the first alternative that is installed, else the first one
+                    if subprocess.run(["dpkg-query", "-W", name], capture_output=True).returncode == 0:
+                        todo.append(name)
+                        break
+    return sorted(p for p, ok in seen.items() if ok)
+
+
+def toolchain_files() -> list[str]:
+    """The files of the g++ toolchain (:data:`TOOLCHAIN_PACKAGES` and the installed packages they depend
+    on, without documentation, the C compiler proper, LTO and the sanitizer runtimes), as ``dpkg -L``
+    lists them. Raises RuntimeError saying what to install when g++ is missing. Introduced for issue 38."""
+    if not shutil.which("dpkg-query") or subprocess.run(["dpkg-query", "-W", "g++"], capture_output=True).returncode:
+        raise RuntimeError("the C++ judge's toolchain is missing: `apt-get install g++` (as root; scripts/setup.sh does it)")
+    files: list[str] = []
+    for pkg in _installed_dependencies(TOOLCHAIN_PACKAGES):
+        listing = subprocess.run(["dpkg", "-L", pkg], capture_output=True, text=True).stdout.splitlines()
+        files += [f for f in listing if f.startswith("/") and not _TOOLCHAIN_SKIP.search(f)
+                  and not os.path.isdir(f) and (os.path.islink(f) or os.path.isfile(f))]
+    return sorted(set(files))
+
+
 def rootfs_tar(python: Path | None = None) -> bytes:
     """A tar archive of a minimal root file system that runs ``python3``: the interpreter, its shared
     libraries, its standard library (without tests and GUI modules), the sandbox runtime (numpy,
@@ -248,8 +299,16 @@ def rootfs_tar(python: Path | None = None) -> bytes:
             ti = tarfile.TarInfo("usr/bin/python3")
             ti.type, ti.linkname = tarfile.SYMTYPE, str(exe)
             tar.addfile(ti)
+        added = set()
         for lib in sorted(libs):
             tar.add(os.path.realpath(lib), arcname=lib.lstrip("/"))
+            added.add(lib.lstrip("/"))
+        # the C++ judge's g++ toolchain, each file at its packaged path (links stay links)
+        for path in toolchain_files():
+            arcname = path.lstrip("/")
+            if arcname not in added and not arcname.startswith("usr/bin/python"):
+                tar.add(path, arcname=arcname, recursive=False)
+                added.add(arcname)
         for root, dirs, files in os.walk(stdlib):
             dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
             for f in files:
@@ -275,6 +334,7 @@ def build_image(host: str | None = None, image: str = IMAGE, python: Path | None
     host = host or docker_host()
     data = rootfs_tar(python)
     res = _docker("import", "--change", "USER 65534:65534", "--change", "WORKDIR /tmp",
+                  "--change", f"LABEL course.sandbox.revision={IMAGE_REVISION}",
                   "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin", "--change", 'CMD ["python3"]',
                   "--message", "course_lib.evaluation.sandbox offline image (docker import)", "-", image,
                   host=host, timeout=300, input=data)

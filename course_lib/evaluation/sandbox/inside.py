@@ -182,10 +182,15 @@ def supervise():
     report = os.dup(2)
     folder = "/tmp/sample-%d" % os.getpid()
     os.mkdir(folder, 0o700)
-    filename = folder + "/solution.py"
+    if header.get("compile"):   # C++: compile the source with the header's command, report, exit
+        _compile(header, folder, code, report)
+    binary = bool(header.get("binary"))   # C++: the program is an executable (the judge's driver linked in)
+    filename = folder + ("/prog" if binary else "/solution.py")
     with open(filename, "wb") as f:   # before the rlimits: a program of any size the tmpfs holds is written
         f.write(code)
     del code
+    if binary:
+        os.chmod(filename, 0o700)
     _set_limits(header.get("limits") or {})
     if header.get("seccomp"):
         _install_seccomp(header["seccomp"])
@@ -210,6 +215,8 @@ def supervise():
             for fd in (null, out_w, err_w):
                 os.close(fd)
             _dumpable(1)
+            if binary:
+                _exec_binary(filename, req, rep, abi)
             serve(header, filename, folder, req, rep, abi)
         finally:
             os._exit(70)
@@ -278,6 +285,108 @@ def _relay(pid, out_r, err_r, report, cleanup=None):
         except OSError:
             pass
     os._exit(0)
+
+
+# --- C++: compiling a source, running a binary ---------------------------------------------------
+
+_SYSTEM_READ = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
+
+
+def _compile(header, folder, source, report):
+    """Compile mode (C++): write the source, narrow this process's view (Landlock: read the toolchain
+    under /usr, write only /tmp; no /proc), run the header's compiler command with the run's rlimits
+    (``fsize``: the largest binary), keep the first ``diag_cap`` bytes of its diagnostics, and answer
+    the init message with one reply: exit status, signal, diagnostics, OOM seen, and the binary (hex).
+    The compiler reads nothing the sandbox does not show it: ``#include "/etc/passwd"`` finds what the
+    sandbox's /etc holds, not the host's. Never returns."""
+    import subprocess
+    import time
+    with open(folder + "/" + header["source_name"], "wb") as f:
+        f.write(source)
+    del source
+    _set_limits(header.get("limits") or {})
+    if header.get("seccomp"):
+        _install_seccomp(header["seccomp"])
+    oom_fds = []   # the container's OOM counters, opened before Landlock hides /sys
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            oom_fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            pass
+    abi = _landlock_abi() if header.get("landlock") else 0
+    if abi:
+        _landlock(abi, _SYSTEM_READ, ["/tmp", "/dev"])
+    _write_all(report, MAGIC + _frame(b"S", _dumps({"landlock": abi})))
+    cap = int(header.get("diag_cap") or 65536)
+    t0 = time.monotonic()
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C", "LC_ALL": "C", "TMPDIR": folder, "HOME": folder}
+    proc = subprocess.Popen(header["argv"], cwd=folder, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            close_fds=True)
+    kept, total = [], 0
+    while True:
+        chunk = proc.stdout.read1(65536) if hasattr(proc.stdout, "read1") else proc.stdout.read(65536)
+        if not chunk:
+            break
+        if total < cap:
+            kept.append(chunk[: cap - total])
+        total += len(chunk)
+    status = proc.wait()
+    info = {"rc": status if status >= 0 else None, "signal": -status if status < 0 else None,
+            "diag": b"".join(kept).decode("utf-8", "replace"), "diag_bytes": total,
+            "seconds": round(time.monotonic() - t0, 4), "oom": any(_oom_in(fd) for fd in oom_fds), "binary": ""}
+    out = folder + "/" + header["output_name"]
+    if status == 0:
+        try:
+            size = os.path.getsize(out)
+            info["size"] = size
+            if size <= int(header.get("max_binary") or 0):
+                with open(out, "rb") as f:
+                    info["binary"] = f.read().hex()
+        except OSError as exc:
+            info["diag"] += "\nno binary: %s" % exc
+    data = _dumps(info)
+    _write_all(1, _U32.pack(len(data)) + data)
+    if header.get("cleanup"):   # the unsafe backend's /tmp is the host's
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+    _write_all(report, _frame(b"X", _dumps({"exit": 0, "oom": info["oom"]})))
+    os._exit(0)
+
+
+def _oom_in(fd):
+    try:
+        text = os.pread(fd, 65536, 0).decode("ascii", "replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip() not in ("", "0"):
+            return True
+    return False
+
+
+def _exec_binary(path, req, rep, abi):
+    """Binary mode (C++), in the worker: the request pipe on fd 3 and the reply pipe on fd 4 (where the
+    judge's driver reads and writes its frames), fd 0 ``/dev/null``, fd 1/2 the supervisor's relay pipes,
+    no other descriptor; Landlock as for Python programs; then exec the program. Never returns."""
+    import fcntl
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (req, rep)]
+    for fd in (req, rep):
+        os.close(fd)
+    os.dup2(high[0], 3)
+    os.dup2(high[1], 4)
+    os.closerange(5, 1 << 16)
+    if abi:
+        _landlock(abi, _SYSTEM_READ, ["/tmp", "/dev"])
+    try:
+        os.execve(path, [path], {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+    except OSError as exc:
+        try:
+            os.write(2, ("the program could not start: %s\n" % exc).encode())
+        except OSError:
+            pass
+    os._exit(127)
 
 
 # --- Landlock: the worker's view of the file system -----------------------------------------------

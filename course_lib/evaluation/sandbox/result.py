@@ -22,7 +22,8 @@ class SandboxResult:
     tests and a run that ended early has failed every test it never answered. Empty (a result made
     by hand): every outcome is a test. ``exited_at_load``: the program ended — an exit, a death, a
     broken report — before its code finished loading, so no test could run (the lecture's reward
-    counts that as a runtime error)."""
+    counts that as a runtime error). ``compile_s``: the seconds a C++ sample spent compiling
+    (:mod:`course_lib.evaluation.sandbox.cpp`; ``None`` for Python)."""
 
     status: str
     stdout: str = ""
@@ -35,6 +36,7 @@ class SandboxResult:
     test_errors: list[str] = field(default_factory=list)
     planned: list[bool] = field(default_factory=list)
     exited_at_load: bool = False
+    compile_s: float | None = None
 
     @property
     def passed(self) -> bool:
