@@ -1,10 +1,8 @@
-"""Issue 35's ablations: the noisy rule teacher, the raw variants' training sets, the plausible defects."""
+"""Issue 35's ablations: the noisy rule teacher, the raw variants' training sets."""
 from __future__ import annotations
 
 import json
 import random
-import shutil
-import subprocess
 
 import pytest
 
@@ -157,37 +155,6 @@ def test_paired_bootstrap():
     better = {k: True for k in a}
     c = ablations.paired_bootstrap(better, a, rounds=500)
     assert c["diff"] == pytest.approx(0.5) and 0.4 < c["low"] < 0.5 < c["high"] < 0.6
-
-
-# --- plausible defects ---------------------------------------------------------------------------------
-
-def test_other_language_answers_compute_the_tasks_operation(sample):
-    """The "other language" answers are the task's own function in JavaScript (operation, filter, loop), not a
-    plain sum; with node on the machine they are run and return what the hidden tests expect."""
-    rows = [(r, t) for r, t in sample if t["defect"] == "other language"]
-    assert rows and len({t["operation"] for _, t in rows}) >= 5
-    for r, t in rows:
-        blocks = find_code_blocks(r["response"])
-        assert [b.tag for b in blocks] == ["javascript"] and f"function {t['entry_point']}(" in blocks[0].code
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed: the JavaScript was checked for its shape only")
-    calls, expected = [], []
-    for r, t in rows:
-        js = find_code_blocks(r["response"])[0].code
-        for line in t["tests"].splitlines():
-            arg = line.split("(", 1)[1].rsplit(") == ", 1)[0]
-            value = eval(arg)   # our own generated test line
-            calls.append(f"(function(){{ {js} return {t['entry_point']}({json.dumps(value)}); }})()")
-            expected.append(taskgen.expected_value(t["family"], t["operation"], t["filter"], value))
-    out = subprocess.run(["node", "-e", "console.log(JSON.stringify([" + ",".join(calls) + "]))"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
-    assert json.loads(out) == expected
-
-
-def test_defect_rates_are_stated_once_and_wrong_fence_tags_are_rare():
-    rates = {**taskgen.DEFECT_RATES, **taskgen.FORMAT_DEFECT_RATES}
-    assert rates["wrong fence tag"] <= 0.01
-    assert rates["wrong fence tag"] == min(rates.values())
 
 
 def test_the_ablation_table_reads_the_gap_and_says_which_variant_has_no_model():

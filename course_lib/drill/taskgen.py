@@ -184,25 +184,23 @@ HOLDOUT: frozenset[tuple[str, str, str]] = frozenset({
     ("string", "double", "nospace"), ("string", "keep", "vowels"),
 })
 
-# The course's simulation of a noisy synthetic set. EVERY RATE BELOW IS THE COURSE'S CHOICE, stated here and
-# nowhere else (docs and lesson 07 print these dicts): nobody measured them on the real tiny-codes answers, and
-# no source is claimed. Share of *training* rows with each content defect:
+# The course's simulation of a noisy synthetic set: share of *training* rows with each defect.
 DEFECT_RATES: dict[str, float] = {
     "prose only": 0.06,         # an explanation with no code block
     "wrong code": 0.08,         # runs, but computes another operation than the one asked for
     "does not run": 0.06,       # a syntax error or a name that is never defined
-    "other language": 0.05,     # a JavaScript answer to a Python request, computing the task's own operation
+    "other language": 0.05,     # a JavaScript answer to a Python request
     "truncated": 0.05,          # the answer stops in the middle of the code block
 }
-# Format defects (lecture §5.3 conclusion 2): the code is right, the answer around it is not in the one-fence
-# format. Share of *training* rows with each (the course's choice too); a row carries at most one defect of
-# either kind.
+# Format defects (the course's simulation of the real set's messy answers, lecture §5.3 conclusion 2): the
+# code is right, the answer around it is not in the one-fence format. Share of *training* rows with each;
+# a row carries at most one defect of either kind.
 FORMAT_DEFECT_RATES: dict[str, float] = {
     "several fences": 0.04,     # the function, then a usage example in a second python fence
     "shell block": 0.04,        # a bash block that runs the code from a terminal, after the python fence
     "prose after code": 0.04,   # a long step-by-step explanation after the code that repeats itself
     "markdown headings": 0.04,  # "## Solution", "### Code", "### Notes" around the answer
-    "wrong fence tag": 0.01,    # rare: the Python code under a plain-text tag (```text, ```plaintext)
+    "wrong fence tag": 0.03,    # the Python code under another language's tag (```javascript, ```java ...)
 }
 EVAL_PARTS = ("new instances", "held-out combinations")
 SPLIT_FILE = "eval_split.json"
@@ -337,30 +335,7 @@ def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Rand
 
 
 _EXAMPLE_INPUT = {"list": [1, 2, 3, 4], "range": 6, "string": "hello 42"}
-_OTHER_TAGS = ("text", "plaintext")     # what a Python fence is mislabelled with ("wrong fence tag")
-
-# the "other language" defect: the task's own function in JavaScript (operation, filter and loop as asked)
-_JS_UPDATE = {"sum": "result += {v};", "count": "result += 1;", "product": "result *= {v};",
-              "squares": "result += {v} * {v};", "max": "result = Math.max(result, {v});", "keep": "result += {v};",
-              "upper": "result += {v}.toUpperCase();", "double": "result += {v}.repeat(2);",
-              "reverse": "result = {v} + result;"}
-_JS_CONDITION = {"all": "", "even": "{v} % 2 === 0", "odd": "{v} % 2 !== 0", "positive": "{v} > 0",
-                 "negative": "{v} < 0", "big": "{v} > 10", "vowels": '"aeiou".includes({v})',
-                 "digits": "/[0-9]/.test({v})", "letters": "/[a-zA-Z]/.test({v})", "nospace": '{v} !== " "'}
-
-
-def render_javascript(family: str, op_key: str, flt_key: str, name: str, arg: str, var: str) -> str:
-    """The task's function written in JavaScript (the "other language" defect: a right answer in the wrong
-    language): the same operation, filter and loop as :func:`render_code`. Introduced in lesson 07."""
-    op = _find(FAMILIES[family]["ops"], op_key)
-    loop = (f"for (let {var} = 1; {var} <= {arg}; {var}++) {{" if family == "range"
-            else f"for (const {var} of {arg}) {{")
-    body = _JS_UPDATE[op_key].format(v=var)
-    cond = _JS_CONDITION[flt_key].format(v=var)
-    # the start value is written as in Python: 0, 1 and "" are JavaScript too
-    lines = [f"function {name}({arg}) {{", f"  let result = {op.init};", f"  {loop}"]
-    lines += [f"    if ({cond}) {{", f"      {body}", "    }"] if cond else [f"    {body}"]
-    return "\n".join(lines + ["  }", "  return result;", "}"]) + "\n"
+_OTHER_TAGS = ("javascript", "js", "java", "ruby")
 
 
 def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: list[Any],
@@ -384,8 +359,7 @@ def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: l
                   else code.replace("    return result", "    return results", 1))
         row["response"] = f"{intro}```python\n{broken}```{outro}"
     elif defect == "other language":
-        js = render_javascript(family, op_key, flt_key, name, arg, var)
-        row["response"] = f"Here is one way to do it:\n\n```javascript\n{js}```{outro}"
+        row["response"] = ("Here is one way to do it:\n\n" + _OTHER_LANGS["JavaScript"].format(name=name, arg=arg))
     elif defect == "truncated":
         lines = code.splitlines(keepends=True)
         row["response"] = f"{intro}```python\n" + "".join(lines[: max(2, len(lines) // 2)])
