@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from course_lib.drill.config import ABLATIONS, DrillConfig, RunState
 from course_lib.drill.outputs import atomic_write_text, log, read_json_output, sha_or_none, up_to_date, write_json_output
-from course_lib.evaluation.extract import _PYTHON_TAGS, extract_code, find_code_blocks
+from course_lib.evaluation.extract import PYTHON_TAGS, extract_code, find_code_blocks
 
 # a change of how a training set is built redoes it (the completion marker holds this)
 DATA_VERSION = 1
@@ -95,7 +95,7 @@ def cheap_check(prompt: str, response: str) -> str | None:
     if name is None:
         return "the prompt names no function"
     blocks = [b for b in find_code_blocks(response or "") if b.closed and b.code.strip()
-              and (b.tag in _PYTHON_TAGS or b.tag == "")]
+              and (b.tag in PYTHON_TAGS or b.tag == "")]
     if not blocks:
         return "no closed Python fence"
     code = "\n\n".join(b.code.rstrip("\n") for b in blocks) + "\n"

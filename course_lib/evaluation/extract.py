@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
+# the fence tags read as Python (the drill's ablation filter reads them too)
+PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def extract_code(answer: str | None) -> str | None:
     """
     if not answer:
         return None
-    kept = [b.code for b in find_code_blocks(answer) if b.tag in _PYTHON_TAGS or b.tag == ""]
+    kept = [b.code for b in find_code_blocks(answer) if b.tag in PYTHON_TAGS or b.tag == ""]
     kept = [c for c in kept if c.strip()]
     return "\n\n".join(c.rstrip("\n") for c in kept) + "\n" if kept else None
 
@@ -78,7 +79,7 @@ def has_fenced_code(answer: str | None) -> bool:
     """
     if not answer:
         return False
-    return any(b.closed and b.code.strip() and (b.tag in _PYTHON_TAGS or b.tag == "")
+    return any(b.closed and b.code.strip() and (b.tag in PYTHON_TAGS or b.tag == "")
                for b in find_code_blocks(answer))
 
 
@@ -98,7 +99,7 @@ def answer_lead_in(answer: str | None) -> str | None:
         if stripped.startswith("```"):
             if not inside:
                 inside = True
-                python = _fence_tag(stripped) in _PYTHON_TAGS | {""}
+                python = _fence_tag(stripped) in PYTHON_TAGS | {""}
             elif stripped.strip("`") == "":
                 inside = False
         elif inside and python and line.startswith("def "):
