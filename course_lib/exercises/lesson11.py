@@ -26,7 +26,6 @@ from course_lib.data.clike import parse_includes
 from course_lib.data.filters import has_cpp_generated_header, is_cpp_generated_path
 from course_lib.exercises import Exercise
 
-
 # --- 11-1 ----------------------------------------------------------------------------------------------
 
 def local_includes(source: str) -> list[str]:
