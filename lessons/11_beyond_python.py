@@ -580,8 +580,8 @@ def drill_results(language: str) -> tuple[dict, str]:
     try:
         cfg = (drill.config_from_profile(P, seed=SEED) if language == "python"
                else drill.config_from_profile(P, seed=SEED, language=language))
-    except TypeError as exc:        # this checkout's drill has no language setting
-        return {}, f"this checkout's drill takes no language ({exc})"
+    except (TypeError, ValueError) as exc:   # a drill without a language setting, or one that refuses it
+        return {}, f"this checkout's drill cannot be configured for {language} ({exc})"
     found = drill.load_metrics(cfg)
     return found, "" if found else "no evaluated variant in the drill's output folder"
 
@@ -605,12 +605,12 @@ print(f"data stages on C/C++ (sections 2-6): {len(cpp_corpus)} files filtered an
       f"{int(ordered['edges'].sum())} include edges ordered; judge: {len(PROGRAMS)} programs compiled and judged")
 py, cpp = results["python"][0], results["cpp"][0]
 KEY = "test pass@1 (new instances)"
-if py and cpp and "pipeline_sft" in py and "pipeline_sft" in cpp:
-    for v in ("raw_sft", "pipeline_sft"):
-        if v in py and v in cpp:
-            print(f"this run, {v}: {KEY} Python {py[v].get(KEY, float('nan')):.3f} vs C++ {cpp[v].get(KEY, float('nan')):.3f}; "
-                  f"SER Python {py[v]['SER']:.3f} vs C++ {cpp[v]['SER']:.3f}")
-    print("(one seed each: read the C++ drill's benchmark for the multi-seed verdict before concluding)")
+if py and cpp:
+    nan = float("nan")
+    for v in [v for v in ("base", "raw_sft", "pipeline_sft") if v in py and v in cpp]:
+        print(f"this run, {v}: {KEY} Python {py[v].get(KEY, nan):.3f} vs C++ {cpp[v].get(KEY, nan):.3f}; "
+              f"SER Python {py[v].get('SER', nan):.3f} vs C++ {cpp[v].get('SER', nan):.3f}")
+    print("(one seed each: a difference here is this run's, not a verdict - compare over seeds before concluding)")
 else:
     print("training on C++: not measured here -", "the C++ drill has not run" if not cpp else "Python drill missing",
           f"-> {CPP_DRILL_COMMAND}")
