@@ -570,7 +570,7 @@ my_judge = exercises.check("11-3", my_judge)
 # （FCR 看 ```` ```cpp ```` 围栏，SER 是编译错误，RSR，新实例与留出组合上的 test pass@1）跑一遍。本课**只读**两个演练的结果（它们由前面的运行缓存）；
 # C++ 演练没跑过时，下面的 cell 打印如何运行它，不编造任何数字。
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "subslide"} tags=["slide-hide-code"]
 CPP_DRILL_COMMAND = f"python -m course_lib.drill --language cpp --profile {PROFILE}"
 METRICS = ["FCR", "SER", "RSR", "Pass@1", "test pass@1 (new instances)", "test pass@1 (held-out combinations)"]
 
