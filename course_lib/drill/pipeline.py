@@ -49,27 +49,41 @@ from course_lib.evaluation import sandbox
 # --- the pipeline's answer format ---------------------------------------------------------------
 
 
-def fence_if_bare(answer: str) -> str:
-    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence.
+def fence_if_bare(answer: str, language: str = "python") -> str:
+    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence (a
+    ```` ```cpp ```` fence with ``language="cpp"``).
 
     LazyLLM's ``CodeFeedbackFormatter`` outputs bare code; the drill's answer format (and FCR) is code
-    in a fence, so both SFT variants learn the same format. Introduced in lesson 07.
+    in a fence, so both SFT variants learn the same format. Introduced in lesson 07; ``language`` for issue 38.
     """
+    from course_lib.drill.taskgen import FENCE_TAGS
     from course_lib.evaluation.extract import find_code_blocks
 
     if find_code_blocks(answer):
         return answer
-    return "```python\n" + answer.strip("\n") + "\n```"
+    return f"```{FENCE_TAGS[language]}\n" + answer.strip("\n") + "\n```"
 
 
-def reference_in_pipeline_format(response: str, prompt: str | None = None) -> str:
+def reference_in_pipeline_format(response: str, prompt: str | None = None, language: str = "python") -> str:
     """The reference answer as the pipeline's SFT rows hold it, for PPL on the pipeline's format: when
     ``prompt`` is given and the ci rule teacher reads it, exactly what the pipeline writes for it (the
     teacher's code in one python fence, :mod:`course_lib.training.rule_teacher`); else the reference's
-    Python code in one python fence (a reference without Python code as it is). Introduced in lesson 07.
+    Python code in one python fence (a reference without Python code as it is). ``language="cpp"``: the
+    same with the C++ rule teacher (:mod:`course_lib.training.rule_teacher_cpp`) and a ```` ```cpp ```` fence.
+    Introduced in lesson 07; ``language`` for issue 38.
     """
     from course_lib.evaluation.extract import extract_code
 
+    if language != "python":
+        if prompt is not None:
+            from course_lib.training.rule_teacher_cpp import read_cpp_instruction, write_cpp_code
+
+            found = read_cpp_instruction(prompt)
+            code = write_cpp_code(found[0]) if found else None
+            if code is not None:
+                return fence_if_bare(code.strip(), language)
+        code = extract_code(response, language)
+        return response if code is None else fence_if_bare(code, language)
     if prompt is not None:
         from course_lib.training.rule_teacher import read_instruction, write_code
 
@@ -152,6 +166,9 @@ def _pipeline_config(cfg: DrillConfig) -> dict:
     conf = {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
             "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg),
             "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
+    if cfg.language != "python":   # the C++ rule teacher (the Python key is unchanged)
+        conf.update(language=cfg.language, ci_teacher="rules (C++): new code and own cases from the instruction, "
+                                                      "audited through the C++ judge, no hidden tests")
     if cfg.pipeline_teacher() in TEACHER_MODELS:   # an LLM teacher served here: its own key (the others' is unchanged)
         conf.pop("ci_teacher")
         conf.update(llm_teacher=_llm_teacher_key(cfg), timeout_s=float(cfg.profile.models.teacher_timeout_s))
@@ -195,6 +212,10 @@ def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
         return {"skipped": True}
     use_lazyllm_path(cfg)
     llm_served_here = cfg.pipeline_teacher() in TEACHER_MODELS
+    if cfg.language != "python" and cfg.pipeline_teacher() != "rules":
+        raise PrerequisiteError(f"pipeline: the {cfg.language} drill's step 2 has the rule teacher only (--teacher "
+                                f"rules, ci); lesson 05's LazyLLM prompts ask {cfg.pipeline_teacher()!r} for Python. "
+                                "Train on the raw rows instead: --no-pipeline")
     if cfg.profile.pipeline.teacher != "offline" and not llm_served_here:   # the others are started by step 2 itself
         why = teacher_problem(cfg)
         if why:
@@ -202,6 +223,7 @@ def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
     from course_lib.drill.download import without_hidden_tests
     from course_lib.training import codegen
     from course_lib.training.rule_teacher import RuleTeacher
+    from course_lib.training.rule_teacher_cpp import CppRuleTeacher
 
     # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
     with_tests = read_json_output(p.train_json, "download")
@@ -212,7 +234,8 @@ def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
     else:
         kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
                                                     run_code=run_code, timeout_s=conf["timeout_s"],
-                                                    offline_teacher=RuleTeacher)
+                                                    offline_teacher=RuleTeacher if cfg.language == "python"
+                                                    else CppRuleTeacher)
     kept = list(kept)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()
@@ -264,6 +287,9 @@ def _engine(cfg: DrillConfig) -> dict:
     if cfg.pipeline_teacher() in TEACHER_MODELS:
         out["teacher"] = TEACHERS[cfg.pipeline_teacher()]
         out["timeout_s"] = float(cfg.profile.models.teacher_timeout_s)
+    elif S.teacher == "offline" and cfg.language != "python":
+        out["teacher"] = ("course rule teacher for C++ on 127.0.0.1 (course_lib.training.rule_teacher_cpp: C++ code and "
+                          "own cases from the instruction, audited through the C++ judge; rules, not an LLM)")
     elif S.teacher == "offline":
         out["teacher"] = ("course rule teacher on 127.0.0.1 (course_lib.training.rule_teacher: code and tests "
                           "from the instruction alone; rules, not an LLM)")
