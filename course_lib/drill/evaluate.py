@@ -261,9 +261,10 @@ def _evaluate_cpp(records: Sequence[dict], *, language: str, **kw) -> list[dict]
         rows.append(row)
     results = run_cpp_programs(build_items + test_items, **kw)
     for i, res in zip(build_at, results[: len(build_items)]):
+        # the judge's detail (a compile error's first line) says more than the diagnostics' tail
         rows[i].update(category=category_of(res.status), sandbox_status=res.status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
-                       error="" if res.status == "passed" else _error_text(res))
+                       error="" if res.status == "passed" else (_excerpt(res.detail) or _error_text(res)))
     for (i, key), res in zip(test_at, results[len(build_items):]):
         if key == "free":
             rows[i].update(correct_free=res.status == "passed", test_status_free=res.status)
