@@ -175,9 +175,10 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     signature gives) when the record has one, else the free answer.
 
     C++ (``language="cpp"``, issue 38): the code is the answer's ```` ```cpp ```` (or ``c++``/``cc``/untagged)
-    blocks; the category judges whether the free answer **builds and starts**: its code with
-    :data:`PROBE_NAME` appended, compiled and run by the C++ judge (a compile error, the judge's
-    ``syntax_error``, is SyntaxError — the SER of C++; a crash or exit at start-up is Fail); ``correct``
+    blocks; the category judges whether the free answer **builds and starts**: shown by its test run when
+    that answered a case (:func:`started_and_answered`), else by its code with :data:`PROBE_NAME` appended,
+    compiled and run by the C++ judge (a compile error, the judge's ``syntax_error``, is SyntaxError — the
+    SER of C++; a crash or exit at start-up is Fail); ``correct``
     runs the record's cases (``[argument, expected]`` pairs) through the judge with the record's
     ``signature`` (the C++ declaration). Introduced in lesson 07; ``language`` for issue 38.
     """
@@ -226,9 +227,20 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     return rows
 
 
+def started_and_answered(res: Any) -> bool:
+    """Whether a C++ test run shows that the program built, started and called the function: it passed, or
+    answered at least one case (a value, right or wrong, or an exception it threw). Introduced for issue 38."""
+    return res.status == "passed" or any(t in ("ok", "assert", "error") for t in (getattr(res, "tests", None) or []))
+
+
 def _evaluate_cpp(records: Sequence[dict], *, language: str, **kw) -> list[dict]:
+    """C++ rows of :func:`evaluate_answers`: the cases first (the free answer, and the answer given the
+    declaration when its code differs), then the builds-and-starts probe only for free answers whose test
+    run does not already show it (a free answer that answered a case built and started): one compile per
+    row for an answer that names the function right, at most three otherwise."""
     rows: list[dict] = []
-    build_items, build_at, test_items, test_at = [], [], [], []
+    codes: dict[int, str] = {}
+    test_items, test_at = [], []
     for i, rec in enumerate(records):
         answer = rec.get("response") or ""
         code = extract_code(answer, language)
@@ -245,9 +257,7 @@ def _evaluate_cpp(records: Sequence[dict], *, language: str, **kw) -> list[dict]
         if code is None:
             row["error"] = "no fenced C++ code block in the answer"
         else:
-            build_items.append({"source": f"{code}\n\n{PROBE_SIGNATURE} {{ return 0; }}\n",
-                                "signature": PROBE_SIGNATURE, "cases": [((), 0)]})
-            build_at.append(i)
+            codes[i] = code
         if tests:
             for key, c in (("free", code), ("given", code if given is None else extract_code(given, language))):
                 status_key = "test_status_free" if key == "free" else "test_status"
@@ -259,17 +269,28 @@ def _evaluate_cpp(records: Sequence[dict], *, language: str, **kw) -> list[dict]
                     test_items.append({"source": c, "signature": signature, "cases": _cpp_cases(tests)})
                     test_at.append((i, key))
         rows.append(row)
-    results = run_cpp_programs(build_items + test_items, **kw)
-    for i, res in zip(build_at, results[: len(build_items)]):
+
+    def categorise(i: int, res: Any) -> None:
         # the judge's detail (a compile error's first line) says more than the diagnostics' tail
-        rows[i].update(category=category_of(res.status), sandbox_status=res.status,
+        status = "passed" if started_and_answered(res) else res.status
+        rows[i].update(category=category_of(status), sandbox_status=status,
                        duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
-                       error="" if res.status == "passed" else (_excerpt(res.detail) or _error_text(res)))
-    for (i, key), res in zip(test_at, results[len(build_items):]):
+                       error="" if status == "passed" else (_excerpt(res.detail) or _error_text(res)))
+
+    shown: set[int] = set()
+    for (i, key), res in zip(test_at, run_cpp_programs(test_items, **kw)):
         if key == "free":
             rows[i].update(correct_free=res.status == "passed", test_status_free=res.status)
+            if started_and_answered(res):
+                categorise(i, res)
+                shown.add(i)
         else:
             rows[i].update(correct=res.status == "passed", test_status=res.status)
+    probe_at = [i for i in codes if i not in shown]
+    probes = [{"source": f"{codes[i]}\n\n{PROBE_SIGNATURE} {{ return 0; }}\n", "signature": PROBE_SIGNATURE,
+               "cases": [((), 0)]} for i in probe_at]
+    for i, res in zip(probe_at, run_cpp_programs(probes, **kw)):
+        categorise(i, res)
     return rows
 
 
