@@ -47,7 +47,7 @@ def one_translation_unit(functions: list[tuple[str, str, str, str]]) -> tuple[st
     headers, bodies, branches, cases = {"string", "vector"}, [], [], []
     for i, (fam, op, flt, name) in enumerate(functions):
         arg = taskgen.FAMILIES[fam]["args"][i % len(taskgen.FAMILIES[fam]["args"])]
-        var = next(v for v in taskgen._CPP_VARS[fam][i % 4:] + taskgen._CPP_VARS[fam] if v != arg)
+        var = next(v for v in taskgen.CPP_LOOP_VARS[fam][i % 4:] + taskgen.CPP_LOOP_VARS[fam] if v != arg)
         code = taskgen.render_code(fam, op, flt, name, arg, var, language="cpp")
         headers.update(line[len("#include <"):-1] for line in code.splitlines() if line.startswith("#include"))
         bodies.append("\n".join(line for line in code.splitlines() if not line.startswith("#include")))

@@ -263,9 +263,9 @@ _CPP_PARAM = {"list": "const std::vector<long long>& {arg}", "range": "long long
               "string": "const std::string& {arg}"}
 _CPP_LOOP = {"list": "for (long long {v} : {arg})", "range": "for (long long {v} = 1; {v} <= {arg}; ++{v})",
              "string": "for (char {v} : {arg})"}
-# loop variables of C++ answers: Python's, less the keyword ``char``
-_CPP_VARS = {"list": ["x", "n", "value", "item"], "range": ["i", "k", "j", "num"],
+CPP_LOOP_VARS = {"list": ["x", "n", "value", "item"], "range": ["i", "k", "j", "num"],
              "string": ["ch", "c", "letter", "symbol"]}
+"""The loop variables of the C++ answers per family: Python's, less the C++ keyword ``char``."""
 
 
 def cpp_return_type(family: str, op_key: str) -> str:
@@ -424,7 +424,7 @@ def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random
 def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Random,
               words: tuple[str, ...], language: str = "python") -> tuple[dict, str, str, str]:
     spec = FAMILIES[family]
-    names = spec["vars"] if language == "python" else _CPP_VARS[family]
+    names = spec["vars"] if language == "python" else CPP_LOOP_VARS[family]
     name = draw_name(rng, words)     # independent of family, operation and filter
     arg, var = rng.choice(spec["args"]), rng.choice(names)
     if var == arg:

@@ -87,12 +87,12 @@ def _task_keys(spec: TaskSpec) -> tuple[str, str, str] | None:
 def write_cpp_code(spec: TaskSpec) -> str | None:
     """The C++ function the rules write for ``spec``: ``taskgen``'s C++ rendering (``#include`` lines, the
     declaration, one loop with an accumulator); None for a task it has no rendering of. Introduced for issue 38."""
-    from course_lib.drill.taskgen import _CPP_VARS, render_code
+    from course_lib.drill.taskgen import CPP_LOOP_VARS, render_code
 
     keys = _task_keys(spec)
     if keys is None:
         return None
-    var = next(v for v in _CPP_VARS[keys[0]] if v != spec.arg)
+    var = next(v for v in CPP_LOOP_VARS[keys[0]] if v != spec.arg)
     return render_code(*keys, spec.name, spec.arg, var, language="cpp")
 
 
