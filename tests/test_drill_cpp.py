@@ -335,3 +335,20 @@ def test_cpp_drill_end_to_end_with_real_sft(tmp_path, tiny_cpp_model):
     metrics = orchestrate.load_metrics(cfg)
     assert set(metrics) == {"base", "raw_sft", "pipeline_sft"}
     assert all(m["samples"] == 4 for m in metrics.values())
+
+
+def test_judge_reads_a_string_answer_that_ends_with_a_space():
+    """A string task's answer can end with a space ("keep all" of "a1 B2 c3 "): a value, not a trailing
+    separator (the C++ judge's reader failed such answers as a protocol error before issue 38's drill)."""
+    from course_lib.evaluation.sandbox.cpp import _Reader, encode_value
+    from course_lib.evaluation.sandbox.judge import Abort
+
+    for ctype, value in (("std::string", "a "), ("std::string", " "), ("std::vector<std::string>", ["x ", " "])):
+        r = _Reader(encode_value(ctype, value), [100])
+        assert r.value(ctype) == value
+        r.done()
+    for ctype, data in (("std::string", b"2:ab "), ("long long", b"1 "), ("std::vector<std::string>", b"1 1:a ")):
+        r = _Reader(data, [100])
+        r.value(ctype)
+        with pytest.raises(Abort, match="trailing"):
+            r.done()
