@@ -232,6 +232,11 @@ _CI: dict[str, dict[str, Any]] = {
         # "smollm2" = SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 (course_lib.training.llm_teacher;
         # its runs live in their own folder, <cache>/drill/ci-teacher-smollm2); "server" = an OpenAI-compatible server
         "teacher": "rules",
+        # the noisy rule teacher's misreading rate (--teacher noisy-rules and the pipeline_noisy ablation,
+        # course_lib.training.rule_teacher.NoisyRuleTeacher): the share of its readings of an instruction that get
+        # the operation, the filter or the family wrong. 0.2 is the course's choice (a teacher that errs often
+        # enough to matter, not a measured LLM rate)
+        "teacher_noise": 0.2,
         # the language the drill trains and judges (issue 38; --language): "python" (lesson 07), or "cpp": the same
         # task families in C++ (assets/tiny_codes_cpp/, the C++ judge, steps 1-5 only), in <cache>/drill/ci-cpp
         "language": "python",
@@ -454,6 +459,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "train_size": 5000, "eval_size": 1000, "humaneval_subset": 164,
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
         "teacher": "server",              # the lecture's Qwen3-30B-A3B behind $COURSE_TEACHER_URL
+        "teacher_noise": 0.2,             # --teacher noisy-rules (an offline teacher: ci only)
         "language": "python",             # or "cpp" (issue 38): C++ rows of the hub, the C++ judge, steps 1-5
         "inference_backend": "vllm",
         "inference_fallback": None,       # GPU work: vLLM, or an error that says why

@@ -557,38 +557,13 @@ plt.tight_layout(); plt.show()
 # %% slideshow={"slide_type": "subslide"}
 # a stand-in for a model's preferences (its log-probabilities): a random score per candidate, with correct
 # programs favoured by +1 on average — a model that is somewhat good, but often prefers a buggy program
-score_rng = np.random.default_rng(SEED)
-pool["score"] = score_rng.normal(0.0, 1.0, len(pool)) + 1.0 * pool.hidden_ok
+pool["score"] = humaneval.preference_scores(pool.hidden_ok, seed=SEED, bonus=1.0)
 groups = {tid: g.reset_index(drop=True) for tid, g in pool.groupby("task_id", sort=False)}
-
-
-def sample_candidates(group: pd.DataFrame, n: int, temperature: float, gen: np.random.Generator) -> list[int]:
-    """Draw n candidate indices with probabilities softmax(score / T); T = 0 means greedy (always the top one)."""
-    if temperature == 0:
-        return [int(group.score.idxmax())] * n
-    logits = group.score.to_numpy() / temperature
-    probs = np.exp(logits - logits.max()); probs /= probs.sum()
-    return list(gen.choice(len(group), size=n, p=probs))
-
-
-def best_of_n(n: int, temperature: float, rounds: int, seed: int) -> dict:
-    """Hidden pass rate of: one sample, rejection sampling on visible tests, and the oracle (any of n passes)."""
-    gen = np.random.default_rng(seed)
-    single = rejection = oracle = 0.0
-    for _ in range(rounds):
-        for group in groups.values():
-            picks = sample_candidates(group, n, temperature, gen)
-            chosen = next((i for i in picks if group.visible_ok[i]), picks[0])
-            single += group.hidden_ok[picks[0]]
-            rejection += group.hidden_ok[chosen]
-            oracle += any(group.hidden_ok[i] for i in picks)
-    total = rounds * len(groups)
-    return {"n": n, "single sample": single / total, "rejection sampling (visible tests)": rejection / total,
-            "oracle: any of n passes": oracle / total}
-
-
+# humaneval.sample_candidates(scores, n, T, gen): n draws with probabilities softmax(score / T); T = 0 is greedy.
+# humaneval.best_of_n(groups, n, T, rounds, seed): hidden pass rate of one sample, of rejection sampling on the
+# visible tests (the first of n samples that passes them) and of the oracle (any of n passes)
 rounds = max(10, S.sampling_rounds // 10)
-bon = pd.DataFrame([best_of_n(n, 1.0, rounds, SEED + n) for n in S.best_of_n]).set_index("n")
+bon = pd.DataFrame([humaneval.best_of_n(groups.values(), n, 1.0, rounds, SEED + n) for n in S.best_of_n]).set_index("n")
 ax = bon.plot(marker="o", figsize=(6.5, 3.5), title="best-of-n on the HumanEval candidate pool (T = 1)")
 ax.set_ylabel("hidden-test pass rate"); ax.set_xscale("log", base=2); plt.tight_layout(); plt.show()
 record("best_of_n_rejection", {int(n): round(float(v), 4) for n, v in bon["rejection sampling (visible tests)"].items()})
@@ -620,7 +595,7 @@ gen = np.random.default_rng(SEED)
 for T in (0.0, 0.3, 1.0, 3.0):
     counts_per_problem = []
     for group in groups.values():
-        picks = sample_candidates(group, 20, T, gen)
+        picks = humaneval.sample_candidates(group.score, 20, T, gen)
         counts_per_problem.append((20, int(sum(group.hidden_ok[i] for i in picks))))
     temp_rows.append({"temperature": T, "pass@1": metrics.mean_pass_at_k(counts_per_problem, 1),
                       "pass@10": metrics.mean_pass_at_k(counts_per_problem, 10)})

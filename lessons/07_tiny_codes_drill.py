@@ -514,6 +514,50 @@ print("pipeline SFT − raw SFT:")
 pd.DataFrame(verdicts).T
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## 差距从哪里来：消融实验
+#
+# raw SFT 和 pipeline SFT 之间同时差了好几样东西：原始行带着模拟缺陷、原始答案更长更乱（说明文字、好几个代码块），
+# 而 ci 的规则老师把每个答案都换成了**标准答案**（一个代码块、固定的循环变量名）。只看两者之差，说不出是哪一样起的作用。
+# 消融（ablation）每次只改一样，用**同一批训练行、同样的 SFT 步数**各训练一个变体（`--ablations`，默认关闭，本课运行时不训练它们）：
+#
+# | 变体 | 训练数据 | 单独改变的因素 |
+# |---|---|---|
+# | `raw_clean` | 原始行，但答案换成生成器对同一 prompt 的干净答案 | 缺陷 |
+# | `raw_code` | 原始答案只留代码：抽取 + 放进一个 ```python 代码块（讲义的格式化，没有老师）；抽不出代码的行去掉并计数 | 格式 |
+# | `raw_filter` | 便宜的过滤：答案里有闭合的 Python 代码块、能编译、定义了 prompt 要的函数名（不运行；去掉的行按原因计数） | 过滤 |
+# | `pipeline_noisy` | 流水线 + **会出错的老师**：规则老师每读一次指令，以 `drill.teacher_noise` 的概率读错一个字段（操作、过滤条件或任务族），循环变量名也不固定 | 老师的正确性 |
+# | `pipeline_llm` | 流水线 + LLM 老师（SmolLM2）；一行都没留下时没有模型可训，表里照实写明留下了几行 | 真实的 LLM 老师 |
+#
+# 下一格读 `benchmarks/results/bench_drill_ablations.json`（`benchmarks/bench_drill_ablations.py`：3 个 seed × 各变体）：
+# 每个变体减去 raw SFT 的 test pass@1、**配对 bootstrap 95% 区间**（在 prompt 和 seed 上重抽样；每个 prompt 的结果也存了下来），
+# 以及它占整个差距（pipeline SFT − raw SFT）的比例。区间包含 0 的因素，不能说它有作用；表里的每个数都是从文件里读出来的。
+# 文件不存在时，下一格打印记录它的命令。
+
+# %% slideshow={"slide_type": "subslide"}
+from course_lib.drill import ablations
+
+abl_path = (repo_root() or Path(".")) / "benchmarks" / "results" / "bench_drill_ablations.json"
+abl = json.loads(abl_path.read_text(encoding="utf-8")) if abl_path.exists() else None
+if abl is None or abl.get("toy"):
+    print(f"no ablation benchmark in benchmarks/results/{abl_path.name}: record it (3 seeds: about 1 to 1.5 hours on 2 idle cores) with\n"
+          "    PYTHONPATH=$PWD python benchmarks/bench_drill_ablations.py")
+else:
+    print(f"ablation benchmark: {abl['date']}, seeds {abl['seeds']}, {abl['cores']} cores, {abl['train_size']} training rows, "
+          f"{abl['sft_overrides'].get('max_steps')} SFT steps per variant, teacher noise {abl['teacher_noise']}")
+    for part in abl["comparisons"]:
+        print(f"--- test pass@1 ({part}): variant − raw SFT, paired 95% interval, share of the gap")
+        display(ablations.ablation_table(abl, part).round(3))
+    for r in abl["results"]:
+        v = r["variants"]
+        removed = (v.get("raw_filter", {}).get("training_set") or {}).get("removed")
+        tr = v.get("pipeline_noisy", {}).get("teacher_report")
+        print(f"seed {r['seed']}: cheap filter removed {removed}; " + (
+            f"noisy teacher kept {tr['n_kept']}/{tr['n_input']}, of which pass the hidden tests "
+            f"{tr['kept_correct']}/{tr['kept_tested']}, AUC of its auditor's score {tr['auc_llm']}" if tr else "no noisy teacher"))
+    ablations.plot_ablations(abl)
+    plt.show()
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## PPL：它衡量什么，和效果相关吗？
 #
 # PPL(X) = exp(−(1/N) Σ ln P(xᵢ | x₍<ᵢ₎))：模型逐个 token 读入**参考答案**（teacher forcing，prompt 只作条件、不计分），

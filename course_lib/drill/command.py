@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from course_lib.drill.config import (
+    ABLATIONS,
     CPP_LEAVES_OUT,
     TEACHERS,
     VARIANT_LABELS,
@@ -41,7 +42,10 @@ the vLLM command that starts it), Docker and the python-sandbox image, free GPU 
 records each step's engine, settings and times; scripts/gpu_check.sh is a toy-size full run for one GPU.
 
 variants: base (before SFT), pipeline_sft (SFT on the pipeline's data), raw_sft (--no-pipeline or
---compare-raw: SFT on the raw training rows), rl (step 6: RL from pipeline SFT).
+--compare-raw: SFT on the raw training rows), rl (step 6: RL from pipeline SFT), and with --ablations
+(ci sample only; off by default) raw_clean, raw_code, raw_filter, pipeline_noisy, pipeline_llm: the same
+rows and SFT steps with one factor of raw vs pipeline changed each (step 2 writes their training sets,
+DATA/ablation_<variant>.json; benchmarks/bench_drill_ablations.py runs them over seeds).
 
 examples:
   python -m course_lib.drill                              # the ci rehearsal, end to end
@@ -89,7 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="step 2's teacher (default: the profile's drill.teacher; ci: rules): rules = the course's rule "
                         "teacher, not an LLM; smollm2 = SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 "
                         "(runs in its own folder, <cache>/drill/<profile>-teacher-smollm2; hours on 2 CPU cores for "
-                        "the 1,000 ci rows the first time, then cached); server = $COURSE_TEACHER_URL (full)")
+                        "the 1,000 ci rows the first time, then cached); noisy-rules = the rule teacher misreading at "
+                        "the rate --teacher-noise (its own folder, <cache>/drill/<profile>-teacher-noisy-rules); "
+                        "server = $COURSE_TEACHER_URL (full)")
+    g.add_argument("--teacher-noise", type=float, default=None, metavar="P",
+                   help="how often the noisy rule teacher (--teacher noisy-rules, the pipeline_noisy ablation) misreads "
+                        "an instruction it reads, 0 to 1 (default: the profile's drill.teacher_noise, 0.2)")
+    g.add_argument("--ablations", default=None, metavar="NAMES",
+                   help="also train these ablations of raw vs pipeline SFT, comma-separated (or 'all'): "
+                        + "; ".join(f"{k} = {v[1]}" for k, v in ABLATIONS.items()))
     g.add_argument("--pipeline-model", default=None,
                    help="the teacher of the codegen pipeline (full: e.g. Qwen3-30B-A3B-Instruct; ci: the "
                         "course's rule teacher, which is not an LLM)")
@@ -168,7 +180,10 @@ def config_from_args(args: argparse.Namespace):
     overrides = {k: getattr(args, k) for k in (
         "train_size", "eval_size", "humaneval_subset", "max_new_tokens", "batch_size", "inference_workers",
         "eval_workers", "sandbox_backend", "timeout_s", "memory_mb", "lazyllm_path", "pipeline_model",
-        "sft_model", "compare_raw", "evaluate_base", "hidden_tests", "teacher")}
+        "sft_model", "compare_raw", "evaluate_base", "hidden_tests", "teacher", "teacher_noise")}
+    if args.ablations:
+        names = [a.strip() for a in args.ablations.split(",") if a.strip()]
+        overrides["ablations"] = tuple(ABLATIONS) if names == ["all"] else tuple(names)
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
     rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}

@@ -40,10 +40,54 @@ class Variant:
     own_evaluation: bool = False
 
 
+# The ablations of raw vs pipeline SFT (issue 35; ``--ablations``, off by default): each one more SFT variant,
+# trained on the same training rows with the same SFT steps, whose training set step 2 writes
+# (course_lib.drill.ablations). name -> (label, what it trains on)
+ABLATIONS: dict[str, tuple[str, str]] = {
+    "raw_clean": ("raw SFT, no defects", "the raw rows without their simulated defects (the generator's clean answers "
+                                         "to the same prompts)"),
+    "raw_code": ("raw SFT, code only", "the raw answers reduced to their Python code in one python fence (extract + "
+                                       "fence: the lecture's formatting without the teacher); rows with no Python code "
+                                       "left out, counted"),
+    "raw_filter": ("raw SFT, cheap filter", "the raw rows whose answer has a closed Python fence that compiles and "
+                                            "defines the function the prompt names (removed rows counted by reason)"),
+    "pipeline_noisy": ("pipeline SFT, noisy teacher", "the pipeline with the noisy rule teacher "
+                                                      "(rule_teacher.NoisyRuleTeacher, drill.teacher_noise)"),
+    "pipeline_llm": ("pipeline SFT, LLM teacher", "the pipeline with the LLM teacher (SmolLM2-135M-Instruct, "
+                                                  "--teacher smollm2's; hours on 2 cores the first time, then cached); "
+                                                  "left out, with the count, when it keeps no row"),
+}
+
+
+def ablation_left_out(cfg: "DrillConfig", name: str) -> str | None:
+    """Why the ablation ``name`` has no model in this run (its training set, written whole by step 2, holds no
+    row; the reason is its report's), else None."""
+    import json
+
+    from course_lib.drill.outputs import output_state
+
+    data = cfg.paths.ablation_json(name)
+    if not data.exists() or not output_state(data)[0]:
+        return None
+    try:
+        if json.loads(data.read_text(encoding="utf-8")):
+            return None
+        report = json.loads(cfg.paths.ablation_report(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"its training set {data.name} holds no row"
+    return report.get("left_out") or f"its training set {data.name} holds no row"
+
+
+def _ablation(name: str) -> Variant:
+    return Variant(name, ABLATIONS[name][0], "sft",
+                   lambda cfg: name in cfg.ablations and ablation_left_out(cfg, name) is None)
+
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("base", "base model", None, lambda cfg: cfg.evaluate_base),
     Variant("raw_sft", "raw SFT", "sft", lambda cfg: cfg.compare_raw or not cfg.use_pipeline),
     Variant("pipeline_sft", "pipeline SFT", "sft", lambda cfg: cfg.use_pipeline),
+    *(_ablation(name) for name in ABLATIONS),
     Variant("rl", "RL (GRPO)", "rl", lambda cfg: cfg.use_rl and cfg.use_pipeline, own_evaluation=True),
 )
 """Every model variant, in table order. A step that trains a new model adds one entry here."""
@@ -106,6 +150,11 @@ class DrillConfig:
     lazyllm_path: str | None = None
     pipeline_model: str | None = None           # the teacher of the lesson 05 pipeline
     teacher: str | None = None                  # step 2's teacher (--teacher, TEACHERS); None: drill.teacher
+    # the noisy rule teacher's misreading rate (--teacher noisy-rules, the pipeline_noisy ablation): the profile's
+    # drill.teacher_noise unless set (--teacher-noise)
+    teacher_noise: float | None = None
+    # the ablations of raw vs pipeline SFT this run trains (--ablations, ABLATIONS; off by default)
+    ablations: tuple[str, ...] = ()
     sft_model: str | None = None                # the base model that SFT starts from
     use_pipeline: bool = True
     max_new_tokens: int | None = None           # answer budget (--max-new-tokens); None: vllm.response_max_tokens
@@ -163,6 +212,9 @@ class RunState:
 TEACHERS: dict[str, str] = {
     "rules": "the course's rule teacher (course_lib.training.rule_teacher: code and tests from the instruction "
              "alone; rules, NOT an LLM) — needs pipeline.teacher 'offline' (ci)",
+    "noisy-rules": "the rule teacher misreading each instruction it reads at the rate drill.teacher_noise "
+                   "(rule_teacher.NoisyRuleTeacher: a teacher that can fail, seeded by the run's seed; loop variables "
+                   "varied; NOT an LLM) — needs pipeline.teacher 'offline' (ci)",
     "smollm2": "SmolLM2-135M-Instruct served by the course's vLLM on 127.0.0.1 for the step "
                "(course_lib.training.llm_teacher; its output cached by model fingerprint, rows and settings)",
     "server": "an OpenAI-compatible server at $COURSE_TEACHER_URL (the full profile's Qwen3-30B-A3B) — needs "
@@ -201,7 +253,7 @@ def check_teacher(profile: ProfileLike, teacher: str) -> None:
     P = resolve_profile(profile)
     if teacher not in TEACHERS:
         raise ValueError(f"unknown teacher {teacher!r}; choose one of {', '.join(TEACHERS)}")
-    need = {"rules": "offline", "server": "server"}.get(teacher)
+    need = {"rules": "offline", "noisy-rules": "offline", "server": "server"}.get(teacher)
     if need is not None and P.pipeline.teacher != need:
         raise ValueError(f"--teacher {teacher} needs a profile whose pipeline.teacher is {need!r}; profile "
                          f"{P.name!r} has {P.pipeline.teacher!r} (its own teacher is {P.drill.teacher!r})")
@@ -236,6 +288,20 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
             raise TypeError(f"DrillConfig has no setting {k!r}")
         setattr(cfg, k, v)
     check_teacher(P, cfg.pipeline_teacher())
+    if cfg.teacher_noise is None:
+        cfg.teacher_noise = float(d.teacher_noise)
+    if not 0.0 <= cfg.teacher_noise <= 1.0:
+        raise ValueError(f"the noisy teacher's rate is a probability: 0 to 1, got {cfg.teacher_noise}")
+    cfg.ablations = tuple(cfg.ablations)
+    unknown = [a for a in cfg.ablations if a not in ABLATIONS]
+    if unknown:
+        raise ValueError(f"unknown ablation(s) {', '.join(unknown)}; choose from {', '.join(ABLATIONS)}")
+    if cfg.ablations and cfg.source != "assets":
+        raise ValueError("the ablations need the course's ci sample (drill.source 'assets': its defect labels and "
+                         "clean answers); this run reads " + repr(cfg.source))
+    if cfg.ablations and not (cfg.use_pipeline and cfg.compare_raw):
+        raise ValueError("the ablations are compared with raw SFT and pipeline SFT: run with the pipeline and "
+                         "--compare-raw")
     if cfg.language != "python":
         _check_language(cfg, explicit_humaneval=overrides.get("humaneval_subset"))
     if cfg.paths is None:
@@ -270,6 +336,13 @@ def _check_language(cfg: DrillConfig, *, explicit_humaneval: int | None) -> None
     cfg.humaneval_subset = 0
     if cfg.use_rl:
         raise ValueError(CPP_LEAVES_OUT + " (pass --no-rl)")
+    if cfg.ablations:
+        raise ValueError(f"the ablations are Python-only (they read the Python sample's defect labels and clean "
+                         f"answers); the {cfg.language} drill has none")
+    if cfg.use_pipeline and cfg.pipeline_teacher() != "rules":
+        raise ValueError(f"the {cfg.language} drill's step 2 has the rule teacher only (--teacher rules, ci); lesson 05's "
+                         f"LazyLLM prompts ask {cfg.pipeline_teacher()!r} for Python. Train on the raw rows instead: "
+                         "--no-pipeline")
 
 
 def base_model_problems(cfg: DrillConfig) -> list[str]:

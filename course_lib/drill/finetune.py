@@ -75,9 +75,14 @@ def _to_sft_rows(records: list[dict], language: str = "python") -> list[dict]:
 
 
 def _data_of(cfg: DrillConfig, variant: str) -> tuple[Path, str]:
-    """The rows ``variant`` trains on and the step that makes them."""
+    """The rows ``variant`` trains on and the step that makes them (an ablation's: step 2,
+    :mod:`course_lib.drill.ablations`)."""
+    from course_lib.drill.config import ABLATIONS
+
     if variant == "pipeline_sft":
         return cfg.paths.codegen_json, "pipeline"
+    if variant in ABLATIONS:
+        return cfg.paths.ablation_json(variant), "pipeline"
     return cfg.paths.train_json, "download"
 
 
@@ -118,10 +123,13 @@ def _save_loss_png(history: list[dict], path: Path, title: str) -> Path:
 # --- side by side: a pool of spawned processes -----------------------------------------------------
 
 def sft_side_by_side(cfg: DrillConfig, jobs: int) -> int:
-    """How many processes step 3 fine-tunes ``jobs`` variants in: all of them at once when the profile's
-    ``sft_parallel`` is on (ci: two SFT runs of the tiny model share the CPU better than one run uses
-    two threads), else 1 (full: one GPU, one run after the other). Introduced in lesson 07."""
-    return max(1, jobs) if cfg.sft_parallel else 1
+    """How many processes step 3 fine-tunes ``jobs`` variants in: all of them at once, up to one per training
+    thread (:func:`course_lib.training.sft.train_threads`, at least 2; the ablations add variants, which then wait
+    for a free process), when the profile's ``sft_parallel`` is on (ci: two SFT runs of the tiny model share the CPU better
+    than one run uses two threads), else 1 (full: one GPU, one run after the other). Introduced in lesson 07."""
+    from course_lib.training import sft
+
+    return max(1, min(jobs, max(2, sft.train_threads(cfg.profile)))) if cfg.sft_parallel else 1
 
 
 def sft_executor(jobs: int, threads: int, lazyllm_path: str | None = None) -> Executor:
@@ -260,8 +268,9 @@ def step_sft(cfg: DrillConfig, state: RunState | None = None) -> dict:
                 done(futures[fut], fut.exception() or fut.result())
                 training = [futures[f] for f in futures if not f.done()]
                 if failed is None and training:
-                    answered |= answer_while_training(cfg, training, threads * len(training), answered,
-                                                      state=state)
+                    # variants still queued for a process keep every process busy: no core is free then
+                    answered |= answer_while_training(cfg, training, threads * min(len(training), processes),
+                                                      answered, state=state)
         except BaseException:            # e.g. an interrupted notebook: stop the runs, not wait for them
             _interrupt_workers(pool)
             raise
@@ -334,7 +343,8 @@ def _needs(cfg: DrillConfig) -> list[Need]:
     out = []
     for v in cfg.trained_variants("sft"):
         path, made_by = _data_of(cfg, v)
-        out.append(Need(path, made_by, "the pipeline's codegen.json" if made_by == "pipeline" else "the training set"))
+        out.append(Need(path, made_by, "the training set" if made_by == "download" else
+                        "the pipeline's codegen.json" if v == "pipeline_sft" else f"the ablation {v}'s training set"))
     return out
 
 

@@ -74,6 +74,14 @@ class DrillPaths:
     def codegen_json(self) -> Path:
         return self.data_dir / "codegen.json"
 
+    def ablation_json(self, variant: str) -> Path:
+        """``<data-dir>/ablation_<variant>.json``: the training set of an ablation (step 2 writes it)."""
+        return self.data_dir / f"ablation_{variant}.json"
+
+    def ablation_report(self, variant: str) -> Path:
+        """``<data-dir>/ablation_<variant>_report.json``: what building that training set kept and removed."""
+        return self.data_dir / f"ablation_{variant}_report.json"
+
     def model_for(self, variant: str) -> Path:
         return self.model_dir / variant
 

@@ -8,7 +8,9 @@ hidden tests); in the full profile a vLLM server serving the lecture's Qwen3-30B
 :func:`teacher_endpoint` and checked by :func:`teacher_problem` before the step starts. ``--teacher smollm2``
 (:data:`~course_lib.drill.config.TEACHERS`) serves SmolLM2-135M-Instruct with the course's vLLM for the step
 instead (:mod:`course_lib.training.llm_teacher`, cached), in its own drill folder, and measures what it kept
-against the training rows' hidden tests afterwards (``codegen_teacher_report.json``). The pipeline's
+against the training rows' hidden tests afterwards (``codegen_teacher_report.json``); so does ``--teacher
+noisy-rules``, the rule teacher misreading at the rate ``drill.teacher_noise`` (a teacher that can fail).
+With ``--ablations`` step 2 also writes the ablations' training sets (:mod:`course_lib.drill.ablations`). The pipeline's
 answer format (code in one python fence, :func:`fence_if_bare`) is also what step 3 trains on and what
 step 4 scores PPL on.
 
@@ -162,35 +164,44 @@ def _pipeline_timeout(cfg: DrillConfig) -> float:
     return float(cfg.profile.pipeline.timeout_s)
 
 
-def _pipeline_config(cfg: DrillConfig) -> dict:
+def teacher_config(cfg: DrillConfig, teacher: str) -> dict:
+    """The completion-marker settings of ``teacher``'s pipeline run over the training set (:data:`TEACHERS`):
+    a change of any of them reruns it. Introduced in lesson 07."""
     conf = {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
             "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg),
             "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
     if cfg.language != "python":   # the C++ rule teacher (the Python key is unchanged)
         conf.update(language=cfg.language, ci_teacher="rules (C++): new code and own cases from the instruction, "
                                                       "audited through the C++ judge, no hidden tests")
-    if cfg.pipeline_teacher() in TEACHER_MODELS:   # an LLM teacher served here: its own key (the others' is unchanged)
+    if teacher in TEACHER_MODELS:   # an LLM teacher served here: its own key (the others' is unchanged)
         conf.pop("ci_teacher")
-        conf.update(llm_teacher=_llm_teacher_key(cfg), timeout_s=float(cfg.profile.models.teacher_timeout_s))
+        conf.update(llm_teacher=_llm_teacher_key(cfg, teacher), timeout_s=float(cfg.profile.models.teacher_timeout_s))
+    elif teacher == "noisy-rules":
+        conf.update(ci_teacher="noisy rules: the rule teacher misreading at a set rate, loop variables varied",
+                    teacher_noise=cfg.teacher_noise, noise_seed=cfg.seed)
     return conf
 
 
-def _llm_teacher_key(cfg: DrillConfig) -> dict:
+def _pipeline_config(cfg: DrillConfig) -> dict:
+    return teacher_config(cfg, cfg.pipeline_teacher())
+
+
+def _llm_teacher_key(cfg: DrillConfig, teacher: str) -> dict:
     from course_lib.training import llm_teacher
 
-    srv = llm_teacher.teacher_server(cfg.profile, TEACHER_MODELS[cfg.pipeline_teacher()], log=None)
+    srv = llm_teacher.teacher_server(cfg.profile, TEACHER_MODELS[teacher], log=None)
     return {"model": srv.model_name, "fingerprint": srv.fingerprint, "server": srv.settings()}
 
 
-def _run_llm_teacher(cfg: DrillConfig, rows: list[dict], timeout_s: float):
+def _run_llm_teacher(cfg: DrillConfig, teacher: str, rows: list[dict], timeout_s: float):
     """Step 2 with an LLM teacher served here (``--teacher smollm2``): the cached LLM pipeline run."""
     from course_lib.training import llm_teacher
 
-    model = TEACHER_MODELS[cfg.pipeline_teacher()]
+    model = TEACHER_MODELS[teacher]
     why = llm_teacher.teacher_unavailable(cfg.profile, model)
     if why:
-        raise PrerequisiteError(f"pipeline: --teacher {cfg.pipeline_teacher()}: {why}")
-    log().info("pipeline: teacher %s", TEACHERS[cfg.pipeline_teacher()])
+        raise PrerequisiteError(f"pipeline: --teacher {teacher}: {why}")
+    log().info("pipeline: teacher %s", TEACHERS[teacher])
     run = llm_teacher.run_teacher_pipeline(rows, profile=cfg.profile, model=model, timeout_s=timeout_s,
                                            name=f"drill-{cfg.profile.name}", log=log().info)
     if run.extra.get("not_cached_because"):
@@ -200,75 +211,103 @@ def _run_llm_teacher(cfg: DrillConfig, rows: list[dict], timeout_s: float):
     return run.kept, run.report
 
 
+def run_teacher(cfg: DrillConfig, teacher: str, with_tests: list[dict], *, measure: bool):
+    """``teacher``'s pipeline run (:data:`TEACHERS`: ``rules``, ``noisy-rules``, an LLM teacher served here, or the
+    full profile's server) over the training rows ``with_tests`` — given to the pipeline WITHOUT their hidden tests
+    (:func:`course_lib.drill.download.without_hidden_tests`). Returns (kept rows, the pipeline's report, and with
+    ``measure`` the :class:`~course_lib.training.codegen.TeacherReport` measured afterwards with the hidden tests —
+    keep rate, kept rows that pass, the auditor's AUC — or None). Step 2 and the ablations' pipeline variants
+    (:mod:`course_lib.drill.ablations`) both run their teacher here. Introduced in lesson 07."""
+    from course_lib.drill.download import without_hidden_tests
+    from course_lib.training import codegen
+    from course_lib.training.rule_teacher import RuleTeacher, noisy_rule_teacher
+
+    # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
+    rows = [without_hidden_tests(r) for r in with_tests]
+    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend(cfg.profile.sandbox.backend))
+    timeout_s = teacher_config(cfg, teacher)["timeout_s"]
+    if teacher in TEACHER_MODELS:
+        kept, report = _run_llm_teacher(cfg, teacher, rows, timeout_s)
+    else:
+        offline = noisy_rule_teacher(cfg.teacher_noise, cfg.seed) if teacher == "noisy-rules" else RuleTeacher
+        if cfg.language != "python":   # issue 38: the C++ rule teacher (the only teacher of the C++ drill)
+            from course_lib.training.rule_teacher_cpp import CppRuleTeacher
+
+            offline = CppRuleTeacher
+        kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
+                                                    run_code=run_code, timeout_s=timeout_s, offline_teacher=offline)
+    measured = None
+    if measure and any(r.get("tests") for r in with_tests):
+        # what the teacher's data is worth: the kept rows and the auditor's score against the hidden tests
+        # (measured after the pipeline ran, never shown to the teacher); measured even when nothing was kept
+        measured = codegen.teacher_report(with_tests, kept, report, run_many=partial(
+            sandbox.run_many, backend=run_code.keywords["backend"], workers=cfg.eval_workers), run_code=run_code,
+            profile=cfg.profile)
+    return list(kept), report, measured
+
+
 def step_pipeline(cfg: DrillConfig, state: RunState | None = None) -> dict:
     """Step 2: lesson 05's LazyLLM codegen pipeline over the training rows → ``codegen.json`` + funnel
-    (``state``: the run's :class:`~course_lib.drill.config.RunState`; this step notes nothing in it).
+    (``state``: the run's :class:`~course_lib.drill.config.RunState`; the ablations' note which of them have
+    no row to train on). With ``cfg.ablations`` it then writes each ablation's training set
+    (:func:`course_lib.drill.ablations.build_ablation_data`).
 
     Introduced in lesson 07.
     """
+    info = _main_pipeline(cfg)
+    if cfg.ablations:
+        from course_lib.drill.ablations import build_ablation_data
+
+        info["ablations"] = build_ablation_data(cfg, run_teacher=run_teacher, teacher_config=teacher_config,
+                                                state=state)
+    return info
+
+
+def _main_pipeline(cfg: DrillConfig) -> dict:
     p, conf = cfg.paths, _pipeline_config(cfg)
     funnel_path = p.data_dir / "codegen_funnel.json"
     if up_to_date([p.codegen_json], conf, cfg.force, "pipeline"):
         return {"skipped": True}
     use_lazyllm_path(cfg)
-    llm_served_here = cfg.pipeline_teacher() in TEACHER_MODELS
-    if cfg.language != "python" and cfg.pipeline_teacher() != "rules":
+    teacher = cfg.pipeline_teacher()
+    llm_served_here = teacher in TEACHER_MODELS
+    if cfg.language != "python" and teacher != "rules":
         raise PrerequisiteError(f"pipeline: the {cfg.language} drill's step 2 has the rule teacher only (--teacher "
-                                f"rules, ci); lesson 05's LazyLLM prompts ask {cfg.pipeline_teacher()!r} for Python. "
+                                f"rules, ci); lesson 05's LazyLLM prompts ask {teacher!r} for Python. "
                                 "Train on the raw rows instead: --no-pipeline")
     if cfg.profile.pipeline.teacher != "offline" and not llm_served_here:   # the others are started by step 2 itself
         why = teacher_problem(cfg)
         if why:
             raise PrerequisiteError(f"pipeline: {why}")
-    from course_lib.drill.download import without_hidden_tests
-    from course_lib.training import codegen
-    from course_lib.training.rule_teacher import RuleTeacher
-    from course_lib.training.rule_teacher_cpp import CppRuleTeacher
-
-    # hidden tests are for evaluation and RL rewards only: the pipeline (its teacher) never sees them
     with_tests = read_json_output(p.train_json, "download")
-    rows = [without_hidden_tests(r) for r in with_tests]
-    run_code = partial(sandbox.run_code, backend=cfg.sandbox_backend or sandbox.preferred_backend(cfg.profile.sandbox.backend))
-    if llm_served_here:
-        kept, report = _run_llm_teacher(cfg, rows, conf["timeout_s"])
-    else:
-        kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
-                                                    run_code=run_code, timeout_s=conf["timeout_s"],
-                                                    offline_teacher=RuleTeacher if cfg.language == "python"
-                                                    else CppRuleTeacher)
-    kept = list(kept)
+    measure = teacher in TEACHER_MODELS or teacher == "noisy-rules"    # the gold rule teacher is not measured here
+    kept, report, measured = run_teacher(cfg, teacher, with_tests, measure=measure)
     log().info("pipeline funnel:\n%s", report.summary())
     report_dict = report.to_dict()
-    atomic_write_text(funnel_path, json.dumps({"input": len(rows), "kept": len(kept), "report": report_dict},
+    atomic_write_text(funnel_path, json.dumps({"input": len(with_tests), "kept": len(kept), "report": report_dict},
                                               indent=1, default=str, ensure_ascii=False))
-    measured = None
-    if llm_served_here and any(r.get("tests") for r in with_tests):
-        # what the LLM teacher's data is worth: the kept rows and the auditor's score against the hidden tests
-        # (measured after the pipeline ran, never shown to the teacher); written even when nothing was kept
-        measured = codegen.teacher_report(with_tests, kept, report, run_many=partial(
-            sandbox.run_many, backend=run_code.keywords["backend"], workers=cfg.eval_workers), run_code=run_code,
-            profile=cfg.profile)
+    if measured is not None:
         atomic_write_text(p.data_dir / "codegen_teacher_report.json",
                           json.dumps(measured.to_dict(), indent=1, ensure_ascii=False))
-        log().info("pipeline: the LLM teacher measured with the hidden tests:\n%s", measured.summary())
+        log().info("pipeline: the teacher measured with the hidden tests:\n%s", measured.summary())
     failed = [d for d in report_dict.get("dropped", []) if d.get("stage") in ("teacher", "pipeline")]
     if failed or not kept:
         clear_done(p.codegen_json)   # an earlier codegen.json must not be taken for this run's output
         why = failed[0]["reason"] if failed else "every row was dropped (see the funnel's drop reasons)"
         if llm_served_here and not failed:
-            raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}: the LLM teacher "
-                                  f"({cfg.pipeline_teacher()}) gave no row a score in [{cfg.profile.pipeline.min_score}, "
+            raise StepOutputError(f"pipeline: kept {len(kept)} of {len(with_tests)} training rows — {why}: the LLM "
+                                  f"teacher ({teacher}) gave no row a score in [{cfg.profile.pipeline.min_score}, "
                                   f"{cfg.profile.pipeline.max_score}]. Its answers are cached (a rerun gives the same); "
                                   f"the funnel is in {funnel_path}"
                                   + (f", the hidden-test report in {p.data_dir / 'codegen_teacher_report.json'}"
                                      if measured is not None else "")
                                   + ". Train on the raw rows instead (`--no-pipeline`) or use another teacher")
-        raise StepOutputError(f"pipeline: kept {len(kept)} of {len(rows)} training rows — {why}. Nothing was "
+        raise StepOutputError(f"pipeline: kept {len(kept)} of {len(with_tests)} training rows — {why}. Nothing was "
                               f"cached; the funnel is in {funnel_path}. Fix the teacher and rerun step 2 "
                               "(`--only-step pipeline`)")
     write_json_output(p.codegen_json, kept, conf)
-    log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(rows), p.codegen_json)
-    return {"input": len(rows), "kept": len(kept)}
+    log().info("pipeline: kept %d of %d training rows → %s", len(kept), len(with_tests), p.codegen_json)
+    return {"input": len(with_tests), "kept": len(kept)}
 
 
 def _needs(cfg: DrillConfig) -> list[Need]:
@@ -290,6 +329,9 @@ def _engine(cfg: DrillConfig) -> dict:
     elif S.teacher == "offline" and cfg.language != "python":
         out["teacher"] = ("course rule teacher for C++ on 127.0.0.1 (course_lib.training.rule_teacher_cpp: C++ code and "
                           "own cases from the instruction, audited through the C++ judge; rules, not an LLM)")
+    elif cfg.pipeline_teacher() == "noisy-rules":
+        out["teacher"] = TEACHERS["noisy-rules"]
+        out["teacher_noise"] = cfg.teacher_noise
     elif S.teacher == "offline":
         out["teacher"] = ("course rule teacher on 127.0.0.1 (course_lib.training.rule_teacher: code and tests "
                           "from the instruction alone; rules, not an LLM)")

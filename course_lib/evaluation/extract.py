@@ -25,9 +25,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
+# the fence tags read as Python (the drill's ablation filter reads them too)
+PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
+_PYTHON_TAGS = PYTHON_TAGS
 _CPP_TAGS = frozenset({"cpp", "c++", "cc", "cxx"})
-LANGUAGE_TAGS: dict[str, frozenset[str]] = {"python": _PYTHON_TAGS, "cpp": _CPP_TAGS}
+LANGUAGE_TAGS: dict[str, frozenset[str]] = {"python": PYTHON_TAGS, "cpp": _CPP_TAGS}
 """The fence tags whose blocks count as code of each language (untagged blocks count for every one)."""
 # a line that starts a C++ function definition: a return type and a name at column 0, then "(", no ";"
 _CPP_DEFINITION = re.compile(r"^(?!#|return\b|using\b|typedef\b)[A-Za-z_][\w:<>,&*\s]*?[\s&*]\**[A-Za-z_]\w*\s*\([^;]*$")

@@ -16,7 +16,9 @@ import importlib.util
 import json
 import random
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"
 
@@ -274,3 +276,49 @@ def load_candidate_pool() -> list[dict[str, Any]]:
         path = art.path / name
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+# --- lesson 06 section 6: best-of-n on the candidate pool, with a stand-in for a model's preferences -------
+
+def preference_scores(hidden_ok: Sequence[bool], seed: int, bonus: float = 1.0) -> np.ndarray:
+    """A stand-in for a model's preferences over a candidate pool: a standard-normal score per candidate from
+    ``numpy.random.default_rng(seed)``, plus ``bonus`` for the candidates that pass the hidden tests (a model that
+    is somewhat good, but often prefers a buggy program). Introduced in lesson 06."""
+    ok = np.asarray(hidden_ok, dtype=float)
+    return np.random.default_rng(seed).normal(0.0, 1.0, len(ok)) + bonus * ok
+
+
+def sample_candidates(scores: Sequence[float], n: int, temperature: float, gen: np.random.Generator) -> list[int]:
+    """``n`` candidate positions drawn with probabilities softmax(score / T); ``temperature`` 0 is greedy (the
+    top-scored candidate, ``n`` times). Introduced in lesson 06."""
+    s = np.asarray(scores, dtype=float)
+    if temperature == 0:
+        return [int(np.argmax(s))] * n
+    logits = s / temperature
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    return [int(i) for i in gen.choice(len(s), size=n, p=probs)]
+
+
+def best_of_n(groups: Iterable[Mapping[str, Sequence]], n: int, temperature: float, rounds: int,
+              seed: int) -> dict[str, float]:
+    """Hidden-test pass rate of one sample, of rejection sampling on the visible tests (the first of ``n``
+    samples that passes them, else the first sample), and of the oracle (any of ``n`` passes), over ``rounds``
+    draws for every problem. ``groups`` holds one mapping per problem with the columns ``score``,
+    ``visible_ok`` and ``hidden_ok`` (a DataFrame per problem works). Introduced in lesson 06."""
+    gen = np.random.default_rng(seed)
+    cols = [(np.asarray(g["score"], dtype=float), np.asarray(g["visible_ok"], dtype=bool),
+             np.asarray(g["hidden_ok"], dtype=bool)) for g in groups]
+    if not cols:
+        raise ValueError("best_of_n needs at least one problem")
+    single = rejection = oracle = 0.0
+    for _ in range(rounds):
+        for score, visible_ok, hidden_ok in cols:
+            picks = sample_candidates(score, n, temperature, gen)
+            chosen = next((i for i in picks if visible_ok[i]), picks[0])
+            single += hidden_ok[picks[0]]
+            rejection += hidden_ok[chosen]
+            oracle += any(hidden_ok[i] for i in picks)
+    total = rounds * len(cols)
+    return {"n": n, "single sample": single / total, "rejection sampling (visible tests)": rejection / total,
+            "oracle: any of n passes": oracle / total}

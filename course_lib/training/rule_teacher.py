@@ -30,7 +30,9 @@ Introduced in lesson 07.
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import random
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -118,9 +120,10 @@ _CONDITION = {"all": "", "even": "{v} % 2 == 0", "odd": "{v} % 2 == 1", "positiv
               "letters": "{v}.isalpha()", "nonspace": '{v} != " "'}
 
 
-def write_code(spec: TaskSpec) -> str:
-    """The function the rules write for ``spec``: one loop with an accumulator. Introduced in lesson 07."""
-    v = next(name for name in _LOOP_VAR[spec.takes] if name != spec.arg)
+def write_code(spec: TaskSpec, loop_var: str | None = None) -> str:
+    """The function the rules write for ``spec``: one loop with an accumulator (its variable ``loop_var``;
+    None: ``x`` / ``i`` / ``ch``, the rule teacher's). Introduced in lesson 07."""
+    v = loop_var or next(name for name in _LOOP_VAR[spec.takes] if name != spec.arg)
     loop = f"for {v} in range(1, {spec.arg} + 1):" if spec.takes == "integer" else f"for {v} in {spec.arg}:"
     cond = f"{v} > {spec.keep[3:]}" if spec.keep.startswith("gt:") else _CONDITION[spec.keep].format(v=v)
     update = _UPDATE[spec.op].format(v=v)
@@ -196,16 +199,25 @@ class RuleTeacher(OfflineTeacher):
         raise TypeError("the rule teacher writes code from the instruction alone: it takes no reference "
                         "answers and no tests")
 
+    def read(self, text: str, stage: str) -> TaskSpec | None:
+        """How the teacher reads ``text`` at ``stage`` (``"standardize"``, ``"synthesize"`` or ``"audit"``):
+        :func:`read_instruction` (a subclass may misread, :class:`NoisyRuleTeacher`)."""
+        return read_instruction(text)
+
+    def code_for(self, spec: TaskSpec, text: str) -> str:
+        """The code the synthesiser writes for ``spec`` (read from ``text``): :func:`write_code`."""
+        return write_code(spec)
+
     def standardize(self, raw: str) -> str:
-        spec = read_instruction(raw)
+        spec = self.read(raw, "standardize")
         return standardize_instruction(raw) if spec is None else standard_instruction(spec)
 
     def synthesize(self, instruction: str) -> str:
-        spec = read_instruction(instruction)
-        return CANNOT_WRITE if spec is None else f"```python\n{write_code(spec)}```"
+        spec = self.read(instruction, "synthesize")
+        return CANNOT_WRITE if spec is None else f"```python\n{self.code_for(spec, instruction)}```"
 
     def audit(self, instruction: str, code: str) -> dict:
-        spec = read_instruction(instruction)
+        spec = self.read(instruction, "audit")
         tests = None if spec is None else write_tests(spec)
         res = audit_code(code, tests=tests, timeout_s=self.sandbox_timeout_s, semaphore=self._runs,
                          run_code=self.run_code, timing=False)   # the same code, the same feedback
@@ -214,3 +226,107 @@ class RuleTeacher(OfflineTeacher):
         else:
             res["feedback"] += f" [the teacher's own {tests.count(chr(10))} tests, written from the instruction]"
         return res
+
+
+# --- a teacher that can fail: the rules misreading at a set rate (issue 35, an ablation) ----------------
+
+NOISY_RULE_TEACHER_NAME = "course-noisy-rule-teacher"
+STAGES = ("standardize", "synthesize", "audit")
+# what a misreading changes: the operation, the filter, or (numbers only: a list of integers <-> an integer n)
+MISREAD_FIELDS = ("operation", "filter", "family")
+_OPS_OF = {"numeric": ("sum", "count", "product", "squares", "max"),
+           "string": ("keep", "upper", "double", "reverse", "count")}
+_KEEPS_OF = {"numeric": ("all", "even", "odd", "positive", "negative", "gt:10"),
+             "string": ("all", "vowels", "digits", "letters", "nonspace")}
+_OP_WORDS = {"sum": "the sum of", "count": "how many there are of", "product": "the product of",
+             "squares": "the sum of the squares of", "max": "the largest value (0 if none is larger) among",
+             "keep": "a string made of", "upper": "an upper-case string made of",
+             "double": "a string that repeats twice each of", "reverse": "a reversed string made of"}
+_STRING_COUNT_WORDS = "the number of"
+_KEEP_WORDS = {"all": "all the {items}", "even": "the even numbers", "odd": "the odd numbers",
+               "positive": "the positive numbers", "negative": "the negative numbers",
+               "vowels": "the vowels", "digits": "the digits", "letters": "the letters",
+               "nonspace": "the characters that are not spaces"}
+# loop variables the noisy teacher varies (the rule teacher always writes x / i / ch)
+LOOP_VARIABLES = {"list": ("x", "v", "num", "value", "item", "n"), "integer": ("i", "j", "k", "num", "x"),
+                  "string": ("ch", "c", "char", "letter", "s")}
+
+
+def _kind(takes: str) -> str:
+    return "string" if takes == "string" else "numeric"
+
+
+def wants_phrase(spec: TaskSpec) -> str:
+    """The "returns ..." clause for ``spec`` in the sample's words (what :func:`read_instruction` reads back
+    to the same operation and filter). Introduced in lesson 07."""
+    op = _STRING_COUNT_WORDS if (spec.op == "count" and spec.takes == "string") else _OP_WORDS[spec.op]
+    if spec.keep.startswith("gt:"):
+        kept = f"the numbers greater than {spec.keep[3:]}"
+    else:
+        kept = _KEEP_WORDS[spec.keep].format(items="characters" if spec.takes == "string" else "numbers")
+    if spec.takes == "integer":
+        kept += f" from 1 to {spec.arg}"
+    return f"{op} {kept}"
+
+
+def misread(spec: TaskSpec, rng: random.Random) -> tuple[TaskSpec, str]:
+    """``spec`` read wrong in one field (:data:`MISREAD_FIELDS`, chosen with ``rng``; a string task has no
+    family to mistake): another operation, another filter, or a list of integers taken for an integer ``n``
+    (and back). Returns (the wrong spec, the field). Introduced in lesson 07."""
+    kind = _kind(spec.takes)
+    field_ = rng.choice(MISREAD_FIELDS if kind == "numeric" else MISREAD_FIELDS[:2])
+    op, keep, takes = spec.op, spec.keep, spec.takes
+    if field_ == "operation":
+        op = rng.choice([o for o in _OPS_OF[kind] if o != spec.op])
+    elif field_ == "filter":
+        keep = rng.choice([k for k in _KEEPS_OF[kind] if k != spec.keep])
+    else:
+        takes = "integer" if spec.takes == "list" else "list"
+    wrong = TaskSpec(spec.name, spec.arg, takes, op, keep, "")
+    return TaskSpec(spec.name, spec.arg, takes, op, keep, wants_phrase(wrong)), field_
+
+
+class NoisyRuleTeacher(RuleTeacher):
+    """The rule teacher made fallible (issue 35: a teacher that can fail, as an ablation): every time it reads
+    an instruction — to standardise it, to write code for it, to audit that code — it misreads it with
+    probability :attr:`noise` (one wrong field, :func:`misread`), decided by an RNG seeded with :attr:`seed`,
+    the stage and the text (so a run is deterministic whatever order LazyLLM's threads take). Its loops use
+    varied variable names (:data:`LOOP_VARIABLES`), not one fixed name.
+
+    A misreading while standardising is consistent downstream (the code and the auditor's own tests follow
+    the wrong instruction: the auditor cannot see it); one while writing the code is caught by a correct
+    audit (its tests fail, the score drops below the sieve); one while auditing fails correct code. Make a
+    class with a rate with :func:`noisy_rule_teacher`. Introduced in lesson 07."""
+
+    model_name = NOISY_RULE_TEACHER_NAME
+    noise = 0.2
+    seed = 0
+    served_as = ("course noisy rule teacher on 127.0.0.1 (the rule teacher misreading each instruction it reads "
+                 "with probability {noise} (seed {seed}), loop variables varied, {auditor}; NOT an LLM: a teacher "
+                 "that can fail, for the drill's ablations)")
+
+    def _rng(self, stage: str, text: str) -> random.Random:
+        digest = hashlib.sha256(f"{self.seed}|{stage}|{text}".encode("utf-8")).hexdigest()
+        return random.Random(int(digest[:16], 16))
+
+    def read(self, text: str, stage: str) -> TaskSpec | None:
+        spec = read_instruction(text)
+        if spec is None:
+            return None
+        rng = self._rng(stage, text)
+        return misread(spec, rng)[0] if rng.random() < self.noise else spec
+
+    def code_for(self, spec: TaskSpec, text: str) -> str:
+        rng = self._rng("loop variable", text)
+        v = rng.choice([name for name in LOOP_VARIABLES[spec.takes] if name != spec.arg])
+        return write_code(spec, loop_var=v)
+
+
+def noisy_rule_teacher(noise: float, seed: int = 0) -> type[NoisyRuleTeacher]:
+    """A :class:`NoisyRuleTeacher` class that misreads with probability ``noise`` (0 to 1) under ``seed`` (the
+    codegen pipeline takes a teacher class, ``offline_teacher=``). Introduced in lesson 07."""
+    noise = float(noise)
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"the teacher's noise is a probability: 0 to 1, got {noise}")
+    served = NoisyRuleTeacher.served_as.replace("{noise}", f"{noise:g}").replace("{seed}", str(int(seed)))
+    return type("NoisyRuleTeacher", (NoisyRuleTeacher,), {"noise": noise, "seed": int(seed), "served_as": served})

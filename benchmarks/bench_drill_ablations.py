@@ -1,0 +1,178 @@
+"""Benchmark of issue 35's ablations: which factor makes the drill's raw SFT → pipeline SFT gap?
+
+Runs the ci drill once per seed with ``--ablations`` (:mod:`course_lib.drill.ablations`): besides raw SFT and
+pipeline SFT (gold rule teacher), SFT on the same training rows with the same SFT steps on
+
+- ``raw_clean``      the raw rows without their simulated defects,
+- ``raw_code``       the raw answers reduced to their code (extract + one python fence),
+- ``raw_filter``     the raw rows that pass a cheap filter (a closed Python fence that compiles and defines the
+                     named function),
+- ``pipeline_noisy`` the pipeline's rows with the noisy rule teacher (``drill.teacher_noise``),
+- ``pipeline_llm``   the pipeline's rows with the LLM teacher (SmolLM2; only with ``--with-llm-teacher``: hours on
+                     2 cores the first time). When it keeps no row it has no model: the JSON says so with the count.
+
+Per seed and variant it records test pass@1 per eval part and every eval prompt's outcome (``per_prompt``: a
+JSON-lines file beside the JSON, one line per seed × variant × prompt), and per eval part each variant's
+difference from raw SFT with a paired bootstrap 95 % interval over prompts and seeds
+(:func:`course_lib.drill.ablations.paired_bootstrap`). Lesson 07 reads the JSON (the table and the plot of
+"how much of the gap each factor explains").
+
+Usage::
+
+    PYTHONPATH=$PWD python benchmarks/bench_drill_ablations.py                   # seeds 0 1 2, fp32 → results/
+    PYTHONPATH=$PWD python benchmarks/bench_drill_ablations.py --toy             # end to end at toy size (minutes)
+    ... --seeds 0 1 2 --root DIR --json FILE --with-llm-teacher
+
+``--toy``: 64 training rows, 40 eval rows, no HumanEval, 5 SFT steps, written under the toy root (never over the
+recorded results). Each seed of the real run costs one ci drill with 6 SFT variants instead of 2 (SFT two at a
+time on 2 cores) and 5 models answering instead of 3; the drill folders are cached, so a rerun reads them back.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+from course_lib import drill
+from course_lib.drill import ablations
+from course_lib.drill.config import ABLATIONS, default_root
+from course_lib.drill.outputs import DrillPaths, setup_logging
+from course_lib.drill.taskgen import EVAL_PARTS
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_drill_ablations.json"
+COMPARED = ("raw_sft", "pipeline_sft", *ABLATIONS)
+TOY = {"train_size": 64, "eval_size": 40, "humaneval_subset": 0, "sft_steps": 5}
+
+
+def run_seed(seed: int, variants: tuple[str, ...], root: Path, toy: bool) -> dict:
+    sizes = dict(TOY) if toy else {}
+    steps = sizes.pop("sft_steps", None)
+    cfg = drill.config_from_profile("ci", seed=seed, compare_raw=True, evaluate_base=False, ablations=variants,
+                                    paths=DrillPaths.under(root / f"seed{seed}"), sft_steps=steps, **sizes)
+    cfg.sft_overrides = {**cfg.sft_overrides, "seed": seed, "bf16": False}
+    cfg.paths.make()
+    setup_logging(cfg.paths.log_dir, quiet=True)
+    t0 = time.monotonic()
+    state = drill.RunState()
+    drill.run_drill(cfg, state=state)
+    metrics = drill.load_metrics(cfg)
+    out: dict = {"seed": seed, "seconds": round(time.monotonic() - t0, 1), "variants": {}, "outcomes": {}}
+    for v in COMPARED:
+        if v not in ("raw_sft", "pipeline_sft") and v not in variants:
+            continue
+        entry: dict = {}
+        if v in ABLATIONS:
+            report_path = cfg.paths.ablation_report(v)
+            report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
+            entry["training_set"] = {k: report.get(k) for k in ("input", "kept", "removed", "by_defect", "left_out")}
+            if report.get("teacher_report"):
+                entry["teacher_report"] = {k: report["teacher_report"].get(k) for k in (
+                    "n_input", "n_kept", "keep_rate", "kept_tested", "kept_correct", "audited_tested",
+                    "audited_correct", "auc_llm")}
+            if report.get("left_out"):
+                entry["left_out"] = report["left_out"]
+        if v in metrics:
+            entry["metrics"] = {k: metrics[v].get(k) for k in (
+                *(f"test pass@1 ({p})" for p in EVAL_PARTS), "test pass@1", "FCR", "closed-fence rate")}
+            with open(cfg.paths.output_for(v) / "evaluation_report.csv", encoding="utf-8") as fh:
+                out["outcomes"][v] = [{"id": int(r["id"]), "eval_part": r["eval_part"], "correct": r["correct"] == "True"}
+                                      for r in csv.DictReader(fh) if r["has_tests"] == "True"]
+        elif "left_out" not in entry:
+            entry["left_out"] = state.left_out.get(v, "no model: see the drill's log")
+        out["variants"][v] = entry
+    return out
+
+
+def compare(results: list[dict], rounds: int) -> dict:
+    """Per eval part: each variant's mean test pass@1 and its difference from raw SFT with a paired interval."""
+    comparisons: dict = {}
+    for part in EVAL_PARTS:
+        def outcomes(v: str, part: str = part) -> dict:
+            return {(r["seed"], o["id"]): o["correct"] for r in results for o in r["outcomes"].get(v, [])
+                    if o["eval_part"] == part}
+
+        raw = outcomes("raw_sft")
+        comp: dict = {}
+        for v in COMPARED:
+            if v == "raw_sft":
+                continue
+            left = [r["variants"].get(v, {}).get("left_out") for r in results]
+            if any(left):
+                comp[v] = {"left_out": next(x for x in left if x)}
+                continue
+            mine = outcomes(v)
+            if not mine:
+                continue
+            c = ablations.paired_bootstrap(mine, raw, rounds=rounds)
+            c["mean"] = sum(mine.values()) / len(mine)
+            c["per_seed"] = [r["variants"][v]["metrics"].get(f"test pass@1 ({part})") for r in results]
+            comp[v] = c
+        comp["raw_sft"] = {"mean": sum(raw.values()) / len(raw) if raw else None,
+                           "per_seed": [r["variants"]["raw_sft"].get("metrics", {}).get(f"test pass@1 ({part})")
+                                        for r in results]}
+        comparisons[part] = comp
+    return comparisons
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--variants", default=None,
+                    help=f"comma-separated ablations (default: {', '.join(a for a in ABLATIONS if a != 'pipeline_llm')})")
+    ap.add_argument("--with-llm-teacher", action="store_true",
+                    help="also pipeline_llm (SmolLM2 as the pipeline's teacher: hours on 2 cores the first time)")
+    ap.add_argument("--toy", action="store_true", help=f"toy size ({TOY}), to check the benchmark end to end")
+    ap.add_argument("--root", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--bootstrap-rounds", type=int, default=2000)
+    args = ap.parse_args(argv)
+    variants = tuple(args.variants.split(",")) if args.variants else tuple(a for a in ABLATIONS if a != "pipeline_llm")
+    if args.with_llm_teacher and "pipeline_llm" not in variants:
+        variants += ("pipeline_llm",)
+    root = args.root or default_root("ci").parent / ("bench_drill_ablations_toy" if args.toy else "bench_drill_ablations")
+    json_path = args.json or (root / "bench_drill_ablations.json" if args.toy else RESULTS)
+    print(f"ci drill with ablations {', '.join(variants)} over seeds {args.seeds}{' (toy size)' if args.toy else ''}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    results = []
+    for seed in args.seeds:
+        r = run_seed(seed, variants, root, args.toy)
+        results.append(r)
+        print(f"seed {seed}: {r['seconds']:.0f} s  " + "  ".join(
+            f"{v}: " + ("left out" if e.get("left_out") else " / ".join(
+                f"{e['metrics'][f'test pass@1 ({p})']:.2f}" for p in EVAL_PARTS)) for v, e in r["variants"].items()))
+    comparisons = compare(results, args.bootstrap_rounds)
+    for part, comp in comparisons.items():
+        print(f"\n{part}: variant − raw SFT, test pass@1 (paired 95% bootstrap interval over prompts and seeds)")
+        for v, c in comp.items():
+            if c.get("left_out"):
+                print(f"  {v:<16} {c['left_out']}")
+            elif "diff" in c:
+                print(f"  {v:<16} mean {c['mean']:.3f}  {c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]")
+    per_prompt = json_path.with_name(json_path.stem + ".per_prompt.jsonl")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(per_prompt, "w", encoding="utf-8") as fh:
+        for r in results:
+            for v, rows in r["outcomes"].items():
+                for o in rows:
+                    fh.write(json.dumps({"seed": r["seed"], "variant": v, **o}) + "\n")
+    cfg = drill.config_from_profile("ci")
+    json_path.write_text(json.dumps({
+        "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "toy": args.toy, "seeds": args.seeds,
+        "variants": list(variants), "teacher_noise": cfg.teacher_noise,
+        "sft_overrides": {**cfg.sft_overrides, "bf16": False, **({"max_steps": TOY["sft_steps"]} if args.toy else {})},
+        "train_size": TOY["train_size"] if args.toy else cfg.train_size,
+        "eval_size": TOY["eval_size"] if args.toy else cfg.eval_size,
+        "bootstrap": {"rounds": args.bootstrap_rounds, "level": 0.95,
+                      "over": "prompts within each seed and the seeds, paired (course_lib.drill.ablations.paired_bootstrap)"},
+        "per_prompt": per_prompt.name,
+        "results": [{k: v for k, v in r.items() if k != "outcomes"} for r in results],
+        "comparisons": comparisons}, indent=1) + "\n", encoding="utf-8")
+    print(f"\nwrote {json_path} and {per_prompt.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
