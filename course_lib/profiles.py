@@ -204,7 +204,7 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.evaluation.sandbox / course_lib.evaluation.metrics
     "sandbox": {
-        # the one backend setting of the course (lessons 05-10, the drill's steps 2, 5 and 6): bubblewrap in ci
+        # the one backend setting of the course (lessons 05-11, the drill's steps 2, 5 and 6): bubblewrap in ci
         # (60 samples/s on 2 idle cores), used when it works, else Docker (7 samples/s); "auto" prefers
         # bubblewrap too. $SANDBOX_BACKEND=bwrap|docker|auto|unsafe overrides it where a backend is chosen
         # (course_lib.evaluation.sandbox.policy, the one place that reads it)
