@@ -271,6 +271,9 @@ def test_cpp_answers_get_the_lessons_categories():
     assert [r["defines_entry_point"] for r in rows] == [True, True, False, True, None]
     summary = evaluate.summarize(rows)
     assert summary["runs_but_wrong"] == 1 and summary["counts"]["SyntaxError"] == 1
+    with pytest.raises(ValueError, match="eval row 7: .*tiny_codes_cpp"):   # the Python sample's tests given
+        evaluate.evaluate_answers([{"idx": 7, "response": good, "tests": "assert f([1]) == 1\n", "signature": sig}],
+                                  backend=backend, language="cpp")
 
 
 # --- steps 1-5 end to end at toy size --------------------------------------------------------------------

@@ -150,7 +150,11 @@ def run_cpp_programs(items: Sequence[dict], *, workers: int, timeout_s: float | 
     return [by_key[k] for k in keys]
 
 
-def _cpp_cases(tests: Any) -> list[tuple[Any, Any]]:
+def _cpp_cases(tests: Any, idx: Any) -> list[tuple[Any, Any]]:
+    if not (isinstance(tests, list) and all(isinstance(c, (list, tuple)) and len(c) == 2 for c in tests)):
+        raise ValueError(f"eval row {idx}: its hidden tests are not the C++ judge's [argument, expected] pairs "
+                         f"(got {str(tests)[:80]!r}): the C++ drill reads assets/tiny_codes_cpp/hidden_tests.jsonl "
+                         "(`python -m course_lib.drill.taskgen --language cpp`), not the Python sample's assert lines")
     return [(a, e) for a, e in tests]
 
 
@@ -266,7 +270,8 @@ def _evaluate_cpp(records: Sequence[dict], *, language: str, **kw) -> list[dict]
                 elif not signature:
                     row[status_key] = "no_signature"
                 else:
-                    test_items.append({"source": c, "signature": signature, "cases": _cpp_cases(tests)})
+                    test_items.append({"source": c, "signature": signature,
+                                       "cases": _cpp_cases(tests, rec.get("idx", i))})
                     test_at.append((i, key))
         rows.append(row)
 
