@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 # the fence tags read as Python (the drill's ablation filter reads them too)
 PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
-_PYTHON_TAGS = PYTHON_TAGS
 _CPP_TAGS = frozenset({"cpp", "c++", "cc", "cxx"})
 LANGUAGE_TAGS: dict[str, frozenset[str]] = {"python": PYTHON_TAGS, "cpp": _CPP_TAGS}
 """The fence tags whose blocks count as code of each language (untagged blocks count for every one)."""
