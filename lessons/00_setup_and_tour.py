@@ -100,10 +100,12 @@ pd.DataFrame([{"section": sec, "setting": key, "ci": getattr(ci, sec)[key], "ful
 # ## 3. 课程地图 (Course map)
 #
 # 一条真实的代码大模型数据与训练 pipeline：原始仓库 → 过滤 (filters) → 去重 (dedup) → 依赖排序
-# (dependency order) → FIM 预训练 → 指令数据与 SFT → sandbox 评测 → agentic RL → 执行反馈上的 RL (RL on execution feedback)。
+# (dependency order) → FIM 预训练 → 指令数据与 SFT → sandbox 评测 → agentic RL → 执行反馈上的 RL (RL on execution feedback)，
+# 最后把同一条 pipeline 搬到 C/C++ (beyond Python)。
 # 每个方框标出负责它的课；箭头是课的先后顺序，"←" 是这一步真正从 cache 里读的东西（哪一课的 artefact，或外部数据），"→" 是它写出的 artefact。
 # 数据是一条线流下来的：第04课的小模型就在第03课按依赖排好序的语料上预训练，第05课的指令数据也出自这份语料；
-# 第06课的评测用 HumanEval，第07–09课从第04课的模型出发；第10课从第07课流水线 SFT 的模型出发，reward 来自 sandbox 里执行的隐藏测试。
+# 第06课的评测用 HumanEval，第07–09课从第04课的模型出发；第10课从第07课流水线 SFT 的模型出发，reward 来自 sandbox 里执行的隐藏测试；
+# 第11课用第01–07课的同一批函数（多一个 `language="cpp"`）处理本机的 C/C++ 代码，并读取 C++ 演练的结果。
 
 # %% slideshow={"slide_type": "subslide"}
 ax = draw_course_map(highlight=None)
@@ -116,7 +118,7 @@ record("course_stages", len(COURSE_STAGES));
 ### BEGIN HIDDEN TESTS
 reads = {stage.lessons: stage.reads for stage in COURSE_STAGES}
 assert reads["04"].startswith("L03") and reads["05"].startswith("L03") and "L04" in reads["07"]
-assert reads["10"].startswith("L07")
+assert reads["10"].startswith("L07") and "L01" in reads["11"]
 ### END HIDDEN TESTS
 
 

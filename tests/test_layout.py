@@ -29,7 +29,7 @@ LESSON_OF = {
     "data.repos": 1, "data.github": 1, "data.filters": 1, "data.redaction": 1, "data.redaction_eval": 1,
     "data.corpus": 1, "data.dedup": 2, "data.dedup_scaleout": 2, "data.scripts": 2, "data.deps": 3,
     "training.fim": 4, "training.tinymodel": 4, "training.instructions": 5, "training.codegen": 5,
-    "training.teacher": 5, "training.sft": 5, "training.rule_teacher": 7, "training.fim_probe": 4,
+    "training.teacher": 5, "training.sft": 5, "training.rule_teacher": 7, "training.rule_teacher_cpp": 7, "training.fim_probe": 4,
     "training.bench_results": 4, "training.sft_demo": 5, "training.pretrained": 5, "training.llm_teacher": 5,
     "evaluation.vllm_engine": 5, "evaluation.scripts": 5, "evaluation.paired": 7,
     "evaluation": 6, "drill": 7, "drill.rl": 10, "agentic": 8,

@@ -49,7 +49,7 @@ def test_lesson_00_records():
     assert durations.exists(), "the regression writes per-cell durations beside each executed notebook"
     assert rec["python_ok"] is True
     assert rec["base_packages_missing_or_wrong"] == []
-    assert rec["course_stages"] == 10
+    assert rec["course_stages"] == 11
     assert rec["suggested_profile"] in ("ci", "full")
     import json as _json
     from pathlib import Path

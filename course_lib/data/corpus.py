@@ -13,6 +13,7 @@ Introduced in lesson 01.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import platform
@@ -27,7 +28,7 @@ from course_lib.data.clike import cpp_file_kind, normalize_language
 from course_lib.data.filters import FilterReport, content_rules, file_filter_reason, language_of, read_source_file
 from course_lib.data.redaction import redact_secrets
 from course_lib.data.repos import STDLIB_REPO, Repo, Selection, select_repos
-from course_lib.paths import cache_dir
+from course_lib.paths import cache_dir, display_path
 from course_lib.profiles import Profile, ProfileLike, resolve_profile
 
 CORPUS_FORMAT = 1  # bump when the rules or columns change: the cache key changes with it
@@ -314,7 +315,8 @@ def load_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: st
     def build(folder: Path) -> dict:
         extra = {} if language == "python" else {"language": language}
         ds, report = build_corpus(P, selected=selected, **extra)
-        ds.save_to_disk(str(folder / "dataset"))
+        with quiet_datasets():
+            ds.save_to_disk(str(folder / "dataset"))
         (folder / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
         print(report.summary())
         return {"rows": len(ds)}
@@ -322,8 +324,24 @@ def load_corpus(profile: ProfileLike = "ci", rebuild: bool = False, language: st
     art = store.get_or_build("corpus", _artefact_name(P, language), _corpus_config(P, cfg, selected[0], language), build,
                              code=_code_files(language), rebuild=rebuild, log=print)
     if art.built:
-        print(f"saved to {art.path}")
+        print(f"saved to {display_path(art.path)}")
     return datasets.load_from_disk(str(art.path / "dataset"))
+
+
+@contextlib.contextmanager
+def quiet_datasets():
+    """Hugging Face ``datasets`` without its progress bars inside the block (a notebook keeps the last frame of
+    a bar in its saved output, half-drawn); as they were afterwards. The course's builders save with it.
+    Introduced in lesson 01."""
+    import datasets
+
+    was_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_on:
+            datasets.enable_progress_bars()
 
 
 def corpus_repo_metadata(profile: ProfileLike = "ci") -> dict[str, dict]:

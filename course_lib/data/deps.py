@@ -42,6 +42,7 @@ from course_lib.data.clike import (  # noqa: F401  (lesson 03's C/C++ half lives
     parse_includes,
     resolve_include,
 )
+from course_lib.data.corpus import quiet_datasets
 from course_lib.profiles import ProfileLike, resolve_profile
 
 # --- 1. the lesson's regex parser -------------------------------------------------------------------
@@ -640,7 +641,8 @@ def load_ordered_corpus(profile: ProfileLike = "ci", rebuild: bool = False, lang
             rows["edges_respected"].append(edge_respect(order, g)["all"])
             rows["tolerant_files"].append(stats.tolerant_files)
         ds = datasets.Dataset.from_dict(rows)
-        ds.save_to_disk(str(folder / "dataset"))
+        with quiet_datasets():
+            ds.save_to_disk(str(folder / "dataset"))
         shown = P.name if language == "python" else f"{P.name}, {language}"
         print(f"ordered corpus ({shown}): {len(names)} repositories, {sum(rows['n_files'])} files, "
               f"{sum(len(t) for t in rows['tolerant_files'])} parsed by the tolerant parser")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from course_lib.drill.config import (
     ABLATIONS,
+    CPP_LEAVES_OUT,
     TEACHERS,
     VARIANT_LABELS,
     PrerequisiteError,
@@ -50,6 +51,7 @@ examples:
   python -m course_lib.drill                              # the ci rehearsal, end to end
   python -m course_lib.drill --only-step evaluation --force
   python -m course_lib.drill --only-step rl --rl-reward lecture --force
+  python -m course_lib.drill --language cpp               # the same drill in C++ (steps 1-5), in <cache>/drill/ci-cpp
   python -m course_lib.drill --profile full --sft-model /models/Qwen2.5-0.5B-Instruct \\
       --pipeline-model Qwen3-30B-A3B-Instruct --eval-workers 16
 """
@@ -79,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-base-eval", dest="evaluate_base", action="store_false", default=None,
                    help="do not evaluate the base model (no before/after table)")
     g.add_argument("--quiet", action="store_true", help="log to the log file only")
+    g.add_argument("--language", choices=["python", "cpp"], default=None,
+                   help="the language the drill trains and judges (default: the profile's drill.language, python). "
+                        "cpp: the same task families in C++ (ci: assets/tiny_codes_cpp/; full: the hub's C++ rows), "
+                        "```cpp fences, the C++ compile-and-run judge (SER = compile errors), steps 1-5 only (no step 6, "
+                        "no HumanEval), in its own folder <cache>/drill/<profile>-cpp")
 
     g = p.add_argument_group("models and paths")
     g.add_argument("--lazyllm-path", default=None, help="a LazyLLM source checkout to put first on sys.path")
@@ -166,8 +173,9 @@ def config_from_args(args: argparse.Namespace):
     from course_lib.profiles import get_profile
 
     P = get_profile(args.profile)
-    root = Path(args.root) if args.root else default_root(P, args.teacher)
-    paths = DrillPaths.under(root, data_dir=args.data_dir, model_dir=args.model_dir,
+    language = args.language or str(P.drill.get("language", "python"))
+    root = Path(args.root) if args.root else default_root(P, args.teacher, language)
+    paths = DrillPaths.under(root, language=language, data_dir=args.data_dir, model_dir=args.model_dir,
                              output_dir=args.output_dir, log_dir=args.log_dir)
     overrides = {k: getattr(args, k) for k in (
         "train_size", "eval_size", "humaneval_subset", "max_new_tokens", "batch_size", "inference_workers",
@@ -179,7 +187,13 @@ def config_from_args(args: argparse.Namespace):
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
     rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}
-    overrides.update(use_rl=bool(P.rl.in_drill) and not args.no_rl,
+    use_rl = bool(P.rl.in_drill) and not args.no_rl
+    if use_rl and language != "python":   # step 6 is Python-only: say so, and run steps 1-5
+        if args.only_step and any(s.strip() in ("rl", "6") for s in args.only_step.split(",")):
+            raise ValueError(CPP_LEAVES_OUT)
+        print(f"drill: {CPP_LEAVES_OUT}; leaving it out (--no-rl says so without this note)", file=sys.stderr)
+        use_rl = False
+    overrides.update(use_rl=use_rl, language=language,
                      rl_overrides={k: v for k, v in rl.items() if v is not None})
     profile_knobs = knobs_from_profile(P)
     knobs = {k: getattr(args, f"vllm_{k}", None) for k in profile_knobs.__dataclass_fields__

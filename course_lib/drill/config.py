@@ -162,6 +162,9 @@ class DrillConfig:
     use_rl: bool = False                        # step 6 (lesson 10): the CLI turns it on (profile rl.in_drill)
     rl_overrides: dict[str, Any] = field(default_factory=dict)   # RLSettings over the profile's rl section
     force: bool = False
+    # the language the drill trains and judges (issue 38; --language, profile drill.language): "python" or "cpp"
+    # (the C++ rendering of the same tasks, the C++ judge; steps 1-5, no HumanEval, no step 6)
+    language: str = "python"
 
     def pipeline_teacher(self) -> str:
         """Step 2's teacher: ``--teacher`` when given, else the profile's ``drill.teacher`` (a key of
@@ -223,17 +226,25 @@ TEACHER_MODELS = {"smollm2": "smollm2-135m-instruct"}
 """The course model (:data:`course_lib.training.pretrained.COURSE_MODELS`) each LLM teacher serves."""
 
 
-def default_root(profile: ProfileLike, teacher: str | None = None) -> Path:
+def default_root(profile: ProfileLike, teacher: str | None = None, language: str = "python") -> Path:
     """The drill's folder in the course cache (shared by the CLI, the notebook and the tests):
     ``<cache>/drill/<profile>`` for the profile's own teacher (``drill.teacher``), and
     ``<cache>/drill/<profile>-teacher-<teacher>`` for another one, so that a run with another teacher
-    never replaces the data (and everything trained on it) of the profile's runs."""
+    never replaces the data (and everything trained on it) of the profile's runs. A ``language`` other
+    than Python adds ``-<language>`` after the profile (``<cache>/drill/ci-cpp``): the C++ drill's data,
+    models and outputs never meet Python's."""
     from course_lib.paths import cache_dir
 
     P = resolve_profile(profile)
+    name = P.name if language == "python" else f"{P.name}-{language}"
     if teacher is None or teacher == P.drill.teacher:
-        return cache_dir("drill", P.name)
-    return cache_dir("drill", f"{P.name}-teacher-{teacher}")
+        return cache_dir("drill", name)
+    return cache_dir("drill", f"{name}-teacher-{teacher}")
+
+
+CPP_LEAVES_OUT = ("step 6 (RL) is Python-only: the C++ drill (--language cpp) runs steps 1-5; its RL rewards "
+                  "would need the C++ judge in lesson 10's reward path")
+"""Why ``--language cpp`` has no step 6 (the CLI's message)."""
 
 
 def check_teacher(profile: ProfileLike, teacher: str) -> None:
@@ -268,6 +279,7 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
         eval_workers=d.eval_workers, timeout_s=P.sandbox.timeout_s,
         memory_mb=P.sandbox.memory_mb, ppl_samples=d.ppl_samples, sft_overrides=dict(d.sft_overrides),
         sft_parallel=bool(d.sft_parallel), answer_while_training=bool(d.get("answer_while_training", False)),
+        language=str(d.get("language", "python")),
     )
     for k, v in overrides.items():
         if v is None:
@@ -290,17 +302,47 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
     if cfg.ablations and not (cfg.use_pipeline and cfg.compare_raw):
         raise ValueError("the ablations are compared with raw SFT and pipeline SFT: run with the pipeline and "
                          "--compare-raw")
+    if cfg.language != "python":
+        _check_language(cfg, explicit_humaneval=overrides.get("humaneval_subset"))
     if cfg.paths is None:
-        cfg.paths = DrillPaths.under(default_root(P, cfg.teacher))
+        cfg.paths = DrillPaths.under(default_root(P, cfg.teacher, cfg.language), language=cfg.language)
+    elif cfg.paths.language != cfg.language:
+        from dataclasses import replace
+
+        cfg.paths = replace(cfg.paths, language=cfg.language)
     if cfg.source == "assets" and cfg.data_files is None:
+        from course_lib.drill.taskgen import SAMPLE_DIRS
         from course_lib.paths import assets_dir
 
-        cfg.data_files = [str(assets_dir("tiny_codes", "tiny_codes_sample.jsonl"))]
-        cfg.hidden_tests = cfg.hidden_tests or str(assets_dir("tiny_codes", "hidden_tests.jsonl"))
-        cfg.eval_split = cfg.eval_split or str(assets_dir("tiny_codes", "eval_split.json"))
+        sample = SAMPLE_DIRS[cfg.language]
+        cfg.data_files = [str(assets_dir(sample, "tiny_codes_sample.jsonl"))]
+        cfg.hidden_tests = cfg.hidden_tests or str(assets_dir(sample, "hidden_tests.jsonl"))
+        cfg.eval_split = cfg.eval_split or str(assets_dir(sample, "eval_split.json"))
     if sft_steps:
         cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
     return cfg
+
+
+def _check_language(cfg: DrillConfig, *, explicit_humaneval: int | None) -> None:
+    """What a non-Python drill cannot do, said before anything runs: an unknown language, HumanEval (a
+    Python benchmark: the profile's subset is set to 0, a subset asked for explicitly is an error), step 6."""
+    from course_lib.drill.taskgen import LANGUAGES
+
+    if cfg.language not in LANGUAGES:
+        raise ValueError(f"unknown drill language {cfg.language!r}; choose one of {', '.join(LANGUAGES)}")
+    if explicit_humaneval:
+        raise ValueError(f"--humaneval-subset {explicit_humaneval}: HumanEval is a Python benchmark; the "
+                         f"{cfg.language} drill has no HumanEval column (pass --humaneval-subset 0 or leave it out)")
+    cfg.humaneval_subset = 0
+    if cfg.use_rl:
+        raise ValueError(CPP_LEAVES_OUT + " (pass --no-rl)")
+    if cfg.ablations:
+        raise ValueError(f"the ablations are Python-only (they read the Python sample's defect labels and clean "
+                         f"answers); the {cfg.language} drill has none")
+    if cfg.use_pipeline and cfg.pipeline_teacher() != "rules":
+        raise ValueError(f"the {cfg.language} drill's step 2 has the rule teacher only (--teacher rules, ci); lesson 05's "
+                         f"LazyLLM prompts ask {cfg.pipeline_teacher()!r} for Python. Train on the raw rows instead: "
+                         "--no-pipeline")
 
 
 def base_model_problems(cfg: DrillConfig) -> list[str]:

@@ -100,33 +100,46 @@ def is_python(row: dict[str, Any]) -> bool:
     return str(row.get("programming_language") or "").strip().lower() in ("python", "python3")
 
 
+LANGUAGE_LABELS: dict[str, tuple[str, ...]] = {"python": ("python", "python3"), "cpp": ("c++", "cpp")}
+"""The ``programming_language`` values (lower-cased) step 1 keeps for each drill language (issue 38)."""
+
+
+def is_language(row: dict[str, Any], language: str = "python") -> bool:
+    """The language filter of the drill in ``language``: ``programming_language`` is one of
+    :data:`LANGUAGE_LABELS` (``"C++"`` for ``cpp``). Introduced for issue 38."""
+    if language == "python":
+        return is_python(row)
+    return str(row.get("programming_language") or "").strip().lower() in LANGUAGE_LABELS[language]
+
+
 def _stable_key(idx: Any, seed: int) -> str:
     return hashlib.sha1(f"{seed}:{idx}".encode()).hexdigest()
 
 
 def split_python_rows(rows: Iterable[dict[str, Any]], train_size: int, eval_size: int, *, seed: int = 0,
                       is_eval: Callable[[dict], bool] | None = None,
-                      stats: dict[str, int] | None = None) -> tuple[list[dict], list[dict]]:
-    """Keep Python rows and split them deterministically into (train, eval).
+                      stats: dict[str, int] | None = None, language: str = "python") -> tuple[list[dict], list[dict]]:
+    """Keep Python rows (the rows of ``language``: :func:`is_language`) and split them deterministically
+    into (train, eval).
 
     Without ``is_eval`` (the hub): take the first ``train_size + eval_size`` Python rows of the stream
     and split them by a hash of ``idx`` (same rows, same split, whatever the order of arrival). With
     ``is_eval`` (the ci sample): rows it accepts form the eval pool, taken in equal shares from each
     value it returns (the eval parts: new instances, held-out combinations); the others the train pool.
-    ``stats`` (if given) receives counts of seen/python/other rows.
+    ``stats`` (if given) receives counts of seen/python/other rows (``cpp`` instead of ``python`` for C++).
     Introduced in lesson 07.
     """
     stats = stats if stats is not None else {}
-    stats.update(seen=0, python=0, other_language=0)
+    stats.update({"seen": 0, language: 0, "other_language": 0})
     train_pool, eval_pool = [], []
     need = train_size + eval_size
     for i, row in enumerate(rows):
         _check_columns(row, f"tiny-codes row {i}")
         stats["seen"] += 1
-        if not is_python(row):
+        if not is_language(row, language):
             stats["other_language"] += 1
             continue
-        stats["python"] += 1
+        stats[language] += 1
         row = {c: row[c] for c in HUB_COLUMNS} | {k: v for k, v in row.items() if k not in HUB_COLUMNS}
         if is_eval is None:
             train_pool.append(row)
@@ -202,6 +215,7 @@ def eval_split_predicate(split_path: str | Path) -> Callable[[dict], str | bool]
     return is_eval
 
 
+_LABEL = {"python": "Python", "cpp": "C++"}
 HIDDEN_TEST_KEYS = ("tests", "entry_point", "signature", "task")
 
 
@@ -220,6 +234,9 @@ def hidden_tests_text(row: dict[str, Any]) -> str:
     tests = row.get("tests")
     if not tests:
         return NO_HIDDEN_TESTS
+    if not isinstance(tests, str):   # the C++ judge's cases: [argument, expected] pairs
+        name = row.get("entry_point") or "f"
+        tests = "".join(f"{name}({json.dumps(a)}) == {json.dumps(e)}\n" for a, e in tests)
     task = row.get("task")
     return f"HIDDEN TESTS ({task}):\n{tests}" if task else f"HIDDEN TESTS:\n{tests}"
 
@@ -244,7 +261,8 @@ def _download_config(cfg: DrillConfig) -> dict:
             "files": {Path(f).name: sha_or_none(f) for f in files} if files else None,
             "hidden_tests": sha_or_none(cfg.hidden_tests), "eval_split": sha_or_none(cfg.eval_split),
             "train_size": cfg.train_size,
-            "eval_size": cfg.eval_size, "seed": cfg.seed}
+            "eval_size": cfg.eval_size, "seed": cfg.seed,
+            **({"language": cfg.language} if cfg.language != "python" else {})}
 
 
 def step_download(cfg: DrillConfig, state: RunState | None = None) -> dict:
@@ -261,22 +279,23 @@ def step_download(cfg: DrillConfig, state: RunState | None = None) -> dict:
     is_eval = eval_split_predicate(cfg.eval_split) if cfg.eval_split else None
     stats: dict[str, int] = {}
     train, evals = split_python_rows(stream, cfg.train_size, cfg.eval_size, seed=cfg.seed,
-                                     is_eval=is_eval, stats=stats)
+                                     is_eval=is_eval, stats=stats, language=cfg.language)
     for r in evals if is_eval else []:
         r["eval_part"] = is_eval(r)
     n_tests = attach_hidden_tests(evals, cfg.hidden_tests)
     attach_hidden_tests(train, cfg.hidden_tests)   # for RL rewards (never given to the pipeline)
     if not train or not evals:
-        raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval Python rows from "
-                              f"{cfg.source}; check the data files / dataset name")
+        raise StepOutputError(f"download: got {len(train)} train and {len(evals)} eval "
+                              f"{_LABEL.get(cfg.language, cfg.language)} rows from {cfg.source}; check the data "
+                              "files / dataset name")
     if stats.get("short"):
-        log().warning("download: wanted %d train + %d eval rows, the source has %d + %d Python rows",
-                      cfg.train_size, cfg.eval_size, len(train), len(evals))
+        log().warning("download: wanted %d train + %d eval rows, the source has %d + %d %s rows",
+                      cfg.train_size, cfg.eval_size, len(train), len(evals), _LABEL.get(cfg.language, cfg.language))
     write_json_output(p.train_json, train, conf)
     write_json_output(p.eval_json, evals, conf)
-    log().info("download: streamed %d rows, %d Python, %d other languages dropped → %d train, %d eval "
-               "(%d eval rows carry hidden tests)", stats["seen"], stats["python"], stats["other_language"],
-               len(train), len(evals), n_tests)
+    log().info("download: streamed %d rows, %d %s, %d other languages dropped → %d train, %d eval "
+               "(%d eval rows carry hidden tests)", stats["seen"], stats[cfg.language], _LABEL.get(cfg.language, cfg.language),
+               stats["other_language"], len(train), len(evals), n_tests)
     return {"train": len(train), "eval": len(evals), "with_tests": n_tests, **stats}
 
 
@@ -312,6 +331,8 @@ def _engine(cfg: DrillConfig) -> dict:
         out["dataset"] = cfg.dataset
     else:
         out["files"] = [Path(f).name for f in cfg.data_files or []]
+    if cfg.language != "python":
+        out["language"] = cfg.language
     return out
 
 

@@ -114,9 +114,56 @@ def run_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None
     return results
 
 
+PROBE_NAME = "course_builds_probe"
+PROBE_SIGNATURE = f"long long {PROBE_NAME}()"
+"""C++: the function the course appends to a free answer's code to ask whether it builds and starts (the
+C++ judge calls it once): the C++ counterpart of running a Python answer's module code."""
+
+
+def _resolve_backend(backend: str | None, configured: str | None) -> str:
+    from course_lib.evaluation import sandbox
+
+    if backend and backend != "auto":
+        return backend
+    preferred = sandbox.preferred_backend(configured)
+    if preferred is None:
+        raise SandboxUnavailable(f"no sandbox backend works here: {sandbox.available_backends()}; install "
+                                 "bubblewrap (`apt-get install bubblewrap`) or Docker")
+    return preferred
+
+
+def run_cpp_programs(items: Sequence[dict], *, workers: int, timeout_s: float | None, memory_mb: int | None,
+                     backend: str | None, configured: str | None = None) -> list[Any]:
+    """Judge ``items`` (dicts with ``source``, ``signature``, ``cases``) with the C++ judge
+    (:func:`course_lib.evaluation.sandbox.cpp.run_cpp_many`); identical items are compiled and run once
+    (answers repeat: the free answer and the one given the signature often hold the same code).
+    ``backend`` / ``configured`` as in :func:`run_programs`. Introduced for issue 38."""
+    if not items:
+        return []
+    from course_lib.evaluation.sandbox.cpp import run_cpp_many
+
+    name = _resolve_backend(backend, configured)
+    keys = [json.dumps([it["source"], it["signature"], it["cases"]]) for it in items]
+    unique = list(dict.fromkeys(keys))
+    first = {k: items[keys.index(k)] for k in unique}
+    results = run_cpp_many([first[k] for k in unique], workers=workers, timeout_s=timeout_s, memory_mb=memory_mb,
+                           backend=name)
+    _check_backend(results, len(unique))
+    by_key = dict(zip(unique, results))
+    return [by_key[k] for k in keys]
+
+
+def _cpp_cases(tests: Any, idx: Any) -> list[tuple[Any, Any]]:
+    if not (isinstance(tests, list) and all(isinstance(c, (list, tuple)) and len(c) == 2 for c in tests)):
+        raise ValueError(f"eval row {idx}: its hidden tests are not the C++ judge's [argument, expected] pairs "
+                         f"(got {str(tests)[:80]!r}): the C++ drill reads assets/tiny_codes_cpp/hidden_tests.jsonl "
+                         "(`python -m course_lib.drill.taskgen --language cpp`), not the Python sample's assert lines")
+    return [(a, e) for a, e in tests]
+
+
 def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: float | None = None,
                      memory_mb: int | None = None, backend: str | None = None,
-                     configured: str | None = None) -> list[dict]:
+                     configured: str | None = None, language: str = "python") -> list[dict]:
     """One report row per record of ``inference_results.json``; nothing is dropped. ``timeout_s`` /
     ``memory_mb`` None: the sandbox's defaults (:data:`~course_lib.evaluation.sandbox.DEFAULT_TIMEOUT_S`,
     :data:`~course_lib.evaluation.sandbox.DEFAULT_MEMORY_MB`), as in :func:`~course_lib.evaluation.sandbox.run_code`;
@@ -133,8 +180,19 @@ def evaluate_answers(records: Sequence[dict], *, workers: int = 8, timeout_s: fl
     The category and ``has_fence``/``has_code`` judge the free answer (``response``: the lecture's
     metrics). ``correct`` judges the answer that began with the function's signature
     (``signature_response``, HumanEval's protocol: the test calls the function by the name the
-    signature gives) when the record has one, else the free answer. Introduced in lesson 07.
+    signature gives) when the record has one, else the free answer.
+
+    C++ (``language="cpp"``, issue 38): the code is the answer's ```` ```cpp ```` (or ``c++``/``cc``/untagged)
+    blocks; the category judges whether the free answer **builds and starts**: shown by its test run when
+    that answered a case (:func:`started_and_answered`), else by its code with :data:`PROBE_NAME` appended,
+    compiled and run by the C++ judge (a compile error, the judge's ``syntax_error``, is SyntaxError — the
+    SER of C++; a crash or exit at start-up is Fail); ``correct``
+    runs the record's cases (``[argument, expected]`` pairs) through the judge with the record's
+    ``signature`` (the C++ declaration). Introduced in lesson 07; ``language`` for issue 38.
     """
+    if language != "python":
+        return _evaluate_cpp(records, workers=workers, timeout_s=timeout_s, memory_mb=memory_mb, backend=backend,
+                             configured=configured, language=language)
     rows: list[dict] = []
     run_items, run_at, test_items, test_at = [], [], [], []
     for i, rec in enumerate(records):
@@ -188,12 +246,83 @@ def _half_of(rec: dict) -> str:
     return holdout_half(*task) if len(task) == 3 else ""
 
 
-def defines_function(code: str | None, name: str | None) -> bool | None:
+def started_and_answered(res: Any) -> bool:
+    """Whether a C++ test run shows that the program built, started and called the function: it passed, or
+    answered at least one case (a value, right or wrong, or an exception it threw). Introduced for issue 38."""
+    return res.status == "passed" or any(t in ("ok", "assert", "error") for t in (getattr(res, "tests", None) or []))
+
+
+def _evaluate_cpp(records: Sequence[dict], *, language: str, **kw) -> list[dict]:
+    """C++ rows of :func:`evaluate_answers`: the cases first (the free answer, and the answer given the
+    declaration when its code differs), then the builds-and-starts probe only for free answers whose test
+    run does not already show it (a free answer that answered a case built and started): one compile per
+    row for an answer that names the function right, at most three otherwise."""
+    rows: list[dict] = []
+    codes: dict[int, str] = {}
+    test_items, test_at = [], []
+    for i, rec in enumerate(records):
+        answer = rec.get("response") or ""
+        code = extract_code(answer, language)
+        tests = rec.get("tests")
+        given = rec.get("signature_response")
+        signature = rec.get("signature")
+        row = {"id": rec.get("idx", i), "task": rec.get("task", ""), "eval_part": rec.get("eval_part", ""),
+               "holdout_half": _half_of(rec), "category": "NoCode", "sandbox_status": "", "duration_s": 0.0, "error": "",
+               "has_fence": has_fenced_code(answer, language), "has_code": code is not None,
+               "has_tests": bool(tests), "correct": (False if tests else None), "test_status": "",
+               "correct_free": (False if tests else None), "test_status_free": "",
+               "defines_entry_point": defines_function(code, rec.get("entry_point"), language),
+               "answer_chars": len(answer)}
+        if code is None:
+            row["error"] = "no fenced C++ code block in the answer"
+        else:
+            codes[i] = code
+        if tests:
+            for key, c in (("free", code), ("given", code if given is None else extract_code(given, language))):
+                status_key = "test_status_free" if key == "free" else "test_status"
+                if c is None:
+                    row[status_key] = "no_code"
+                elif not signature:
+                    row[status_key] = "no_signature"
+                else:
+                    test_items.append({"source": c, "signature": signature,
+                                       "cases": _cpp_cases(tests, rec.get("idx", i))})
+                    test_at.append((i, key))
+        rows.append(row)
+
+    def categorise(i: int, res: Any) -> None:
+        # the judge's detail (a compile error's first line) says more than the diagnostics' tail
+        status = "passed" if started_and_answered(res) else res.status
+        rows[i].update(category=category_of(status), sandbox_status=status,
+                       duration_s=round(float(getattr(res, "duration_s", 0.0) or 0.0), 4),
+                       error="" if status == "passed" else (_excerpt(res.detail) or _error_text(res)))
+
+    shown: set[int] = set()
+    for (i, key), res in zip(test_at, run_cpp_programs(test_items, **kw)):
+        if key == "free":
+            rows[i].update(correct_free=res.status == "passed", test_status_free=res.status)
+            if started_and_answered(res):
+                categorise(i, res)
+                shown.add(i)
+        else:
+            rows[i].update(correct=res.status == "passed", test_status=res.status)
+    probe_at = [i for i in codes if i not in shown]
+    probes = [{"source": f"{codes[i]}\n\n{PROBE_SIGNATURE} {{ return 0; }}\n", "signature": PROBE_SIGNATURE,
+               "cases": [((), 0)]} for i in probe_at]
+    for i, res in zip(probe_at, run_cpp_programs(probes, **kw)):
+        categorise(i, res)
+    return rows
+
+
+def defines_function(code: str | None, name: str | None, language: str = "python") -> bool | None:
     """Whether ``code`` defines a function called ``name`` (None when there is no name to look for).
     A model that solves the task but names the function differently fails every hidden test: this
-    tells the two apart. Introduced in lesson 07."""
+    tells the two apart. C++ (``language="cpp"``): ``name(...)`` followed by a body ``{``.
+    Introduced in lesson 07; ``language`` for issue 38."""
     if not name:
         return None
+    if language != "python":
+        return bool(code) and re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(?:const\s*)?\{{", code) is not None
     return bool(code) and re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", code, re.M) is not None
 
 
@@ -285,10 +414,13 @@ def score_humaneval(problems: Sequence[dict], answers: Sequence[str], *, workers
 
 def _evaluation_config(cfg: DrillConfig, variant: str) -> dict:
     out = cfg.paths.output_for(variant)
-    return {"variant": variant, "answers": sha_or_none(out / "inference_results.json"),
+    conf = {"variant": variant, "answers": sha_or_none(out / "inference_results.json"),
             "humaneval": sha_or_none(out / "humaneval_generations.json"),
             "ppl": sha_or_none(out / "ppl.json"), "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb,
             "backend": cfg.sandbox_backend, "columns": REPORT_COLUMNS}
+    if cfg.language != "python":   # the Python key is unchanged
+        conf.update(language=cfg.language, judge="C++ judge: builds-and-starts probe + cases, v1")
+    return conf
 
 
 REPORT_COLUMNS = ["id", "task", "eval_part", "holdout_half", "category", "sandbox_status", "duration_s", "error", "has_fence",
@@ -347,7 +479,7 @@ def step_evaluation(cfg: DrillConfig, variants: Sequence[str] | None = None, sta
             notes[variant] = {"status": "cached"}
             continue
         records = read_json_output(out / "inference_results.json", "inference")
-        rows = evaluate_answers(records, **kw)
+        rows = evaluate_answers(records, **kw, language=cfg.language)
         if len(rows) != len(records):  # never silently drop a sample
             raise StepOutputError(f"evaluation[{variant}]: {len(records)} answers but {len(rows)} report rows")
         summary = summarize(rows)
@@ -419,8 +551,11 @@ def _sandbox_name(cfg: DrillConfig) -> str | None:
 
 
 def _engine(cfg: DrillConfig) -> dict:
-    return {"name": "course sandbox (lesson 06)", "sandbox_backend": _sandbox_name(cfg),
-            "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
+    out = {"name": "course sandbox (lesson 06)", "sandbox_backend": _sandbox_name(cfg),
+           "timeout_s": cfg.timeout_s, "memory_mb": cfg.memory_mb, "workers": cfg.eval_workers}
+    if cfg.language != "python":
+        out.update(name="course sandbox, C++ compile-and-run judge (issue 38)", language=cfg.language)
+    return out
 
 
 def _run(cfg: DrillConfig, state: RunState) -> dict:

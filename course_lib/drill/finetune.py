@@ -47,18 +47,19 @@ from course_lib.profiles import Profile
 # --- the training rows -----------------------------------------------------------------------------
 
 
-def _to_sft_rows(records: list[dict]) -> list[dict]:
+def _to_sft_rows(records: list[dict], language: str = "python") -> list[dict]:
     """Training rows ``{"instruction", "input", "output"}`` from tiny-codes rows or pipeline records.
 
     Accepts ``prompt``/``response`` (tiny-codes), ``instruction``/``output`` (alpaca), or ``messages``
-    (chat). Pipeline outputs (bare code) are wrapped in a python fence (:func:`fence_if_bare`). A
+    (chat). Pipeline outputs (bare code) are wrapped in a python fence (a ``language`` fence,
+    :func:`fence_if_bare`). A
     record with neither raises, naming it. Introduced in lesson 07.
     """
     out = []
     for i, r in enumerate(records):
         if "instruction" in r and "output" in r:
             out.append({"instruction": r["instruction"], "input": r.get("input", "") or "",
-                        "output": fence_if_bare(r["output"])})
+                        "output": fence_if_bare(r["output"], language)})
         elif "prompt" in r and "response" in r:
             out.append({"instruction": r["prompt"], "input": "", "output": r["response"]})
         elif "messages" in r:
@@ -229,7 +230,7 @@ def step_sft(cfg: DrillConfig, state: RunState | None = None) -> dict:
             continue
         use_lazyllm_path(cfg)
         data_path, made_by = _data_of(cfg, variant)
-        rows = _to_sft_rows(read_json_output(data_path, made_by))
+        rows = _to_sft_rows(read_json_output(data_path, made_by), cfg.language)
         out_dir = cfg.paths.model_for(variant)
         out_dir.mkdir(parents=True, exist_ok=True)
         jobs[variant] = (base_model_path(cfg), rows, out_dir / "run", cfg.profile, dict(cfg.sft_overrides))

@@ -63,11 +63,14 @@ def inference_knobs(cfg: DrillConfig) -> VLLMKnobs:
 
 
 def _inference_config(cfg: DrillConfig, variant: str) -> dict:
-    return {"variant": variant, "model": _model_fingerprint(cfg, variant),
+    conf = {"variant": variant, "model": _model_fingerprint(cfg, variant),
             "eval": sha_or_none(cfg.paths.eval_json), "engine": cfg.inference_backend,
             "knobs": inference_knobs(cfg).as_dict(), "humaneval_subset": cfg.humaneval_subset,
             "ppl_samples": cfg.ppl_samples, "signature_given": "own lead-in + def line, v2",
             "ppl_formats": PPL_FORMATS}
+    if cfg.language != "python":   # the Python key is unchanged
+        conf.update(language=cfg.language, signature_given="own lead-in (#include lines) + declaration + ' {', v1")
+    return conf
 
 
 PPL_FORMATS = "raw (the eval answers as they are) + pipeline (as the pipeline writes them, v2)"
@@ -90,18 +93,40 @@ def pipeline_ppl(cfg: DrillConfig, model_path: str, pairs: list[tuple[str, str]]
 DEFAULT_LEAD_IN = "```python\n"
 
 
-def signature_prefix(row: dict, free_answer: str | None = None) -> str | None:
+def _row_language(row: dict) -> str:
+    from course_lib.drill.download import is_language
+
+    return "cpp" if is_language(row, "cpp") else "python"
+
+
+def cpp_default_lead_in(signature: str) -> str:
+    """The lead-in test pass@1 gives a C++ answer that defined no function: a ```` ```cpp ```` fence and the
+    ``#include`` lines the declaration's types need (``<string>``, ``<vector>``), as HumanEval's prompt
+    carries its imports. Introduced for issue 38."""
+    heads = [h for h, word in (("string", "string"), ("vector", "vector")) if word in signature]
+    return "```cpp\n" + "".join(f"#include <{h}>\n" for h in heads) + ("\n" if heads else "")
+
+
+def signature_prefix(row: dict, free_answer: str | None = None, language: str | None = None) -> str | None:
     """The start of the answer that test pass@1 gives the model for an eval row with hidden tests: the
     model's own free answer up to its first function definition (prose, the ```` ```python ```` fence;
     :func:`course_lib.evaluation.extract.answer_lead_in`), or ```` ```python ```` when it defined none,
     followed by the task's ``def`` line (``signature`` of the hidden-test record). So every model
     keeps its own answer format and only the name and argument of the function are given, as
-    HumanEval's prompt ends with the signature. None for rows without a signature (hub rows)."""
+    HumanEval's prompt ends with the signature. None for rows without a signature (hub rows).
+
+    C++ (``language="cpp"``; None: the row's ``programming_language``, issue 38): the lead-in ends before the
+    free answer's first function definition in a cpp fence, so its ``#include`` lines stay (without one:
+    :func:`cpp_default_lead_in`), then the task's declaration and `` {``: the model writes the body."""
     from course_lib.evaluation.extract import answer_lead_in
 
     sig = row.get("signature")
     if not (sig and row.get("tests")):
         return None
+    language = language or _row_language(row)
+    if language != "python":
+        lead = answer_lead_in(free_answer, language) if free_answer else None
+        return (lead if lead is not None else cpp_default_lead_in(sig)) + sig + " {\n"
     lead = answer_lead_in(free_answer) if free_answer else None
     return (lead if lead is not None else DEFAULT_LEAD_IN) + sig + "\n"
 
@@ -157,18 +182,19 @@ def step_inference(cfg: DrillConfig, variants: Sequence[str] | None = None, stat
         # trains on) and as the pipeline writes them (its code in one fence, what pipeline SFT trains on)
         refs = evals[: cfg.ppl_samples or len(evals)]
         pairs = [(r["prompt"], r["response"]) for r in refs]
-        pipeline_pairs = [(r["prompt"], reference_in_pipeline_format(r["response"], r["prompt"])) for r in refs]
+        pipeline_pairs = [(r["prompt"], reference_in_pipeline_format(r["response"], r["prompt"], cfg.language))
+                          for r in refs]
         log().info("inference[%s]: %d eval + %d HumanEval prompts, PPL on %d references, %s (%s)", variant,
                    len(prompts), len(he_prompts), len(pairs), model_path, cfg.inference_backend)
         # test pass@1: each eval row with hidden tests again, its free answer's def line replaced by the
         # task's signature (signature_prefix): a second round for the same engine, built from the first's answers
-        sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r)]
+        sig_rows = [i for i, r in enumerate(evals) if signature_prefix(r, language=cfg.language)]
 
         def signature_round(first: list[dict], evals=evals, sig_rows=sig_rows):
             if not sig_rows:
                 return None
             return ([evals[i]["prompt"] for i in sig_rows],
-                    [signature_prefix(evals[i], first[i]["response"]) for i in sig_rows])
+                    [signature_prefix(evals[i], first[i]["response"], cfg.language) for i in sig_rows])
 
         t0 = time.monotonic()
         res = infer(cfg, model_path, prompts + he_prompts, pairs, follow_up=signature_round)

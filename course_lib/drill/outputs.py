@@ -45,14 +45,16 @@ class DrillPaths:
     model_dir: Path
     output_dir: Path
     log_dir: Path
+    # the drill's language (issue 38): the data files are train_<language>.json / eval_<language>.json
+    language: str = "python"
 
     @classmethod
-    def under(cls, root: str | Path, **overrides: str | Path | None) -> "DrillPaths":
+    def under(cls, root: str | Path, *, language: str = "python", **overrides: str | Path | None) -> "DrillPaths":
         root = Path(root)
         dirs = {"data_dir": root / "data", "model_dir": root / "models",
                 "output_dir": root / "output", "log_dir": root / "logs"}
         dirs.update({k: Path(v) for k, v in overrides.items() if v})
-        return cls(**dirs)
+        return cls(**dirs, language=language)
 
     def make(self) -> "DrillPaths":
         for p in (self.data_dir, self.model_dir, self.output_dir, self.log_dir):
@@ -62,11 +64,11 @@ class DrillPaths:
     # the lesson's file names
     @property
     def train_json(self) -> Path:
-        return self.data_dir / "train_python.json"
+        return self.data_dir / f"train_{self.language}.json"
 
     @property
     def eval_json(self) -> Path:
-        return self.data_dir / "eval_python.json"
+        return self.data_dir / f"eval_{self.language}.json"
 
     @property
     def codegen_json(self) -> Path:

@@ -51,27 +51,41 @@ from course_lib.evaluation import sandbox
 # --- the pipeline's answer format ---------------------------------------------------------------
 
 
-def fence_if_bare(answer: str) -> str:
-    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence.
+def fence_if_bare(answer: str, language: str = "python") -> str:
+    """``answer`` as is when it has a fenced block, else the bare code wrapped in a python fence (a
+    ```` ```cpp ```` fence with ``language="cpp"``).
 
     LazyLLM's ``CodeFeedbackFormatter`` outputs bare code; the drill's answer format (and FCR) is code
-    in a fence, so both SFT variants learn the same format. Introduced in lesson 07.
+    in a fence, so both SFT variants learn the same format. Introduced in lesson 07; ``language`` for issue 38.
     """
+    from course_lib.drill.taskgen import FENCE_TAGS
     from course_lib.evaluation.extract import find_code_blocks
 
     if find_code_blocks(answer):
         return answer
-    return "```python\n" + answer.strip("\n") + "\n```"
+    return f"```{FENCE_TAGS[language]}\n" + answer.strip("\n") + "\n```"
 
 
-def reference_in_pipeline_format(response: str, prompt: str | None = None) -> str:
+def reference_in_pipeline_format(response: str, prompt: str | None = None, language: str = "python") -> str:
     """The reference answer as the pipeline's SFT rows hold it, for PPL on the pipeline's format: when
     ``prompt`` is given and the ci rule teacher reads it, exactly what the pipeline writes for it (the
     teacher's code in one python fence, :mod:`course_lib.training.rule_teacher`); else the reference's
-    Python code in one python fence (a reference without Python code as it is). Introduced in lesson 07.
+    Python code in one python fence (a reference without Python code as it is). ``language="cpp"``: the
+    same with the C++ rule teacher (:mod:`course_lib.training.rule_teacher_cpp`) and a ```` ```cpp ```` fence.
+    Introduced in lesson 07; ``language`` for issue 38.
     """
     from course_lib.evaluation.extract import extract_code
 
+    if language != "python":
+        if prompt is not None:
+            from course_lib.training.rule_teacher_cpp import read_cpp_instruction, write_cpp_code
+
+            found = read_cpp_instruction(prompt)
+            code = write_cpp_code(found[0]) if found else None
+            if code is not None:
+                return fence_if_bare(code.strip(), language)
+        code = extract_code(response, language)
+        return response if code is None else fence_if_bare(code, language)
     if prompt is not None:
         from course_lib.training.rule_teacher import read_instruction, write_code
 
@@ -156,6 +170,9 @@ def teacher_config(cfg: DrillConfig, teacher: str) -> dict:
     conf = {"train": sha_or_none(cfg.paths.train_json), "teacher": cfg.pipeline_model,
             "profile": cfg.profile.name, "timeout_s": _pipeline_timeout(cfg),
             "ci_teacher": "rules: new code and own tests from the instruction, no hidden tests"}
+    if cfg.language != "python":   # the C++ rule teacher (the Python key is unchanged)
+        conf.update(language=cfg.language, ci_teacher="rules (C++): new code and own cases from the instruction, "
+                                                      "audited through the C++ judge, no hidden tests")
     if teacher in TEACHER_MODELS:   # an LLM teacher served here: its own key (the others' is unchanged)
         conf.pop("ci_teacher")
         conf.update(llm_teacher=_llm_teacher_key(cfg, teacher), timeout_s=float(cfg.profile.models.teacher_timeout_s))
@@ -213,6 +230,10 @@ def run_teacher(cfg: DrillConfig, teacher: str, with_tests: list[dict], *, measu
         kept, report = _run_llm_teacher(cfg, teacher, rows, timeout_s)
     else:
         offline = noisy_rule_teacher(cfg.teacher_noise, cfg.seed) if teacher == "noisy-rules" else RuleTeacher
+        if cfg.language != "python":   # issue 38: the C++ rule teacher (the only teacher of the C++ drill)
+            from course_lib.training.rule_teacher_cpp import CppRuleTeacher
+
+            offline = CppRuleTeacher
         kept, report = codegen.run_codegen_pipeline(rows, profile=cfg.profile, model_name=cfg.pipeline_model,
                                                     run_code=run_code, timeout_s=timeout_s, offline_teacher=offline)
     measured = None
@@ -250,6 +271,10 @@ def _main_pipeline(cfg: DrillConfig) -> dict:
     use_lazyllm_path(cfg)
     teacher = cfg.pipeline_teacher()
     llm_served_here = teacher in TEACHER_MODELS
+    if cfg.language != "python" and teacher != "rules":
+        raise PrerequisiteError(f"pipeline: the {cfg.language} drill's step 2 has the rule teacher only (--teacher "
+                                f"rules, ci); lesson 05's LazyLLM prompts ask {teacher!r} for Python. "
+                                "Train on the raw rows instead: --no-pipeline")
     if cfg.profile.pipeline.teacher != "offline" and not llm_served_here:   # the others are started by step 2 itself
         why = teacher_problem(cfg)
         if why:
@@ -301,6 +326,9 @@ def _engine(cfg: DrillConfig) -> dict:
     if cfg.pipeline_teacher() in TEACHER_MODELS:
         out["teacher"] = TEACHERS[cfg.pipeline_teacher()]
         out["timeout_s"] = float(cfg.profile.models.teacher_timeout_s)
+    elif S.teacher == "offline" and cfg.language != "python":
+        out["teacher"] = ("course rule teacher for C++ on 127.0.0.1 (course_lib.training.rule_teacher_cpp: C++ code and "
+                          "own cases from the instruction, audited through the C++ judge; rules, not an LLM)")
     elif cfg.pipeline_teacher() == "noisy-rules":
         out["teacher"] = TEACHERS["noisy-rules"]
         out["teacher_noise"] = cfg.teacher_noise

@@ -236,6 +236,18 @@ EVAL_PROMPTS = (
 # family (list <-> range share their operations and filters: near transfer) and one whose pair no training row
 # has (composition proper). Each held-out hidden-test record says which (``holdout_half``).
 HOLDOUT_HALVES = ("pair trained in the other family", "pair never trained")
+_CPP_PROMPTS = [
+    "Write a C++ function `{decl}` that takes {input} and returns {op} {flt}.",
+    "Create a C++ function named `{name}`, declared as `{decl}`, that receives {input} `{arg}` and returns {op} {flt}.",
+    "Build a C++ function snippet `{decl}`: given {input}, return {op} {flt}.",
+]
+# the new-instances part's C++ wordings: none of them is a C++ training wording (:data:`_CPP_PROMPTS`)
+CPP_EVAL_PROMPTS = (
+    "Implement `{decl}` in C++. Input: {input}. Output: {op} {flt}.",
+    "I need a C++ helper `{name}` declared as `{decl}`; it takes {input} and must give back {op} {flt}.",
+    "C++ exercise: the function `{decl}` receives {input} and computes {op} {flt}; return that value.",
+    "Using C++17, define `{decl}`. The parameter is {input}; the result is {op} {flt}.",
+)
 _OTHER_LANGS = {
     "JavaScript": ("```javascript\nfunction {name}({arg}) {{\n  let result = 0;\n  for (const x of {arg}) "
                    "{{\n    result += x;\n  }}\n  return result;\n}}\n```"),
@@ -245,6 +257,99 @@ _OTHER_LANGS = {
     "C++": ("```cpp\nint {name}(const std::vector<int>& {arg}) {{\n  int result = 0;\n  for (int x : {arg}) "
             "result += x;\n  return result;\n}}\n```"),
 }
+
+
+# --- C++ (issue 38): the same task grammar rendered in C++ ---------------------------------------------
+
+LANGUAGES: tuple[str, ...] = ("python", "cpp")
+"""The languages the sample can be rendered in (the drill's ``drill.language`` / ``--language``)."""
+LANGUAGE_LABELS: dict[str, str] = {"python": "Python", "cpp": "C++"}
+"""``programming_language`` of a row in each language (tiny-codes' own labels)."""
+FENCE_TAGS: dict[str, str] = {"python": "python", "cpp": "cpp"}
+"""The fence tag of each language's answers."""
+
+# the C++ condition of each filter on the loop variable {v}. ``odd`` is ``!= 0``: C++'s ``%`` keeps the
+# sign of the dividend (-3 % 2 == -1), Python's does not (-3 % 2 == 1), and expected_value uses Python's
+_CPP_CONDITIONS: dict[str, str] = {
+    "all": "", "even": "{v} % 2 == 0", "odd": "{v} % 2 != 0", "positive": "{v} > 0", "negative": "{v} < 0",
+    "big": "{v} > 10", "vowels": 'std::string("aeiou").find({v}) != std::string::npos',
+    "digits": "std::isdigit(static_cast<unsigned char>({v}))",
+    "letters": "std::isalpha(static_cast<unsigned char>({v}))", "nospace": "{v} != ' '",
+}
+# (initial value of `result`, statement folding {v} into it) per (numeric or string family, operation)
+_CPP_OPS: dict[tuple[bool, str], tuple[str, str]] = {
+    (True, "sum"): ("0", "result += {v};"), (True, "count"): ("0", "result += 1;"),
+    (True, "product"): ("1", "result *= {v};"), (True, "squares"): ("0", "result += {v} * {v};"),
+    (True, "max"): ("0", "result = std::max(result, {v});"),
+    (False, "keep"): ('""', "result += {v};"),
+    (False, "upper"): ('""', "result += static_cast<char>(std::toupper(static_cast<unsigned char>({v})));"),
+    (False, "double"): ('""', "result += std::string(2, {v});"), (False, "count"): ("0", "result += 1;"),
+    (False, "reverse"): ('""', "result = {v} + result;"),
+}
+_CPP_PARAM = {"list": "const std::vector<long long>& {arg}", "range": "long long {arg}",
+              "string": "const std::string& {arg}"}
+_CPP_LOOP = {"list": "for (long long {v} : {arg})", "range": "for (long long {v} = 1; {v} <= {arg}; ++{v})",
+             "string": "for (char {v} : {arg})"}
+CPP_LOOP_VARS = {"list": ["x", "n", "value", "item"], "range": ["i", "k", "j", "num"],
+             "string": ["ch", "c", "letter", "symbol"]}
+"""The loop variables of the C++ answers per family: Python's, less the C++ keyword ``char``."""
+
+
+def cpp_return_type(family: str, op_key: str) -> str:
+    """The C++ return type of a task: ``long long`` for numbers and counts, else ``std::string``."""
+    return "long long" if family != "string" or op_key == "count" else "std::string"
+
+
+def cpp_declaration(family: str, op_key: str, name: str, arg: str) -> str:
+    """The C++ declaration of a task's function (no ``;``), e.g. ``long long castle(const
+    std::vector<long long>& numbers)``: the ``signature`` of its hidden tests, the types
+    :func:`course_lib.evaluation.sandbox.cpp.run_cpp_tests` supports. Introduced for issue 38."""
+    return f"{cpp_return_type(family, op_key)} {name}({_CPP_PARAM[family].format(arg=arg)})"
+
+
+def cpp_includes(family: str, op_key: str, flt_key: str) -> list[str]:
+    """The standard headers a task's C++ rendering needs, sorted. Introduced for issue 38."""
+    need = set()
+    if family == "list":
+        need.add("vector")
+    if family == "string" or flt_key == "vowels":
+        need.add("string")
+    if op_key == "max":
+        need.add("algorithm")
+    if op_key == "upper" or flt_key in ("digits", "letters"):
+        need.add("cctype")
+    return sorted(need)
+
+
+def _render_cpp(family: str, op_key: str, flt_key: str, name: str, arg: str, var: str) -> str:
+    init, update = _CPP_OPS[(family != "string", op_key)]
+    body, cond = update.format(v=var), _CPP_CONDITIONS[flt_key].format(v=var)
+    ret = cpp_return_type(family, op_key)
+    lines = [f"#include <{h}>" for h in cpp_includes(family, op_key, flt_key)]
+    lines += [""] if lines else []
+    lines += [cpp_declaration(family, op_key, name, arg) + " {", f"    {ret} result = {init};",
+              "    " + _CPP_LOOP[family].format(v=var, arg=arg) + " {"]
+    if cond:
+        lines += [f"        if ({cond}) {{", f"            {body}", "        }"]
+    else:
+        lines.append(f"        {body}")
+    lines += ["    }", "    return result;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def cpp_cases(family: str, op_key: str, flt_key: str, inputs: list[Any]) -> list[list[Any]]:
+    """Hidden tests in the C++ judge's format: ``[argument, expected]`` pairs (one argument per call;
+    :func:`~course_lib.evaluation.sandbox.cpp.run_cpp_tests` takes them as cases), the expected values
+    from :func:`expected_value`. Introduced for issue 38."""
+    return [[v, expected_value(family, op_key, flt_key, v)] for v in inputs]
+
+
+def _cpp_literal(value: Any) -> str:
+    if isinstance(value, list):
+        return "{" + ", ".join(str(v) for v in value) + "}"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value)
 
 
 def task_combinations() -> list[tuple[str, str, str]]:
@@ -257,11 +362,22 @@ def _find(items, key):
     return next(x for x in items if x.key == key)
 
 
-def render_code(family: str, op_key: str, flt_key: str, name: str, arg: str, var: str) -> str:
-    """The reference Python function of one task (what the response's fence holds).
+def _check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"unknown language {language!r}; the drill's languages are {', '.join(LANGUAGES)}")
 
-    Introduced in lesson 07.
+
+def render_code(family: str, op_key: str, flt_key: str, name: str, arg: str, var: str,
+                language: str = "python") -> str:
+    """The reference function of one task (what the response's fence holds): Python, or with
+    ``language="cpp"`` C++17 with its ``#include`` lines and the declaration :func:`cpp_declaration`
+    gives (one loop with an accumulator in both).
+
+    Introduced in lesson 07; ``language`` for issue 38.
     """
+    if language == "cpp":
+        return _render_cpp(family, op_key, flt_key, name, arg, var)
+    _check_language(language)
     spec = FAMILIES[family]
     op, flt = _find(spec["ops"], op_key), _find(spec["filters"], flt_key)
     lines = [f"def {name}({arg}):", f"    result = {op.init}",
@@ -370,9 +486,10 @@ def _describe(family: str, op_key: str, flt_key: str) -> tuple[str, str]:
     return op.phrase, phrase
 
 
-def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random.Random) -> str:
+def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random.Random,
+              language: str = "python") -> str:
     intro = rng.choice([
-        f"Here is a Python function that returns {op_phrase} {flt_phrase}:",
+        f"Here is a {LANGUAGE_LABELS[language]} function that returns {op_phrase} {flt_phrase}:",
         f"The function below loops once over the input and returns {op_phrase} {flt_phrase}.",
         f"We keep a running `result` and update it for each {item}:",
     ])
@@ -381,28 +498,32 @@ def _response(code: str, op_phrase: str, flt_phrase: str, item: str, rng: random
         "The loop keeps the code easy to read for beginners.",
         "An empty input simply returns the starting value of `result`.",
     ])
-    return f"{intro}\n\n```python\n{code}```\n\n{outro}"
+    return f"{intro}\n\n```{FENCE_TAGS[language]}\n{code}```\n\n{outro}"
 
 
 def _make_row(family: str, op_key: str, flt_key: str, idx: int, rng: random.Random,
-              words: tuple[str, ...], prompts: tuple[str, ...] | list[str] = tuple(_PROMPTS)) -> tuple[dict, str, str, str]:
+              words: tuple[str, ...], prompts: tuple[str, ...] | list[str] | None = None,
+              language: str = "python") -> tuple[dict, str, str, str]:
     spec = FAMILIES[family]
+    names = spec["vars"] if language == "python" else CPP_LOOP_VARS[family]
     name = draw_name(rng, words)     # independent of family, operation and filter
-    arg, var = rng.choice(spec["args"]), rng.choice(spec["vars"])
+    arg, var = rng.choice(spec["args"]), rng.choice(names)
     if var == arg:
-        var = spec["vars"][0] if arg != spec["vars"][0] else spec["vars"][1]
-    code = render_code(family, op_key, flt_key, name, arg, var)
+        var = names[0] if arg != names[0] else names[1]
+    code = render_code(family, op_key, flt_key, name, arg, var, language)
     op_phrase, flt_phrase = _describe(family, op_key, flt_key)
     flt_phrase = flt_phrase.format(arg=arg)
-    prompt = rng.choice(prompts).format(name=name, arg=arg, input=spec["input"].format(arg=arg),
-                                         op=op_phrase, flt=flt_phrase)
+    pool = prompts if prompts is not None else (tuple(_PROMPTS) if language == "python" else _CPP_PROMPTS)
+    prompt = rng.choice(pool).format(
+        name=name, arg=arg, input=spec["input"].format(arg=arg), op=op_phrase, flt=flt_phrase,
+        decl=cpp_declaration(family, op_key, name, arg) if language == "cpp" else "")
     row = {
         "prompt": prompt, "main_topic": spec["main_topic"],
         "subtopic": f"{op_key} of {flt_key} {spec['item']}s",
         "adjective": rng.choice(_ADJECTIVES), "action_verb": rng.choice(_VERBS),
         "scenario": rng.choice(_SCENARIOS), "target_audience": rng.choice(_AUDIENCES),
-        "programming_language": "Python", "common_sense_topic": rng.choice(_TOPICS),
-        "idx": idx, "response": _response(code, op_phrase, flt_phrase, spec["item"], rng),
+        "programming_language": LANGUAGE_LABELS[language], "common_sense_topic": rng.choice(_TOPICS),
+        "idx": idx, "response": _response(code, op_phrase, flt_phrase, spec["item"], rng, language),
     }
     return row, name, arg, var
 
@@ -432,40 +553,72 @@ def render_javascript(family: str, op_key: str, flt_key: str, name: str, arg: st
     lines = [f"function {name}({arg}) {{", f"  let result = {op.init};", f"  {loop}"]
     lines += [f"    if ({cond}) {{", f"      {body}", "    }"] if cond else [f"    {body}"]
     return "\n".join(lines + ["  }", "  return result;", "}"]) + "\n"
+_OTHER_TAGS_FOR_CPP = ("java", "c", "python", "rust")
+# the other-language rows of the C++ sample (for its language filter to drop) and its "other language" defect
+_OTHER_LANGS_FOR_CPP = {**{k: v for k, v in _OTHER_LANGS.items() if k != "C++"},
+                        "Python": "```python\ndef {name}({arg}):\n    return sum({arg})\n```"}
 
 
 def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: list[Any],
-                  rng: random.Random) -> None:
+                  rng: random.Random, language: str = "python") -> None:
     """Give a training row one defect of :data:`DEFECT_RATES` or :data:`FORMAT_DEFECT_RATES` (in place);
-    ``inputs`` are the values its hidden tests call the function with."""
+    ``inputs`` are the values its hidden tests call the function with. In C++ (``language="cpp"``)
+    "does not run" is code that does not compile, "other language" a Python answer, "wrong code" another
+    operation with the same return type (or, where there is none, another filter), and the examples
+    and shell blocks are C++'s."""
     family, op_key, flt_key, name = t["family"], t["operation"], t["filter"], t["entry_point"]
-    intro, rest = row["response"].split("```python\n", 1)
+    tag = FENCE_TAGS[language]
+    cpp = language == "cpp"
+    intro, rest = row["response"].split(f"```{tag}\n", 1)
     code, outro = rest.split("```", 1)
     example = _EXAMPLE_INPUT[family]
     if defect == "prose only":
         row["response"] = intro.strip() + " Use a loop with an accumulator and return it at the end."
     elif defect == "wrong code":
         # another operation that gives a different answer on at least one of the row's test inputs
-        other = rng.choice([op.key for op in FAMILIES[family]["ops"] if op.key != op_key and any(
-            expected_value(family, op.key, flt_key, v) != expected_value(family, op_key, flt_key, v) for v in inputs)])
-        wrong = render_code(family, other, flt_key, name, arg, var)
-        row["response"] = f"{intro}```python\n{wrong}```{outro}"
+        def differs(o: str, f: str) -> bool:
+            return any(expected_value(family, o, f, v) != expected_value(family, op_key, flt_key, v) for v in inputs)
+        others = [op.key for op in FAMILIES[family]["ops"] if op.key != op_key and differs(op.key, flt_key)
+                  and (not cpp or cpp_return_type(family, op.key) == cpp_return_type(family, op_key))]
+        if others or not cpp:
+            wrong = render_code(family, rng.choice(others), flt_key, name, arg, var, language)
+        else:   # C++: no other operation returns this type (a string's count): another filter
+            wrong = render_code(family, op_key, rng.choice([f.key for f in FAMILIES[family]["filters"]
+                                                            if f.key != flt_key and differs(op_key, f.key)]),
+                                name, arg, var, language)
+        row["response"] = f"{intro}```{tag}\n{wrong}```{outro}"
     elif defect == "does not run":
-        broken = (code.replace("):\n", ")\n", 1) if rng.random() < 0.5
-                  else code.replace("    return result", "    return results", 1))
-        row["response"] = f"{intro}```python\n{broken}```{outro}"
+        if cpp:   # does not compile: a missing semicolon, or a name that is never declared
+            broken = (code.replace(" = 0;\n", " = 0\n", 1).replace(' = "";\n', ' = ""\n', 1).replace(" = 1;\n", " = 1\n", 1)
+                      if rng.random() < 0.5 else code.replace("    return result;", "    return results;", 1))
+        else:
+            broken = (code.replace("):\n", ")\n", 1) if rng.random() < 0.5
+                      else code.replace("    return result", "    return results", 1))
+        row["response"] = f"{intro}```{tag}\n{broken}```{outro}"
     elif defect == "other language":
-        js = render_javascript(family, op_key, flt_key, name, arg, var)
-        row["response"] = f"Here is one way to do it:\n\n```javascript\n{js}```{outro}"
+        if cpp:
+            row["response"] = "Here is one way to do it:\n\n" + _OTHER_LANGS_FOR_CPP["Python"].format(name=name, arg=arg)
+        else:
+            js = render_javascript(family, op_key, flt_key, name, arg, var)
+            row["response"] = f"Here is one way to do it:\n\n```javascript\n{js}```{outro}"
     elif defect == "truncated":
         lines = code.splitlines(keepends=True)
-        row["response"] = f"{intro}```python\n" + "".join(lines[: max(2, len(lines) // 2)])
+        row["response"] = f"{intro}```{tag}\n" + "".join(lines[: max(2, len(lines) // 2)])
     elif defect == "several fences":
-        row["response"] = (f"{intro}```python\n{code}```\n\nExample:\n\n```python\nprint({name}({example!r}))\n```"
-                           f"{outro}")
+        if cpp:
+            usage = (f"#include <iostream>\n\nint main() {{\n    std::cout << {name}({_cpp_literal(example)}) "
+                     "<< std::endl;\n}\n")
+        else:
+            usage = f"print({name}({example!r}))\n"
+        row["response"] = f"{intro}```{tag}\n{code}```\n\nExample:\n\n```{tag}\n{usage}```{outro}"
     elif defect == "shell block":
-        row["response"] = (f"{intro}```python\n{code}```\n\nSave it as `solution.py` and try it from a terminal:\n\n"
-                           f"```bash\npython3 -c \"from solution import {name}; print({name}({example!r}))\"\n```{outro}")
+        if cpp:
+            row["response"] = (f"{intro}```cpp\n{code}```\n\nAdd a `main` that calls it, save it as `solution.cpp` and "
+                               "build it from a terminal:\n\n```bash\ng++ -std=c++17 -O2 -o solution solution.cpp && "
+                               f"./solution\n```{outro}")
+        else:
+            row["response"] = (f"{intro}```python\n{code}```\n\nSave it as `solution.py` and try it from a terminal:\n\n"
+                               f"```bash\npython3 -c \"from solution import {name}; print({name}({example!r}))\"\n```{outro}")
     elif defect == "prose after code":
         op, flt = _describe(family, op_key, flt_key)
         flt = flt.format(arg=arg)
@@ -473,12 +626,12 @@ def _apply_defect(defect: str, row: dict, t: dict, arg: str, var: str, inputs: l
         steps = (f"\n\nHow it works:\n\n1. `result` starts at its initial value.\n2. The loop visits each {item} once.\n"
                  f"3. Only {flt} change `result`.\n4. The function returns `result`.\n\n")
         summary = f"In short, the function returns {op} {flt}. "
-        row["response"] = f"{intro}```python\n{code}```{outro}{steps}{summary * 3}".rstrip()
+        row["response"] = f"{intro}```{tag}\n{code}```{outro}{steps}{summary * 3}".rstrip()
     elif defect == "markdown headings":
-        row["response"] = (f"## Solution\n\n{intro.strip()}\n\n### Code\n\n```python\n{code}```\n\n### Notes\n\n"
+        row["response"] = (f"## Solution\n\n{intro.strip()}\n\n### Code\n\n```{tag}\n{code}```\n\n### Notes\n\n"
                            f"{outro.strip()}")
     elif defect == "wrong fence tag":
-        row["response"] = f"{intro}```{rng.choice(_OTHER_TAGS)}\n{code}```{outro}"
+        row["response"] = f"{intro}```{rng.choice(_OTHER_TAGS_FOR_CPP if cpp else _OTHER_TAGS)}\n{code}```{outro}"
     else:
         raise ValueError(f"unknown defect {defect!r}; known: {', '.join([*DEFECT_RATES, *FORMAT_DEFECT_RATES])}")
     t["defect"] = defect
@@ -501,19 +654,22 @@ def _skip_old_eval_draw(family: str, op_key: str, flt_key: str, rng: random.Rand
 
 
 def _test_record(idx: int, family: str, op_key: str, flt_key: str, name: str, arg: str, inputs: list[Any],
-                 part: str) -> dict:
-    return {"idx": idx, "entry_point": name, "signature": f"def {name}({arg}):",
-            "tests": _assert_lines(family, op_key, flt_key, name, inputs),
+                 part: str, language: str = "python") -> dict:
+    if language == "cpp":
+        record = {"signature": cpp_declaration(family, op_key, name, arg), "tests": cpp_cases(family, op_key, flt_key, inputs)}
+    else:
+        record = {"signature": f"def {name}({arg}):", "tests": _assert_lines(family, op_key, flt_key, name, inputs)}
+    return {"idx": idx, "entry_point": name, **record,
             "family": family, "operation": op_key, "filter": flt_key,
             "holdout": bool(part), "eval_part": part, "holdout_half": holdout_half(family, op_key, flt_key),
-            "defect": ""}
+            "defect": "", **({"language": language} if language != "python" else {})}
 
 
 def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdout_per_combo: int = 2,
                   n_other_language: int = 24, defect_rates: dict[str, float] | None = None,
                   format_defect_rates: dict[str, float] | None = None,
-                  seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """Generate (rows, hidden_tests): tiny-codes-shaped rows and one test record per Python row.
+                  seed: int = 0, language: str = "python") -> tuple[list[dict], list[dict]]:
+    """Generate (rows, hidden_tests): tiny-codes-shaped rows and one test record per row of ``language``.
 
     ``n_per_combo`` rows per (family, operation, filter) triple with varied names, phrasings and
     metadata (training rows, or the held-out-combinations eval part for :data:`HOLDOUT`), and
@@ -527,8 +683,17 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdo
     (the new-instances part: :data:`EVAL_NAME_WORDS`) independently of the task. The training rows, the
     first ``n_per_combo`` held-out rows per triple and the other-language rows come from one random stream,
     the other eval rows from a second one (``f"eval-{seed}"``), so adding eval rows never changes a training
-    row. Deterministic for a given seed. Introduced in lesson 07.
+    row. Deterministic for a given seed.
+
+    ``language="cpp"`` (issue 38) renders the same grammar in C++: ``programming_language`` "C++",
+    answers in a ```` ```cpp ```` fence (:func:`render_code`), prompts that give the C++ declaration,
+    test records whose ``signature`` is that declaration (:func:`cpp_declaration`) and whose ``tests``
+    are ``[argument, expected]`` pairs for the C++ judge (:func:`cpp_cases`), with ``"language": "cpp"``;
+    the same defects in their C++ form (:func:`_apply_defect`) and other-language rows in Python,
+    JavaScript, Rust and Bash. Python records are unchanged (no ``language`` key).
+    The C++ new instances use :data:`CPP_EVAL_PROMPTS`. Introduced in lesson 07; ``language`` for issue 38.
     """
+    _check_language(language)
     rates = {**(DEFECT_RATES if defect_rates is None else defect_rates),
              **(FORMAT_DEFECT_RATES if format_defect_rates is None else format_defect_rates)}
     rng = random.Random(seed)
@@ -539,10 +704,10 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdo
         holdout = (family, op_key, flt_key) in HOLDOUT
         part = "held-out combinations" if holdout else ""
         for _ in range(n_per_combo):
-            row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, NAME_WORDS)
+            row, name, arg, var = _make_row(family, op_key, flt_key, idx, rng, NAME_WORDS, language=language)
             rows.append(row)
             inputs = _test_inputs(family, rng)
-            tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part))
+            tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part, language))
             extra[idx] = (arg, var, inputs)
             idx += 1
         if not holdout:
@@ -555,10 +720,11 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdo
     at = 0
     for defect, rate in rates.items():
         for t in chosen[at: at + round(rate * len(train))]:
-            _apply_defect(defect, rows[t["idx"]], t, *extra[t["idx"]], rng)
+            _apply_defect(defect, rows[t["idx"]], t, *extra[t["idx"]], rng, language)
         at += round(rate * len(train))
+    others = _OTHER_LANGS if language == "python" else _OTHER_LANGS_FOR_CPP
     for _ in range(n_other_language):
-        lang = rng.choice(sorted(_OTHER_LANGS))
+        lang = rng.choice(sorted(others))
         name, arg = f"sum_{rng.choice(['values', 'items', 'scores'])}", "values"
         rows.append({
             "prompt": f"Write a {lang} function `{name}` that returns the sum of a list of integers.",
@@ -566,7 +732,7 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdo
             "adjective": rng.choice(_ADJECTIVES), "action_verb": "Calculate",
             "scenario": rng.choice(_SCENARIOS), "target_audience": rng.choice(_AUDIENCES),
             "programming_language": lang, "common_sense_topic": rng.choice(_TOPICS), "idx": idx,
-            "response": f"Here is the {lang} version:\n\n" + _OTHER_LANGS[lang].format(name=name, arg=arg),
+            "response": f"Here is the {lang} version:\n\n" + others[lang].format(name=name, arg=arg),
         })
         idx += 1
     order = list(range(len(rows)))
@@ -575,20 +741,21 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdo
     # the eval rows of the second stream: more held-out rows, and the new-instances part
     used: dict[str, set[str]] = {fam: set() for fam in FAMILIES}
     for t in train:
-        used[t["family"]].update(test_inputs_of(t["tests"]))
+        used[t["family"]].update(repr(v) for v in extra[t["idx"]][2])   # = test_inputs_of(t["tests"]) for Python
     erng = random.Random(f"eval-{seed}")
     added = []
     for family, op_key, flt_key in task_combinations():
         holdout = (family, op_key, flt_key) in HOLDOUT
         for _ in range(n_extra_holdout_per_combo if holdout else n_new_per_combo):
             if holdout:
-                row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, NAME_WORDS)
+                row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, NAME_WORDS, language=language)
                 inputs, part = _test_inputs(family, erng), "held-out combinations"
             else:
-                row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, EVAL_NAME_WORDS, EVAL_PROMPTS)
+                row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, EVAL_NAME_WORDS,
+                                                 EVAL_PROMPTS if language == "python" else CPP_EVAL_PROMPTS, language=language)
                 inputs, part = fresh_test_inputs(family, erng, used[family]), "new instances"
             added.append(row)
-            tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part))
+            tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part, language))
             idx += 1
     erng.shuffle(added)
     return out + added, tests
@@ -642,7 +809,9 @@ def write_tiny_codes_sample(out_dir: str | Path, **kwargs) -> dict[str, Path]:
     (atomically).
 
     ``kwargs`` go to :func:`generate_rows`. The committed ``assets/tiny_codes/`` was written with the
-    defaults: ``python -m course_lib.drill.taskgen assets/tiny_codes``. Introduced in lesson 07.
+    defaults: ``python -m course_lib.drill.taskgen assets/tiny_codes``; ``assets/tiny_codes_cpp/`` with
+    ``language="cpp"``: ``python -m course_lib.drill.taskgen assets/tiny_codes_cpp --language cpp``.
+    Introduced in lesson 07.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -677,8 +846,27 @@ def load_hidden_tests(path: str | Path) -> dict[int, dict]:
     return out
 
 
-if __name__ == "__main__":  # pragma: no cover - regenerates the committed sample
-    import sys
+SAMPLE_DIRS: dict[str, str] = {"python": "tiny_codes", "cpp": "tiny_codes_cpp"}
+"""The committed sample of each language, a folder of ``assets/``: ``tiny_codes`` (Python) and
+``tiny_codes_cpp`` (C++, written with ``language="cpp"`` and the same defaults). Issue 38."""
 
-    for kind, p in write_tiny_codes_sample(sys.argv[1] if len(sys.argv) > 1 else "assets/tiny_codes").items():
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_lib.drill.taskgen [OUT_DIR] [--language python|cpp]``: write a sample with the
+    defaults (the committed ones: ``assets/tiny_codes`` and ``--language cpp`` ``assets/tiny_codes_cpp``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m course_lib.drill.taskgen",
+                                 description="Write the course's tiny-codes-shaped sample.")
+    ap.add_argument("out_dir", nargs="?", default=None, help="default: assets/<the language's sample folder>")
+    ap.add_argument("--language", choices=LANGUAGES, default="python")
+    args = ap.parse_args(argv)
+    out = args.out_dir or f"assets/{SAMPLE_DIRS[args.language]}"
+    kw = {"language": args.language} if args.language != "python" else {}
+    for kind, p in write_tiny_codes_sample(out, **kw).items():
         print(f"wrote {kind}: {p}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates the committed samples
+    raise SystemExit(main())

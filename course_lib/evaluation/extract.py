@@ -13,14 +13,32 @@ one (```` ``` ````), several blocks, or none at all. The rules, in order:
 
 The parser is line-based and linear in the answer's length (a 100 KB answer is no problem).
 
+**Other languages** (issue 38): every function takes ``language`` (:data:`LANGUAGE_TAGS`); with
+``language="cpp"`` rule 2 keeps blocks tagged ``cpp``, ``c++``, ``cc`` or ``cxx`` (and untagged ones), so FCR
+counts ```` ```cpp ```` fences, and :func:`answer_lead_in` stops at the first line of a cpp fence that
+begins a function definition (``long long f(...) {``), keeping the ``#include`` lines above it.
+
 Introduced in lesson 06.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # the fence tags read as Python (the drill's ablation filter reads them too)
 PYTHON_TAGS = frozenset({"python", "py", "python3", "py3", "ipython", "pycon"})
+_CPP_TAGS = frozenset({"cpp", "c++", "cc", "cxx"})
+LANGUAGE_TAGS: dict[str, frozenset[str]] = {"python": PYTHON_TAGS, "cpp": _CPP_TAGS}
+"""The fence tags whose blocks count as code of each language (untagged blocks count for every one)."""
+# a line that starts a C++ function definition: a return type and a name at column 0, then "(", no ";"
+_CPP_DEFINITION = re.compile(r"^(?!#|return\b|using\b|typedef\b)[A-Za-z_][\w:<>,&*\s]*?[\s&*]\**[A-Za-z_]\w*\s*\([^;]*$")
+
+
+def _tags(language: str) -> frozenset[str]:
+    try:
+        return LANGUAGE_TAGS[language]
+    except KeyError:
+        raise ValueError(f"unknown language {language!r}; known: {', '.join(LANGUAGE_TAGS)}") from None
 
 
 @dataclass(frozen=True)
@@ -60,37 +78,45 @@ def find_code_blocks(answer: str) -> list[CodeBlock]:
     return blocks
 
 
-def extract_code(answer: str | None) -> str | None:
-    """The Python code in ``answer`` (fenced blocks tagged Python or untagged, joined), or ``None``.
+def extract_code(answer: str | None, language: str = "python") -> str | None:
+    """The code in ``answer`` (fenced blocks tagged with the language — Python by default, C++ with
+    ``language="cpp"`` — or untagged, joined), or ``None``.
 
-    Introduced in lesson 06.
+    Introduced in lesson 06; ``language`` for issue 38.
     """
+    tags = _tags(language)
     if not answer:
         return None
-    kept = [b.code for b in find_code_blocks(answer) if b.tag in PYTHON_TAGS or b.tag == ""]
+    kept = [b.code for b in find_code_blocks(answer) if b.tag in tags or b.tag == ""]
     kept = [c for c in kept if c.strip()]
     return "\n\n".join(c.rstrip("\n") for c in kept) + "\n" if kept else None
 
 
-def has_fenced_code(answer: str | None) -> bool:
-    """True when ``answer`` holds at least one *closed* Python or untagged fence (the FCR criterion).
+def has_fenced_code(answer: str | None, language: str = "python") -> bool:
+    """True when ``answer`` holds at least one *closed* fence of the language (Python by default, C++
+    with ``language="cpp"``) or untagged fence (the FCR criterion).
 
-    Introduced in lesson 06.
+    Introduced in lesson 06; ``language`` for issue 38.
     """
+    tags = _tags(language)
     if not answer:
         return False
-    return any(b.closed and b.code.strip() and (b.tag in PYTHON_TAGS or b.tag == "")
+    return any(b.closed and b.code.strip() and (b.tag in tags or b.tag == "")
                for b in find_code_blocks(answer))
 
 
-def answer_lead_in(answer: str | None) -> str | None:
+def answer_lead_in(answer: str | None, language: str = "python") -> str | None:
     """The part of ``answer`` before its first function definition: everything up to the first line
     that starts with ``def `` inside a Python (or untagged) fence, that fence's opening line included.
     None when the answer defines no function in such a fence.
 
     Test pass@1 keeps a model's own lead-in (prose, the fence) and gives it the ``def`` line the task
-    asks for (:func:`course_lib.drill.inference.signature_prefix`). Introduced in lesson 06.
+    asks for (:func:`course_lib.drill.inference.signature_prefix`). With ``language="cpp"``: up to the
+    first line of a C++ (or untagged) fence that begins a function definition (a return type and a name
+    at the start of the line, then ``(``, no ``;``), so the ``#include`` lines above it are kept.
+    Introduced in lesson 06; ``language`` for issue 38.
     """
+    tags = _tags(language) | {""}
     if not answer:
         return None
     offset, inside, python = 0, False, False
@@ -99,10 +125,11 @@ def answer_lead_in(answer: str | None) -> str | None:
         if stripped.startswith("```"):
             if not inside:
                 inside = True
-                python = _fence_tag(stripped) in PYTHON_TAGS | {""}
+                python = _fence_tag(stripped) in tags
             elif stripped.strip("`") == "":
                 inside = False
-        elif inside and python and line.startswith("def "):
+        elif inside and python and (line.startswith("def ") if language == "python"
+                                    else _CPP_DEFINITION.match(line.rstrip("\n")) is not None):
             return answer[:offset]
         offset += len(line)
     return None

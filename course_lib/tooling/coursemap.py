@@ -30,6 +30,7 @@ COURSE_STAGES: tuple[Stage, ...] = (
     Stage("Drill: tiny-codes SFT + eval", "07", "before/after", "tiny-codes + L04 model"),
     Stage("Agentic coding + RL", "08-09", "agent policy", "L04 model"),
     Stage("RL on execution feedback", "10", "RL model", "L07 pipeline SFT + sandbox"),
+    Stage("Beyond Python: C/C++", "11", "C/C++ corpus + judge", "L01-07 functions, language='cpp'"),
 )
 
 

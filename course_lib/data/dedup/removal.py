@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from course_lib.data.corpus import quiet_datasets
 from course_lib.data.dedup.lsh import check_docs, exact_jaccard_pairs, find_near_duplicates, precision_recall
 from course_lib.data.dedup.minhash import jaccard, shingle_for_language, shingles
 from course_lib.profiles import ProfileLike, resolve_profile
@@ -278,7 +279,8 @@ def dedup_artefact(profile: ProfileLike, rebuild: bool = False, language: str = 
                   "keep_rule": "most stars, then shortest path, then alphabetical (repo, path)",
                   "removed_files": result.removed,
                   "clusters": [[corpus["path"][i] for i in c] for c in result.clusters[:200]]}
-        kept.save_to_disk(str(folder / "dataset"))
+        with quiet_datasets():
+            kept.save_to_disk(str(folder / "dataset"))
         (folder / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
         print(f"dedup ({P.name}, {language}): {len(corpus)} files -> kept {len(kept)}; removed "
               f"{report.get('exact_duplicate', 0)} exact and {report.get('near_duplicate', 0)} near duplicates")

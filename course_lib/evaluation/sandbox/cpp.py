@@ -213,6 +213,11 @@ class _Reader:
 
     def __init__(self, data: bytes, budget: list[int]) -> None:
         self.data, self.at, self.budget = data, 0, budget
+        self.separator_last = False     # the last byte consumed was a separator (a value's content never is)
+
+    def _skip_separator(self, end: int) -> None:
+        self.at = end + 1 if end < len(self.data) else end
+        self.separator_last = end < len(self.data)
 
     def fail(self, why: str) -> Abort:
         return Abort("failed", f"protocol error: {why}")
@@ -223,7 +228,7 @@ class _Reader:
         tok = self.data[self.at:end]
         if not tok:
             raise self.fail("an empty token in a reply")
-        self.at = end + 1 if end < len(self.data) else end
+        self._skip_separator(end)
         return tok
 
     def integer(self, lo: int, hi: int) -> int:
@@ -257,14 +262,15 @@ class _Reader:
             if end > len(self.data) or (end < len(self.data) and self.data[end:end + 1] != b" "):
                 raise self.fail("a string whose length does not match")
             text = self.data[colon + 1:end].decode("utf-8", "surrogateescape")
-            self.at = end + 1 if end < len(self.data) else end
+            self._skip_separator(end)
             return text
         inner = ctype[len("std::vector<"):-1]
         n = self.integer(0, len(self.data))
         return [self.value(inner) for _ in range(n)]
 
     def done(self) -> None:
-        if self.at != len(self.data) or self.data.endswith(b" "):
+        # a separator after the last value is a trailing byte; a string's own trailing space is not
+        if self.at != len(self.data) or self.separator_last:
             raise self.fail("trailing bytes after a reply's value")
 
 
