@@ -56,7 +56,7 @@ def one_translation_unit(functions: list[tuple[str, str, str, str]]) -> tuple[st
         branches.append(f"    if (which == {i}) return " + (f'"n:" + std::to_string({call});' if number
                                                              else f'"s:" + {call};'))
         rng = random.Random(i)
-        for v in taskgen._test_inputs(fam, rng) + taskgen._test_inputs(fam, rng, fresh=True):
+        for v in taskgen._test_inputs(fam, rng) + taskgen.fresh_test_inputs(fam, rng, set(), language="cpp"):
             exp = taskgen.expected_value(fam, op, flt, v)
             args = (i, v if fam == "list" else [], v if fam == "range" else 0, v if fam == "string" else "")
             cases.append((args, ("n:" if isinstance(exp, int) else "s:") + str(exp)))
@@ -177,8 +177,10 @@ def test_cpp_rule_teacher_reads_every_cpp_row_and_only_those():
         if r["idx"] not in by_idx:
             assert found is None
             continue
-        spec, decl = found
         t = by_idx[r["idx"]]
+        if t["eval_part"] == "new instances":   # eval-only wordings (CPP_EVAL_PROMPTS): never given to the teacher
+            continue
+        spec, decl = found
         assert decl == t["signature"] and spec.op == t["operation"]
         assert read_cpp_instruction(standard_cpp_instruction(spec, decl))[1] == decl
     # types that do not fit the task are not guessed

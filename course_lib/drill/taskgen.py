@@ -414,11 +414,11 @@ def _test_inputs(family: str, rng: random.Random) -> list[Any]:
         rng.choice("abcdeio 0123xyz") for _ in range(10))]
 
 
-def _fresh_input(family: str, rng: random.Random) -> Any:
+def _fresh_input(family: str, rng: random.Random, language: str = "python") -> Any:
     if family == "list":
         return [rng.randint(-30, 30) for _ in range(7)]
-    if family == "range":
-        return rng.randint(18, 22)
+    if family == "range":   # C++'s long long holds 1·2·…·20 but not 21! (Python's int has no limit)
+        return rng.randint(18, 22) if language == "python" else rng.randint(18, 20)
     return "".join(rng.choice("fghuo 789KLM") for _ in range(9))
 
 
@@ -431,17 +431,18 @@ _FRESH_FIXED: dict[str, list[Any]] = {
 }
 
 
-def fresh_test_inputs(family: str, rng: random.Random, used: set[str]) -> list[Any]:
+def fresh_test_inputs(family: str, rng: random.Random, used: set[str], language: str = "python") -> list[Any]:
     """The inputs of a new-instances row's hidden tests: three fixed values and one drawn, none of whose
     ``repr`` is in ``used`` (the inputs of every training row's tests, :func:`test_inputs_of`); a drawn value
-    that is in ``used`` is drawn again. Raises ``ValueError`` when a fixed value is in ``used``.
+    that is in ``used`` is drawn again (C++: a range bound of at most 20, so that a product fits a ``long long``).
+    Raises ``ValueError`` when a fixed value is in ``used``.
     Introduced in lesson 07."""
     fixed = _FRESH_FIXED[family]
     clash = [v for v in fixed if repr(v) in used]
     if clash:
         raise ValueError(f"fresh inputs {clash} of family {family!r} occur in training tests; change _FRESH_FIXED")
     for _ in range(1000):
-        drawn = _fresh_input(family, rng)
+        drawn = _fresh_input(family, rng, language)
         if repr(drawn) not in used and drawn not in fixed:
             return [*fixed, drawn]
     raise ValueError(f"no fresh input for family {family!r} in 1000 draws: every draw occurs in training tests")
@@ -753,7 +754,7 @@ def generate_rows(n_per_combo: int = 16, n_new_per_combo: int = 4, n_extra_holdo
             else:
                 row, name, arg, _var = _make_row(family, op_key, flt_key, idx, erng, EVAL_NAME_WORDS,
                                                  EVAL_PROMPTS if language == "python" else CPP_EVAL_PROMPTS, language=language)
-                inputs, part = fresh_test_inputs(family, erng, used[family]), "new instances"
+                inputs, part = fresh_test_inputs(family, erng, used[family], language), "new instances"
             added.append(row)
             tests.append(_test_record(idx, family, op_key, flt_key, name, arg, inputs, part, language))
             idx += 1
