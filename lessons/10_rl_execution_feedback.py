@@ -318,7 +318,7 @@ if RL_READY:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 基准的结论和本次运行
 #
-# 一次运行只有一个种子。`benchmarks/bench_rl.py` 对种子 0、1、2、三种 reward（和 K = 8 / 16）各跑一次第 6 步，把每次运行在每道评测题上的对错存在
+# 一次运行只有一个种子。`benchmarks/bench_rl.py` 对种子 0、1、2 和所选的配置（`--rewards`、`--group-sizes`；记录了哪些配置，下一格的表里每行一个）各跑一次第 6 步，把每次运行在每道评测题上的对错存在
 # `benchmarks/results/bench_rl/` 里，对每个配置算 RL − pipeline SFT 的差和它的 95 % 配对置信区间（同时对种子和题目做 bootstrap）。
 # **默认配置不在报告它的评测集上选**：基准在一个"选择集"（从训练题里按种子抽的 200 道，带隐藏测试，评测题一道都不在里面）上也测每个模型，
 # 选择集上平均最好的配置就是 `chosen`；它在评测集上的结论照实打印。
