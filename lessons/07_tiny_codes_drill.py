@@ -603,8 +603,14 @@ else:
 ppl_cols = ["PPL (raw format)", "PPL (pipeline format)", "Pass@1", "test pass@1"]
 ppl_check = pd.DataFrame({scoreboard.VARIANT_LABELS[v]: {k: m.get(k) for k in ppl_cols} for v, m in by_variant.items()}).T
 display(ppl_check.style.format("{:.3f}", na_rep="-"))
-per_prompt = {scoreboard.VARIANT_LABELS[v]: evaluate.read_per_prompt(cfg.paths.output_for(v) / evaluate.PER_PROMPT_FILE)
-              for v in by_variant}
+# the paired comparison needs each model's per-prompt outcomes; a variant evaluated before they were kept (an
+# older run's `rl` in the cache) has none: it is left out of the pairs below, and named
+pp_file = {v: cfg.paths.output_for(v) / evaluate.PER_PROMPT_FILE for v in by_variant}
+no_pp = [v for v, f in pp_file.items() if not f.exists()]
+if no_pp:
+    print("left out of the pairs (no per_prompt.jsonl; evaluated by an older run):", ", ".join(no_pp))
+    ppl_check = ppl_check.drop(index=[scoreboard.VARIANT_LABELS[v] for v in no_pp])
+per_prompt = {scoreboard.VARIANT_LABELS[v]: evaluate.read_per_prompt(f) for v, f in pp_file.items() if f.exists()}
 test_higher = {}   # (a, b) -> +1 / -1 when a's test pass@1 is measurably higher / lower (95 % paired interval), else 0
 for a, b in itertools.combinations(ppl_check.index, 2):
     try:
