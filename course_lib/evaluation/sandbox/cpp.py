@@ -67,6 +67,7 @@ from course_lib.evaluation.sandbox.judge import Abort, Channel, Judge, init_mess
 from course_lib.evaluation.sandbox.limits import CPUS, MAX_PROCS, OUTPUT_CAP, TMP_BYTES, Limits, UidLease
 from course_lib.evaluation.sandbox.policy import resolve_backend
 from course_lib.evaluation.sandbox.result import SandboxResult
+from course_lib.evaluation.sandbox.run import retry_sandbox_error
 from course_lib.evaluation.sandbox.seccomp import filter_bytes
 from course_lib.evaluation.sandbox.wire import MAX_FRAME, RUN_BUDGET, frame
 
@@ -91,7 +92,6 @@ DIAGNOSTICS_CAP = 64 * 1024
 CONSTEXPR_OPS_LIMIT = 1 << 25       # g++'s default is 2**33: a constexpr bomb fails in seconds, not minutes
 COMPILE_NOFILE = 256
 MAX_VALUES = RUN_BUDGET[0]          # values all replies of one run may decode to
-SANDBOX_ERROR_RETRIES = 1
 
 TYPES = ("long long", "int", "bool", "std::string", "std::vector<long long>", "std::vector<int>",
          "std::vector<std::string>")
@@ -781,18 +781,7 @@ def run_cpp_tests(source: str, signature: str, cases: Sequence, *, timeout_s: fl
         warnings.warn("SANDBOX_BACKEND=unsafe: C++ is compiled and run as plain subprocesses — this is NOT "
                       "isolation. Use bwrap or docker.", RuntimeWarning, stacklevel=2)
     unit = translation_unit(source, sig)
-    first_error = ""
-    for attempt in range(1 + SANDBOX_ERROR_RETRIES):
-        try:
-            result = _run_once(unit, sig, prepared, limits, compile_limits, name)
-        except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
-            result = SandboxResult("sandbox_error", backend=name, detail=f"the run could not finish: {one_line(exc)}")
-        if result.status != "sandbox_error" or attempt == SANDBOX_ERROR_RETRIES:
-            break
-        first_error = result.detail
-        time.sleep(0.5)
-    if first_error and attempt:
-        result.detail = f"{result.detail} (a sandbox_error first, run again: {first_error})"[:600].strip()
+    result = retry_sandbox_error(lambda: _run_once(unit, sig, prepared, limits, compile_limits, name), name)
     result.planned = [True] * len(prepared)
     return result
 

@@ -10,7 +10,7 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from types import CodeType
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from course_lib.evaluation.sandbox.execute import run_one
 from course_lib.evaluation.sandbox.limits import MAX_PROGRAM_BYTES, Limits
@@ -23,6 +23,28 @@ sandbox reported that it started), so :func:`run_code` runs such a sample once m
 on a busy machine a sandbox that failed to start should not turn a correct program into an unscored one."""
 
 _unsafe_warned = False
+
+
+def retry_sandbox_error(run_once: Callable[[], Any], backend: str) -> Any:
+    """``run_once()``, run once more when it ends in a ``sandbox_error`` (:data:`SANDBOX_ERROR_RETRIES`); an
+    exception it raises is that sample's ``sandbox_error``, never the caller's. The result reported is the last
+    one, its ``.detail`` naming the first error. The Python judge (:func:`run_code`) and the C++ judge
+    (``cpp.run_cpp_tests``) share it. Introduced in lesson 06."""
+    first_error = ""
+    for attempt in range(1 + SANDBOX_ERROR_RETRIES):
+        try:
+            result = run_once()
+        except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
+            result = SandboxResult("sandbox_error", backend=backend, detail=f"the run could not finish: "
+                                                                            f"{type(exc).__name__}: {exc}"[:500])
+        if not (isinstance(result, SandboxResult) and result.status == "sandbox_error") or attempt == SANDBOX_ERROR_RETRIES:
+            break
+        first_error = result.detail
+        time.sleep(0.5)
+    if attempt and isinstance(result, SandboxResult):
+        note = f"(a sandbox_error first, run again: {first_error})"[:300]
+        result.detail = f"{result.detail} {note}".strip() if result.detail else note
+    return result
 
 
 def compile_tests(tests: str | Sequence[str] | None) -> list[CodeType]:
@@ -112,19 +134,7 @@ def run_code(code: str, tests: str | Sequence[str] | None = None, *, timeout_s: 
                "isolation (they can read your files, use the network, kill processes). Use bwrap or docker.")
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
     plan = planned_tests(tests)
-    for attempt in range(1 + SANDBOX_ERROR_RETRIES):
-        try:
-            result = run_one(code, test_codes, limits, name)
-        except BaseException as exc:  # noqa: BLE001 - one sample's failure, never the caller's
-            result = SandboxResult("sandbox_error", backend=name, detail=f"the run could not finish: "
-                                                                         f"{type(exc).__name__}: {exc}"[:500])
-        if not (isinstance(result, SandboxResult) and result.status == "sandbox_error") or attempt == SANDBOX_ERROR_RETRIES:
-            break
-        first_error = result.detail
-        time.sleep(0.5)
-    if attempt and isinstance(result, SandboxResult):
-        note = f"(a sandbox_error first, run again: {first_error})"[:300]
-        result.detail = f"{result.detail} {note}".strip() if result.detail else note
+    result = retry_sandbox_error(lambda: run_one(code, test_codes, limits, name), name)
     if isinstance(result, SandboxResult):
         result.planned = plan
     return result
