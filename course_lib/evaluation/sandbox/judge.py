@@ -60,6 +60,7 @@ from course_lib.evaluation.sandbox.inside import MAGIC
 from course_lib.evaluation.sandbox.limits import OUTPUT_CAP
 from course_lib.evaluation.sandbox.wire import MAX_FRAME, DecodeBudget, ProtocolError, decode, frame, request
 
+REPLY_AFTER_EXIT_S = 2.0   # how long a reply may trail the exit report (Docker relays the two streams apart)
 LOCAL_IMPORTS = frozenset({"pytest", "numpy", "pandas"})   # besides the standard library
 _NEVER_LOCAL = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "tkinter", "turtle",
                           "turtledemo"})
@@ -253,6 +254,15 @@ class Channel:
         self.pump(lambda: bool(self.replies) or self.exit_info is not None, deadline)
         if not self.replies and self.exit_info is not None:
             self._drain_replies()   # a reply written just before the worker exited
+            if not self.replies and not self.r_eof:
+                # Docker relays the container's stdout and stderr as two streams: the supervisor's exit frame
+                # (stderr) can arrive before the last reply (stdout) has; wait for that stream to end
+                until = time.monotonic() + REPLY_AFTER_EXIT_S
+                try:
+                    self.pump(lambda: bool(self.replies) or self.r_eof,
+                              until if deadline is None else min(until, deadline))
+                except Abort:
+                    pass
         if self.replies:
             return self.replies.popleft()
         self.waiting = False
