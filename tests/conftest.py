@@ -50,6 +50,33 @@ def pytest_collection_modifyitems(session, config, items):
 
     items.sort(key=rank)  # stable: keeps file order and parametrize order inside each group
 
+    global _PREFETCH
+    from tests._drill_prefetch import DrillPrefetch
+
+    if DrillPrefetch.wanted(items):   # lesson 07's drill beside the unit tests (tests/_drill_prefetch.py)
+        from tests.notebook_helpers import regression_dir
+
+        _PREFETCH = DrillPrefetch(ROOT, regression_dir("solutions").parent / "drill-prefetch.log")
+        _PREFETCH.start()
+
+
+_PREFETCH = None
+
+
+def pytest_runtest_setup(item):
+    if _PREFETCH is not None and item.get_closest_marker("notebooks") is not None:
+        _PREFETCH.wait()     # no notebook runs beside the background drill
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _PREFETCH is not None:
+        _PREFETCH.stop()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _PREFETCH is not None and _PREFETCH.summary():
+        terminalreporter.write_line(_PREFETCH.summary())
+
 
 # --- the real sandbox backends (tests/test_sandbox_attacks.py, tests/test_sandbox_judging.py) -----
 
