@@ -114,6 +114,17 @@ def test_all_steps_on_tiny_data_then_rerun_is_cached(tmp_path, fakes, tiny_model
     for m in metrics.values():
         assert {"Pass@1", "FCR", "SER", "RSR", "PPL", "test pass@1", "HumanEval pass@1"} <= set(m)
         assert m["PPL"] > 1
+    # a variant answered before the eval set changed (a returning student's step-6 rl) is left out of the tables
+    import shutil
+
+    shutil.copytree(cfg.paths.output_for("pipeline_sft"), cfg.paths.output_for("rl"))
+    assert "rl" in orchestrate.load_metrics(cfg) and evaluate.answers_match_eval_set(cfg, "rl")
+    answers_path = cfg.paths.output_for("rl") / "inference_results.json"
+    answers = json.loads(answers_path.read_text())
+    answers[0]["prompt"] += " (an earlier eval set's wording)"
+    answers_path.write_text(json.dumps(answers))
+    assert not evaluate.answers_match_eval_set(cfg, "rl") and set(orchestrate.load_metrics(cfg)) == set(metrics)
+    shutil.rmtree(cfg.paths.output_for("rl"))
     n_calls = len(fakes)
     again = orchestrate.run_drill(cfg)
     assert again["download"] == {"skipped": True}

@@ -516,6 +516,10 @@ def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any], *, state: RunSta
         if v in info:
             table[v] = info[v]
         elif output_state(summary_path, _evaluation_config(cfg, v))[0]:
+            if not answers_match_eval_set(cfg, v):   # e.g. step 6's rl, answered before the eval set changed
+                log().warning("evaluation[%s]: its answers are to an earlier eval set (%s); left out of "
+                              "drill_metrics.json until its step runs again", v, cfg.paths.eval_json.name)
+                continue
             table[v] = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]
     if table:
         atomic_write_text(cfg.paths.output_dir / "drill_metrics.json", json.dumps(table, indent=1, default=str))
@@ -524,6 +528,24 @@ def write_drill_metrics(cfg: DrillConfig, info: dict[str, Any], *, state: RunSta
 
         plt.close(fig)
     return table
+
+
+def answers_match_eval_set(cfg: DrillConfig, variant: str) -> bool:
+    """Whether ``variant``'s answers (``inference_results.json``) answer the run's current eval set: the same
+    prompts, row for row (``idx`` and ``prompt``). True when either file is missing or unreadable (nothing to
+    compare; the steps' own checks report those). Introduced in lesson 07."""
+    try:
+        evals = json.loads(cfg.paths.eval_json.read_text(encoding="utf-8"))
+        answers = json.loads((cfg.paths.output_for(variant) / "inference_results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    if not isinstance(evals, list) or not isinstance(answers, list):
+        return True
+
+    def key(rows: list) -> list:
+        return sorted((str(r.get("idx")), str(r.get("prompt"))) for r in rows if isinstance(r, dict))
+
+    return key(evals) == key(answers)
 
 
 def _needs(cfg: DrillConfig) -> list[Need]:

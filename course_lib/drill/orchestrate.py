@@ -130,11 +130,19 @@ def step_settings(cfg: DrillConfig, step: str) -> dict[str, Any]:
 # --- reading results back (notebook, tests) -------------------------------------------------------
 
 def load_metrics(cfg: DrillConfig) -> dict[str, dict]:
-    """Metrics of every evaluated variant (from each ``summary.json``), in table order."""
+    """Metrics of every evaluated variant (from each ``summary.json``), in table order; a variant whose
+    answers are to an earlier eval set (``evaluate.answers_match_eval_set``: e.g. step 6's ``rl`` after the
+    eval set changed and steps 1–5 ran again) is left out, with a warning in the log."""
+    from course_lib.drill.evaluate import answers_match_eval_set
+
     out = {}
     for v in VARIANTS:
         path = cfg.paths.output_for(v.name) / "summary.json"
         if output_state(path)[0]:
+            if not answers_match_eval_set(cfg, v.name):
+                log().warning("%s: its answers are to an earlier eval set; left out of the tables until its "
+                              "step runs again", v.name)
+                continue
             out[v.name] = json.loads(path.read_text(encoding="utf-8"))["metrics"]
     return out
 
