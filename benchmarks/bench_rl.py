@@ -33,6 +33,7 @@ Usage::
     PYTHONPATH=$PWD python -m course_lib.drill --no-rl              # first: the ci drill's steps 1-5 (cached)
     PYTHONPATH=$PWD python benchmarks/bench_rl.py                   # 3 seeds x 3 rewards x K 8: 9 RL runs (long)
     PYTHONPATH=$PWD python benchmarks/bench_rl.py --rewards pass --group-sizes 8 16 --json benchmarks/results/bench_rl_k16.json
+    PYTHONPATH=$PWD python benchmarks/bench_rl.py --rewards pass --group-sizes 8 16 --same-rollouts   # K 16 at 4 prompts x 16
     PYTHONPATH=$PWD python benchmarks/bench_rl.py --toy --drill-root DIR --json /tmp/bench_rl_toy.json   # format check
     ... --json benchmarks/results/bench_rl.json  (the default; lesson 10 prints its verdict)
 
@@ -66,8 +67,18 @@ FORMAT = ("per-prompt outcomes beside the JSON (paths relative to the JSON's fol
           "the chosen configuration is picked on the selection split (training prompts), never on the eval parts")
 
 
-def config_name(reward: str, group_size: int) -> str:
-    return f"{reward}_k{group_size}"
+def config_name(reward: str, group_size: int, prompts_per_step: int | None = None) -> str:
+    """``pass_k8``; with another number of prompts per step than the profile's, ``pass_k16x4``."""
+    return f"{reward}_k{group_size}" + (f"x{prompts_per_step}" if prompts_per_step else "")
+
+
+def prompts_for(group_size: int, same_rollouts: bool) -> int | None:
+    """Prompts per step for K = ``group_size``: the profile's (None), or with ``same_rollouts`` as many as keep
+    the profile's rollouts per step (8 prompts x K 8 = 64: K 16 → 4 prompts; issue 35's lever)."""
+    base = rl_settings("ci")
+    if not same_rollouts or group_size == base.group_size:
+        return None
+    return max(1, base.rollouts_per_step // group_size)
 
 
 def per_prompt_dir(json_path: Path) -> Path:
@@ -141,6 +152,9 @@ def main(argv=None) -> int:
     p.add_argument("--group-sizes", type=int, nargs="+", default=None,
                    help="K rollouts per prompt to compare (default: the profile's, 8)")
     p.add_argument("--group-size", type=int, default=None, help=argparse.SUPPRESS)   # one K (older command lines)
+    p.add_argument("--same-rollouts", action="store_true",
+                   help="a K other than the profile's trains on fewer or more prompts per step, so every K "
+                        "samples the profile's rollouts per step (8 x 8 = 64: K 16 → 4 prompts x 16)")
     p.add_argument("--steps", type=int, default=None, help="RL steps (default: the profile's)")
     p.add_argument("--passk-prompts", type=int, default=10, help="eval prompts per part for pass@k (0: none)")
     p.add_argument("--select-prompts", type=int, default=SELECT_PROMPTS,
@@ -185,10 +199,12 @@ def main(argv=None) -> int:
     print(f"pipeline SFT: test pass@1 {sft['test pass@1']}, selection {sft.get('selection test pass@1')}", flush=True)
     runs = []
     for k in group_sizes:
+        prompts = prompts_for(k, args.same_rollouts)
         for reward in args.rewards:
             for seed in args.seeds:
-                name = config_name(reward, k)
-                s = rl_settings("ci", steps=args.steps, group_size=k, reward=reward, seed=seed)
+                name = config_name(reward, k, prompts)
+                s = rl_settings("ci", steps=args.steps, group_size=k, reward=reward, seed=seed,
+                                prompts_per_step=prompts)
                 res = train_grpo(start, rows, hidden, out_root / f"{name}_seed{seed}", s, log=lambda m: None)
                 log = json.loads(Path(res["train_log"]).read_text())
                 after = measure(res["model_path"], evals, select, s, args.passk_prompts,
@@ -197,6 +213,7 @@ def main(argv=None) -> int:
                 diff = {part: after["test pass@1"][part] - sft["test pass@1"][part] for part in after["test pass@1"]}
                 no_signal = sum(r["groups_without_signal"] for r in log) / max(1, sum(r.get("groups", 0) for r in log))
                 runs.append({"config": name, "reward": reward, "group_size": k, "seed": seed,
+                             "prompts_per_step": s.prompts_per_step,
                              "train_seconds": res["seconds"], "steps": res["steps"], "rl": after, "diff": diff,
                              "groups_without_signal_share": no_signal,
                              "rollout_pass_rate_first_last": [log[0]["pass_rate"], log[-1]["pass_rate"]]})
@@ -219,6 +236,7 @@ def main(argv=None) -> int:
     print("VERDICT:", text)
     result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "toy": args.toy, "format": FORMAT,
               "seeds": args.seeds, "rewards": list(args.rewards), "group_sizes": group_sizes,
+              "same_rollouts": args.same_rollouts,
               "settings": base_settings.as_dict(), "target_held_out": TARGET_HELD_OUT,
               "selection": {"split": "training prompts with hidden tests (train_python.json), seeded sample",
                             "prompts": len(select), "chosen": chosen},

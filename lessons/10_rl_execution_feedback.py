@@ -361,7 +361,7 @@ if RL_READY:
         where = f" — {scoreboard.relation_to_interval(c['diff'], bench_comps[key])}" if bench is not None else ""
         print(f"  {key}: {c['verdict']}{where}")
     same = [r for r in (bench or {}).get("runs", []) if r["seed"] == S.seed and r["reward"] == S.reward
-            and r["group_size"] == S.group_size]
+            and r["group_size"] == S.group_size and r.get("prompts_per_step", S.prompts_per_step) == S.prompts_per_step]
     if same:   # the same seed and configuration in the benchmark: the same training, so the same numbers
         d = same[0]["diff"]
         agree = all(abs(d[k] - gain[k]) < 1e-9 for k in gain)
