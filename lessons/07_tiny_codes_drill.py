@@ -847,7 +847,7 @@ print(f"whole notebook so far: {time.time() - t_start:.0f} s")
 # - "能运行"是弱的通过标准：隐藏测试和 HumanEval 揭示能跑但算错的代码。
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ## 小结（续）
+# ### 小结（续）
 #
 # - 函数名不泄露任务；`test pass@1` 像 HumanEval 一样把函数签名交给模型，考的是读懂指令写函数体；自由回答还得从 prompt 里抄函数名，ci 的小模型抄不来（`names the function`）。
 # - 原始数据 vs 流水线数据：每个差都带 95 % 配对置信区间（逐题配对的 bootstrap 和 McNemar 检验），区间不含 0 才说谁领先；本次运行和 3 个 seed 的基准一起看，结论以基准为准；讲义 §5.3 的三条结论逐条用数字检验。
