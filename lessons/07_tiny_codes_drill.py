@@ -24,6 +24,7 @@ EVAL_SIZE = None    # None: ci 500 (250 per eval part) / full 1000
 HUMANEVAL_SUBSET = None  # None: ci 20 / full 164
 SFT_STEPS = None    # None: profile 的 SFT 步数（ci 800 步 × 8 条）；调大则训练更久
 COMPARE_RAW = None  # None: profile 的设置（ci/full 都训练 raw_sft 作对照，用于表 2）
+RL_STEPS = None     # None: profile 的 RL 步数（ci 25）；只用于最后的一键运行训练的第 6 步（第10课读它，要用同一个值）
 FORCE = False       # True: 重做所有步骤
 N_TEACHER_CHECK = 200  # 用隐藏测试检查多少条被留下的行（只是测量老师，流水线不用隐藏测试）
 
@@ -715,8 +716,12 @@ if PROFILE == "ci":
     # SFT taught the model to write the task families' bodies (each seed's values: benchmarks/results/bench_drill_pipeline.json)
     new = "test pass@1 (new instances)"
     assert base[new] <= 0.05, ("base model", new, base[new])
-    assert after[new] > base[new] + 0.2, (sft_v, new, base[new], after[new])
+    if SFT_STEPS in (None, P.drill.sft_overrides.get("max_steps")):   # the claim is about the profile's SFT length
+        assert after[new] > base[new] + 0.2, (sft_v, new, base[new], after[new])
 ### END HIDDEN TESTS
+if SFT_STEPS not in (None, P.drill.sft_overrides.get("max_steps")):
+    print(f"SFT_STEPS = {SFT_STEPS} (the profile's: {P.drill.sft_overrides.get('max_steps')}): the gain on new instances "
+          "is this run's, not the lesson's claim (docs/claims.md)")
 print(f"base → {sft_v}: FCR {base['FCR']:.2f} → {after['FCR']:.2f}, Pass@1 {base['Pass@1']:.2f} → {after['Pass@1']:.2f}, "
       f"test pass@1 {base['test pass@1']:.2f} → {after['test pass@1']:.2f} (new instances "
       f"{base.get('test pass@1 (new instances)', float('nan')):.2f} → "
@@ -827,11 +832,12 @@ else:
 from course_lib.drill import main as drill_main
 
 t0 = time.time()
-argv = ["--profile", PROFILE, "--quiet"]
+argv = ["--profile", PROFILE, "--quiet", "--seed", str(SEED)]   # the same run as the cells above
 argv += ["--train-size", str(TRAIN_SIZE)] if TRAIN_SIZE else []
 argv += ["--eval-size", str(EVAL_SIZE)] if EVAL_SIZE else []
 argv += ["--humaneval-subset", str(HUMANEVAL_SUBSET)] if HUMANEVAL_SUBSET is not None else []
 argv += ["--sft-steps", str(SFT_STEPS)] if SFT_STEPS else []
+argv += ["--rl-steps", str(RL_STEPS)] if RL_STEPS else []
 argv += [] if COMPARE_RAW is None else (["--compare-raw"] if COMPARE_RAW else ["--no-compare-raw"])
 rc = drill_main(argv)
 print(f"rerun: exit code {rc} in {time.time() - t0:.1f} s")

@@ -24,6 +24,8 @@ RL_REWARD = None      # None: profile 的 reward（"pass"）；也可以 "fracti
 PASSK_PROMPTS = 10    # pass@k：每个评测部分取多少道题（每题采样 K 个答案）
 FORCE = False         # True: 重新训练 rl
 DRILL_SEED = None     # None: SEED（第07课用同一个 SEED 训练的演练）；CI 用 SEED=1、DRILL_SEED=0 在已有的演练上换一个 RL 种子
+EVAL_SIZE = None      # None: profile 的评测集（ci 500）；和第07课的 EVAL_SIZE 相同，才读到第07课训练的演练
+SFT_STEPS = None      # None: profile 的 SFT 步数（ci 800）；同上，和第07课一致
 
 # %% slideshow={"slide_type": "skip"}
 import json
@@ -51,7 +53,7 @@ P = get_profile(PROFILE)
 rl_overrides = {k: v for k, v in {"steps": RL_STEPS, "group_size": RL_GROUP_SIZE, "reward": RL_REWARD,
                                   "seed": SEED}.items() if v is not None}
 cfg = drill.config_from_profile(P, seed=SEED if DRILL_SEED is None else DRILL_SEED, force=False, use_rl=True,
-                                rl_overrides=rl_overrides)
+                                rl_overrides=rl_overrides, eval_size=EVAL_SIZE, sft_steps=SFT_STEPS)
 cfg.paths.make()
 log_path = setup_logging(cfg.paths.log_dir, quiet=True)
 S = drill_rl_settings(cfg)

@@ -17,6 +17,8 @@ PROFILE = "ci"        # "ci": the C/C++ text installed on this machine, bubblewr
 SEED = 0              # the FIM examples' random cuts (the corpus, dedup, ordering and judge do not depend on it)
 BACKEND = None        # None = the preferred sandbox backend here, or "bwrap", "docker"
 N_INFILL = 200        # how many C++ sources lesson 04's line infilling is tried on
+EVAL_SIZE = None      # the Python drill section 8 reads: lesson 07's EVAL_SIZE (None: the profile's, ci 500)
+SFT_STEPS = None      # and lesson 07's SFT_STEPS (None: the profile's, ci 800)
 
 # %% slideshow={"slide_type": "skip"}
 import contextlib
@@ -578,7 +580,7 @@ METRICS = ["FCR", "SER", "RSR", "Pass@1", "test pass@1 (new instances)", "test p
 def drill_results(language: str) -> tuple[dict, str]:
     """The drill's metrics per variant for ``language`` (read, never trained here), and why there are none."""
     try:
-        cfg = (drill.config_from_profile(P, seed=SEED) if language == "python"
+        cfg = (drill.config_from_profile(P, seed=SEED, eval_size=EVAL_SIZE, sft_steps=SFT_STEPS) if language == "python"
                else drill.config_from_profile(P, seed=SEED, language=language))
     except (TypeError, ValueError) as exc:   # a drill without a language setting, or one that refuses it
         return {}, f"this checkout's drill cannot be configured for {language} ({exc})"

@@ -603,6 +603,12 @@ def test_cli_rl_options(tmp_path, capsys):
     assert "rl" in orchestrate.plan_steps(cfg)
     cfg = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--no-rl"]))
     assert cfg.use_rl is False and "rl" not in orchestrate.plan_steps(cfg)
+    # --seed (lesson 07's SEED, `./course run --seed 1`): the whole run, step 6 included, unless --rl-* names one
+    from course_lib.rl.drill_step import drill_rl_settings
+
+    cfg = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--seed", "1"]))
+    assert cfg.seed == 1 and drill_rl_settings(cfg).seed == 1
+    assert drill_rl_settings(config_from_args(build_parser().parse_args(["--root", str(tmp_path)]))).seed == 0
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--rl-reward", "exec"])
     assert main(["--root", str(tmp_path), "--only-step", "rl", "--rl-group-size", "1", "--quiet"]) == 1

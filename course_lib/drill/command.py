@@ -129,7 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=int, default=None,
                    help="prompts per generate() call of the transformers fallback")
     g.add_argument("--sft-steps", type=int, default=None,
-                   help="SFT optimizer steps per variant (ci default 300 × 8 rows; full: the lesson's epochs)")
+                   help="SFT optimizer steps per variant (ci default 800 × 8 rows; full: the lesson's epochs)")
+    g.add_argument("--seed", type=int, default=None,
+                   help="the run's seed (default: the profile's, 0): the draw of training and eval rows, the noisy "
+                        "teacher, step 6 (lesson 07's SEED; one drill folder holds one seed's run)")
 
     g = p.add_argument_group("rl (step 6, lesson 10; defaults: the profile's rl section)")
     g.add_argument("--no-rl", action="store_true", help="leave out step 6 and the variant rl")
@@ -180,7 +183,7 @@ def config_from_args(args: argparse.Namespace):
     overrides = {k: getattr(args, k) for k in (
         "train_size", "eval_size", "humaneval_subset", "max_new_tokens", "batch_size", "inference_workers",
         "eval_workers", "sandbox_backend", "timeout_s", "memory_mb", "lazyllm_path", "pipeline_model",
-        "sft_model", "compare_raw", "evaluate_base", "hidden_tests", "teacher", "teacher_noise")}
+        "sft_model", "compare_raw", "evaluate_base", "hidden_tests", "teacher", "teacher_noise", "seed")}
     if args.ablations:
         names = [a.strip() for a in args.ablations.split(",") if a.strip()]
         overrides["ablations"] = tuple(ABLATIONS) if names == ["all"] else tuple(names)

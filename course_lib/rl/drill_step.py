@@ -42,13 +42,16 @@ _NOT_IN_KEY = (*_RUNTIME_ONLY, "sandbox_configured")
 
 def drill_rl_settings(cfg: DrillConfig):
     """The :class:`course_lib.rl.RLSettings` of step 6: the profile's ``rl`` section with the run's
-    ``--rl-*`` options (``cfg.rl_overrides``) over it; the judge's backend is chosen as step 5's is (the
+    ``--rl-*`` options (``cfg.rl_overrides``) over it, seeded with the run's seed (``cfg.seed``) unless those
+    options name one; the judge's backend is chosen as step 5's is (the
     run's ``--sandbox-backend``, ``cfg.sandbox_backend``, unless the rl options name one; else the
     sandbox's rule with the profile's ``sandbox.backend``: Docker in full, bwrap in ci), so step 6's rewards
     run where step 5's verdicts do. Introduced in lesson 10."""
     from course_lib.rl.settings import rl_settings
 
     overrides = dict(cfg.rl_overrides)
+    if overrides.get("seed") is None:      # the run's seed (``--seed``, lesson 07's SEED) unless the rl options name one
+        overrides["seed"] = cfg.seed
     if overrides.get("sandbox_backend") is None:
         overrides["sandbox_backend"] = cfg.sandbox_backend
     return rl_settings(cfg.profile, **overrides)
