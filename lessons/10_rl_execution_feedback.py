@@ -421,7 +421,8 @@ if RL_READY:
                      ("evaluation answers of the RL model that passed", audit_eval)):
         print(f"{label}: {a['audited']} audited on fresh inputs on {a['backend']} (judge: {judge_backend}); "
               f"{a['agree']} agree, {len(a['disagree'])} disagree {a['disagree'][:5]}; "
-              f"{a['no_spec']} without a task spec, {a['unscored']} unscored")
+              f"{a['no_spec']} without a task spec, {a['unscored']} unscored"
+              + (f" - {a['backend']} does not work here: {a['why']}" if a.get("why") else ""))
     print(f"answers with a forging pattern: {len(marked)}")
     _ = record("audit", {"train_audited": audit_train["audited"], "train_agree": audit_train["agree"],
                          "eval_audited": audit_eval["audited"], "eval_agree": audit_eval["agree"],

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -294,6 +295,17 @@ def test_the_audit_disagrees_with_a_program_that_memorised_the_hidden_tests():
              {"key": "hub", "program": right, "entry_point": "solve"}]
     rep = audit.audit_programs(items, backend="bwrap", seed=3, n_inputs=6, workers=2)
     assert rep["audited"] == 2 and rep["agree"] == 1 and rep["disagree"] == ["m"] and rep["no_spec"] == 1
+    assert rep["why"] == ""
+
+
+def test_an_audit_on_a_backend_that_does_not_work_here_says_why(monkeypatch):
+    from course_lib.evaluation.sandbox import policy
+
+    why = "no Docker daemon answers (start one: `python -m course_lib.evaluation.sandbox daemon`)"
+    monkeypatch.setitem(policy._probe_cache, "docker", (False, why, time.monotonic()))
+    items = [{"key": "r", "program": "def f(xs):\n    return sum(xs)\n", "entry_point": "f", "task": "list/sum/all"}]
+    rep = audit.audit_programs(items, backend="docker", seed=0, n_inputs=3)
+    assert rep["audited"] == 0 and rep["unscored"] == 1 and rep["why"] == why
 
 
 def test_passing_rollouts_are_the_judges_passes_joined_with_their_task(tmp_path):

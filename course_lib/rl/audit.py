@@ -88,10 +88,13 @@ def audit_programs(items: Iterable[Mapping[str, Any]], *, backend: str, seed: in
     ``entry_point`` and the task (``family``/``operation``/``filter`` or ``task``); ``backend``: where to
     run them (the judge's other backend: :func:`other_backend`).
 
-    Returns ``{"audited", "agree", "disagree" (keys), "no_spec", "unscored", "backend", "rows"}``: an
+    Returns ``{"audited", "agree", "disagree" (keys), "no_spec", "unscored", "backend", "why", "rows"}``: an
     item without a task specification is counted in ``no_spec`` and not audited; a sandbox failure is
-    ``unscored``. Introduced in lesson 10."""
+    ``unscored``; when ``backend`` does not work here (no Docker daemon answers, say) nothing runs, every
+    item is ``unscored`` and ``why`` says what is missing and how to start it ("" otherwise). Introduced in
+    lesson 10."""
     from course_lib.evaluation.sandbox import run_many
+    from course_lib.evaluation.sandbox.policy import _probe
 
     jobs, rows, no_spec = [], [], 0
     for item in items:
@@ -101,15 +104,19 @@ def audit_programs(items: Iterable[Mapping[str, Any]], *, backend: str, seed: in
             continue
         jobs.append({"code": item["program"], "tests": fresh_tests(spec, item["entry_point"], seed, n_inputs)})
         rows.append({"key": str(item.get("key", "")), "task": "/".join(spec)})
+    works, why = _probe(backend) if jobs else (True, "")
     results = run_many(jobs, workers=workers, progress=False, timeout_s=timeout_s, memory_mb=memory_mb,
-                       backend=backend) if jobs else []
+                       backend=backend) if jobs and works else []
+    if not works:
+        for row in rows:
+            row.update(status="sandbox_error", passed=0, total=0, agrees=None)
     for row, res in zip(rows, results):
         row.update(status=res.status, passed=res.tests_passed, total=res.tests_total,
                    agrees=None if res.status == "sandbox_error" else res.status == "passed")
     scored = [r for r in rows if r["agrees"] is not None]
     return {"audited": len(scored), "agree": sum(r["agrees"] for r in scored),
             "disagree": [r["key"] for r in scored if not r["agrees"]], "no_spec": no_spec,
-            "unscored": len(rows) - len(scored), "backend": backend, "rows": rows}
+            "unscored": len(rows) - len(scored), "backend": backend, "why": "" if works else why, "rows": rows}
 
 
 # --- the rewarded training rollouts ----------------------------------------------------------------------
