@@ -129,7 +129,8 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     path = getattr(config, "_course_groups_file", None)
     if path:
-        Path(path).unlink(missing_ok=True)
+        for leftover in (Path(path), Path(path + ".drill-done")):   # the groups and the drill test's marker
+            leftover.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(optionalhook=True)   # a pytest-xdist hook: unknown without it

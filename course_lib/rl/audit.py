@@ -93,8 +93,7 @@ def audit_programs(items: Iterable[Mapping[str, Any]], *, backend: str, seed: in
     ``unscored``; when ``backend`` does not work here (no Docker daemon answers, say) nothing runs, every
     item is ``unscored`` and ``why`` says what is missing and how to start it ("" otherwise). Introduced in
     lesson 10."""
-    from course_lib.evaluation.sandbox import run_many
-    from course_lib.evaluation.sandbox.policy import _probe
+    from course_lib.evaluation.sandbox import available_backends, run_many
 
     jobs, rows, no_spec = [], [], 0
     for item in items:
@@ -104,7 +103,8 @@ def audit_programs(items: Iterable[Mapping[str, Any]], *, backend: str, seed: in
             continue
         jobs.append({"code": item["program"], "tests": fresh_tests(spec, item["entry_point"], seed, n_inputs)})
         rows.append({"key": str(item.get("key", "")), "task": "/".join(spec)})
-    works, why = _probe(backend) if jobs else (True, "")
+    state = available_backends().get(backend, "ok") if jobs else "ok"    # "ok" or what is missing ("unsafe": no probe)
+    works, why = state == "ok", state
     results = run_many(jobs, workers=workers, progress=False, timeout_s=timeout_s, memory_mb=memory_mb,
                        backend=backend) if jobs and works else []
     if not works:
