@@ -37,7 +37,6 @@ def notebook_records():
     return records_of
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the xdist_group marks it adds
 def pytest_collection_modifyitems(session, config, items):
     """Run unit tests first, then the notebook regression (solutions 00→11, then student notebooks),
     then the tests that read recorded values — so those reuse the regression's executed copies and the

@@ -24,7 +24,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.notebooks]   # part of the regressio
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS = {"TRAIN_SIZE": "--train-size", "EVAL_SIZE": "--eval-size", "SFT_STEPS": "--sft-steps", "RL_STEPS": "--rl-steps"}
-DRILL_TEST = "test_the_regression_drill_runs_from_the_command_line"
 
 
 def command() -> list[str]:
