@@ -34,6 +34,8 @@ Usage::
     PYTHONPATH=$PWD python benchmarks/bench_rl.py                   # 3 seeds x 3 rewards x K 8: 9 RL runs (long)
     PYTHONPATH=$PWD python benchmarks/bench_rl.py --rewards pass --group-sizes 8 16 --json benchmarks/results/bench_rl_k16.json
     PYTHONPATH=$PWD python benchmarks/bench_rl.py --rewards pass --group-sizes 8 16 --same-rollouts   # K 16 at 4 prompts x 16
+    PYTHONPATH=$PWD python benchmarks/bench_rl.py --rewards pass --levers prefilter8 entropy0.2 \
+        --no-plain --reuse benchmarks/results/bench_rl.json --json benchmarks/results/bench_rl_levers.json   # issue 35's levers
     PYTHONPATH=$PWD python benchmarks/bench_rl.py --toy --drill-root DIR --json /tmp/bench_rl_toy.json   # format check
     ... --json benchmarks/results/bench_rl.json  (the default; lesson 10 prints its verdict)
 
@@ -61,6 +63,9 @@ SCOPES = scoreboard.SCOPES                       # both parts and both halves of
 TARGET_HELD_OUT = 0.10
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "bench_rl.json"
 SELECT_PROMPTS = 200
+# issue 35's levers: name -> RLSettings overrides (a config named pass_k8_prefilter8 is pass_k8 with the lever on)
+LEVERS = {"prefilter8": {"prefilter_samples": 8},          # the KAT notes: 8 samples, all-pass/all-fail dropped
+          "entropy0.2": {"top_entropy_quantile": 0.2}}     # TRL's top_entropy_quantile at the paper's value
 TOY = {"steps": 2, "group_size": 2, "eval_rows": 24, "select_prompts": 8, "passk_prompts": 0}
 FORMAT = ("per-prompt outcomes beside the JSON (paths relative to the JSON's folder); comparisons: scope -> the "
           "paired 95 % bootstrap interval over seeds and prompts (course_lib.drill.scoreboard.paired_comparison); "
@@ -145,6 +150,94 @@ def verdict(comparisons: dict[str, dict]) -> dict:
                                                     f"interval above 0, new instances not behind): {why}"}
 
 
+def reused_runs(path: Path, configs: list[str], sft: dict, base_dir: Path) -> list[dict]:
+    """The runs of ``configs`` from an earlier result ``path``, their per-prompt paths made relative to
+    ``base_dir``; refused unless that result's pipeline_sft answered every eval prompt as this run's did (the
+    same start model and eval set), so the reused runs pair with the new ones."""
+    import os
+
+    old = json.loads(path.read_text(encoding="utf-8"))
+    old_base = path.resolve().parent
+
+    def outcomes(rel: str, base: Path) -> list[tuple]:
+        return [(r["id"], r["passed"]) for r in read_per_prompt(base / rel)]
+
+    if outcomes(old["pipeline_sft"]["per_prompt"]["eval"], old_base) != \
+            outcomes(sft["per_prompt"]["eval"], base_dir):
+        raise SystemExit(f"--reuse {path}: its pipeline_sft answered the eval prompts differently from this run's "
+                         "(another start model or eval set): its runs cannot be paired with these; rerun them")
+    out = []
+    for r in old["runs"]:
+        if r["config"] in configs:
+            pp = {k: os.path.relpath(old_base / v, base_dir) for k, v in r["rl"]["per_prompt"].items()}
+            out.append({**r, "rl": {**r["rl"], "per_prompt": pp}, "reused_from": display_path(path)})
+    return out
+
+
+def summarise(runs: list[dict], sft: dict, base_dir: Path, select_prompts: int) -> tuple[dict, str, str]:
+    """Per configuration: RL − SFT with its intervals and the verdict, the mean selection test pass@1, the share of
+    groups without signal and, for a lever, the lever against its configuration without it (seed by seed); then the
+    chosen configuration (:func:`choose`) and the benchmark's verdict line. Prints them."""
+    summary: dict[str, dict] = {}
+    names = list(dict.fromkeys(r["config"] for r in runs))
+    for name in names:
+        mine = [r for r in runs if r["config"] == name]
+        comps = compare_runs(mine, sft, base_dir)
+        sel = [r["rl"].get("selection test pass@1") for r in mine]
+        summary[name] = {**verdict(comps), "selection test pass@1": (sum(sel) / len(sel)) if None not in sel else None,
+                         "groups_without_signal_share": sum(r["groups_without_signal_share"] for r in mine) / len(mine),
+                         "comparisons": comps}
+    for name in names:                 # a lever against its configuration without it, seed by seed
+        plain = name.rsplit("_", 1)[0] if any(name.endswith(f"_{lv}") for lv in LEVERS) else None
+        if plain in summary:
+            by_seed = {r["seed"]: r for r in runs if r["config"] == plain}
+            mine = [r for r in runs if r["config"] == name and r["seed"] in by_seed]
+            a = [read_per_prompt(base_dir / r["rl"]["per_prompt"]["eval"]) for r in mine]
+            b = [read_per_prompt(base_dir / by_seed[r["seed"]]["rl"]["per_prompt"]["eval"]) for r in mine]
+            summary[name]["against"] = {"config": plain, "comparisons": scoreboard.compare_variants(
+                {name: a, plain: b}, name, plain, tuple(f"test pass@1 ({sc})" for sc in SCOPES))}
+    chosen, why = choose(summary, runs, base_dir)
+    text = (f"chosen on the selection split ({select_prompts} training prompts, never an eval prompt): {chosen!r} "
+            f"({why}), which {summary[chosen]['text']}")
+    print("\n".join(f"{k}: {v['text']}" for k, v in summary.items()))
+    print("VERDICT:", text)
+    for name, v in summary.items():
+        if "against" in v:
+            held = v["against"]["comparisons"]["test pass@1 (held-out combinations)"]
+            new_ = v["against"]["comparisons"]["test pass@1 (new instances)"]
+            print(f"{name} - {v['against']['config']}: held-out {held['diff']:+.3f} [{held['low']:+.3f}, "
+                  f"{held['high']:+.3f}], new instances {new_['diff']:+.3f} [{new_['low']:+.3f}, {new_['high']:+.3f}]")
+    return summary, chosen, text
+
+
+def choose(summary: dict, runs: list[dict], base_dir: Path, incumbent: str | None = None) -> tuple[str, str]:
+    """The configuration the profile should use, decided on the selection split alone: the highest mean selection
+    test pass@1 over seeds — unless the profile's own configuration (``incumbent``, default ``pass_k8``) is tied
+    with it: the paired 95 % interval of best − incumbent on the selection split (seeds × prompts) includes 0.
+    Then the profile keeps its configuration (a new default needs evidence). Returns ``(chosen, why)``."""
+    base = rl_settings("ci")
+    incumbent = incumbent or config_name(base.reward, base.group_size)
+    ranked = [n for n in summary if summary[n]["selection test pass@1"] is not None]
+    if not ranked:
+        return next(iter(summary)), "no selection split measured"
+    best = max(ranked, key=lambda n: summary[n]["selection test pass@1"])
+    top = f"selection test pass@1 {summary[best]['selection test pass@1']:.3f}"
+    if best == incumbent or incumbent not in ranked:
+        return best, f"the highest {top}"
+    by_seed = {r["seed"]: r for r in runs if r["config"] == incumbent and r["rl"]["per_prompt"].get("select")}
+    mine = [r for r in runs if r["config"] == best and r["seed"] in by_seed and r["rl"]["per_prompt"].get("select")]
+    if not mine:
+        return best, f"the highest {top} (no paired selection outcomes of {incumbent!r} to compare)"
+    a = [read_per_prompt(base_dir / r["rl"]["per_prompt"]["select"]) for r in mine]
+    b = [read_per_prompt(base_dir / by_seed[r["seed"]]["rl"]["per_prompt"]["select"]) for r in mine]
+    c = scoreboard.paired_comparison(a, b, "test pass@1", best, incumbent)
+    gap = f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]"
+    if c["low"] <= 0:
+        return incumbent, (f"{best!r} has the highest {top}, {gap} over the profile's {incumbent!r} on the selection "
+                           "split: a tie, so the profile's configuration stays")
+    return best, f"the highest {top}, ahead of the profile's {incumbent!r} on the selection split by {gap}"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -167,8 +260,29 @@ def main(argv=None) -> int:
                    help="the ci drill's folder whose pipeline_sft RL starts from (default: the course cache's "
                         "drill/ci), e.g. a seed folder of bench_drill_pipeline.py: .cache/course/drill/"
                         "bench_drill_pipeline/fp32/seed0")
+    p.add_argument("--levers", nargs="+", choices=sorted(LEVERS), default=[],
+                   help="also run each configuration with these levers on (issue 35): " +
+                        "; ".join(f"{k}: {v}" for k, v in LEVERS.items()))
+    p.add_argument("--no-plain", action="store_true", help="with --levers: run only the lever configurations")
+    p.add_argument("--reuse", type=Path, nargs="+", default=[],
+                   help="result JSONs of this benchmark whose runs join this one (not trained again): their pipeline_sft "
+                        "per-prompt outcomes must equal this run's (the same start model); --reuse-configs picks them")
+    p.add_argument("--reuse-configs", nargs="+", default=["pass_k8"])
+    p.add_argument("--resummarise", action="store_true",
+                   help="train nothing: recompute --json's summary, chosen configuration and verdict from its runs and "
+                        "per-prompt files, and write it back")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = p.parse_args(argv)
+    if args.resummarise:
+        old = json.loads(args.json.read_text(encoding="utf-8"))
+        summary, chosen, text = summarise(old["runs"], old["pipeline_sft"], args.json.parent,
+                                          old["selection"]["prompts"])
+        old.update(summary={k: {kk: vv for kk, vv in v.items() if kk != "text"} | {"verdict": v["text"]}
+                            for k, v in summary.items()}, chosen=chosen, verdict=text)
+        old["selection"]["chosen"] = chosen
+        args.json.write_text(json.dumps(old, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+        return 0
     if args.toy:
         if args.json.resolve().parent == DEFAULT_JSON.parent:
             raise SystemExit("--toy writes a toy result: give it a --json outside benchmarks/results")
@@ -197,14 +311,20 @@ def main(argv=None) -> int:
     sft = measure(start, evals, select, base_settings, args.passk_prompts,
                   {"eval": files / "pipeline_sft.jsonl", "select": files / "select_pipeline_sft.jsonl"}, base_dir)
     print(f"pipeline SFT: test pass@1 {sft['test pass@1']}, selection {sft.get('selection test pass@1')}", flush=True)
-    runs = []
+    runs: list[dict] = []
+    for path in args.reuse:        # the first file that has a (configuration, seed) gives it
+        runs += [r for r in reused_runs(path, args.reuse_configs, sft, base_dir)
+                 if not any((x["config"], x["seed"]) == (r["config"], r["seed"]) for x in runs)]
+    variants = ([] if args.no_plain and args.levers else [None]) + list(args.levers)
     for k in group_sizes:
         prompts = prompts_for(k, args.same_rollouts)
         for reward in args.rewards:
-            for seed in args.seeds:
-                name = config_name(reward, k, prompts)
+            for lever, seed in ((lv, sd) for lv in variants for sd in args.seeds):
+                name = config_name(reward, k, prompts) + (f"_{lever}" if lever else "")
+                if any(r["config"] == name and r["seed"] == seed for r in runs):
+                    continue                       # reused from --reuse
                 s = rl_settings("ci", steps=args.steps, group_size=k, reward=reward, seed=seed,
-                                prompts_per_step=prompts)
+                                prompts_per_step=prompts, **(LEVERS[lever] if lever else {}))
                 res = train_grpo(start, rows, hidden, out_root / f"{name}_seed{seed}", s, log=lambda m: None)
                 log = json.loads(Path(res["train_log"]).read_text())
                 after = measure(res["model_path"], evals, select, s, args.passk_prompts,
@@ -212,29 +332,21 @@ def main(argv=None) -> int:
                                  "select": files / f"seed{seed}" / f"select_{name}.jsonl"}, base_dir)
                 diff = {part: after["test pass@1"][part] - sft["test pass@1"][part] for part in after["test pass@1"]}
                 no_signal = sum(r["groups_without_signal"] for r in log) / max(1, sum(r.get("groups", 0) for r in log))
-                runs.append({"config": name, "reward": reward, "group_size": k, "seed": seed,
-                             "prompts_per_step": s.prompts_per_step,
+                pre = res.get("prefilter")
+                runs.append({"config": name, "reward": reward, "group_size": k, "seed": seed, "lever": lever,
+                             "prompts_per_step": s.prompts_per_step, "prefilter": pre,
                              "train_seconds": res["seconds"], "steps": res["steps"], "rl": after, "diff": diff,
                              "groups_without_signal_share": no_signal,
                              "rollout_pass_rate_first_last": [log[0]["pass_rate"], log[-1]["pass_rate"]]})
                 print(f"{name:<12} seed {seed}: RL test pass@1 {after['test pass@1']}, selection "
-                      f"{after.get('selection test pass@1')}; {res['seconds']:.0f} s training; "
-                      f"{no_signal:.0%} groups without signal", flush=True)
-    summary = {}
-    for name in dict.fromkeys(r["config"] for r in runs):
-        mine = [r for r in runs if r["config"] == name]
-        comps = compare_runs(mine, sft, base_dir)
-        sel = [r["rl"].get("selection test pass@1") for r in mine]
-        summary[name] = {**verdict(comps), "selection test pass@1": (sum(sel) / len(sel)) if None not in sel else None,
-                         "groups_without_signal_share": sum(r["groups_without_signal_share"] for r in mine) / len(mine),
-                         "comparisons": comps}
-    ranked = [n for n in summary if summary[n]["selection test pass@1"] is not None]
-    chosen = max(ranked, key=lambda n: summary[n]["selection test pass@1"]) if ranked else next(iter(summary))
-    text = (f"chosen on the selection split ({len(select)} training prompts, never an eval prompt): {chosen!r} "
-            f"(selection test pass@1 {summary[chosen]['selection test pass@1']}), which {summary[chosen]['text']}")
-    print("\n".join(f"{k}: {v['text']}" for k, v in summary.items()))
-    print("VERDICT:", text)
+                      f"{after.get('selection test pass@1')}; {res['seconds']:.0f} s training"
+                      + (f" + {pre['seconds']:.0f} s prefilter ({pre['kept']} of {pre['sampled_prompts']} sampled "
+                         f"prompts kept, {pre['all_pass']} all pass, {pre['all_fail']} all fail)" if pre else "")
+                      + f"; {no_signal:.0%} groups without signal", flush=True)
+    summary, chosen, text = summarise(runs, sft, base_dir, len(select))
     result = {"date": time.strftime("%Y-%m-%d"), "profile": "ci", "toy": args.toy, "format": FORMAT,
+              "levers": {k: LEVERS[k] for k in args.levers},
+              "reused": {"json": [display_path(x) for x in args.reuse], "configs": args.reuse_configs} if args.reuse else None,
               "seeds": args.seeds, "rewards": list(args.rewards), "group_sizes": group_sizes,
               "same_rollouts": args.same_rollouts,
               "settings": base_settings.as_dict(), "target_held_out": TARGET_HELD_OUT,

@@ -316,6 +316,9 @@ _CI: dict[str, dict[str, Any]] = {
         "judge_memory_mb": 128,         # per judged program (the judge's time limit: judge_timeout_s)
         "passk_samples": 8,             # lesson 10's pass@k: K answers sampled per eval prompt ...
         "passk_temperature": 1.0,       # ... at this temperature
+        # issue 35's levers, measured by benchmarks/bench_rl.py (docs/rl.md, "Levers"); off here
+        "top_entropy_quantile": 1.0,    # TRL: policy loss on the top-q tokens by entropy (0.2: the paper's value)
+        "prefilter_samples": 0,         # K samples per prompt before RL, all-pass/all-fail dropped (the KAT notes: 8)
         # vLLM generation (use_vllm: full) with TRL's train/inference importance-sampling correction: token-level
         # masking outside [clip_min, clip_max] (IcePop-style); not read while use_vllm is off
         "vllm_gpu_memory_utilization": 0.3,     # the GPU share of the colocated vLLM engine
@@ -490,7 +493,7 @@ _FULL: dict[str, dict[str, Any]] = {
         "num_iterations": 1, "lr_scheduler_type": "constant", "warmup_steps": 0, "max_grad_norm": 1.0,
         "beta": 0.0, "epsilon": 0.2, "epsilon_high": 0.28, "loss_type": "dapo", "scale_rewards": "group",
         "temperature": 1.0, "mask_truncated_completions": False, "judge_memory_mb": 128,
-        "passk_samples": 8, "passk_temperature": 1.0,
+        "passk_samples": 8, "passk_temperature": 1.0, "top_entropy_quantile": 1.0, "prefilter_samples": 0,
         "vllm_gpu_memory_utilization": 0.3, "vllm_importance_sampling_correction": True,
         "vllm_importance_sampling_mode": "token_mask", "vllm_importance_sampling_clip_min": 0.5,
         "vllm_importance_sampling_clip_max": 2.0,

@@ -613,3 +613,14 @@ def test_cli_rl_options(tmp_path, capsys):
         build_parser().parse_args(["--rl-reward", "exec"])
     assert main(["--root", str(tmp_path), "--only-step", "rl", "--rl-group-size", "1", "--quiet"]) == 1
     assert "group_size" in capsys.readouterr().err
+    # issue 35's levers: off by default and out of step 6's cache key there; named, in the settings and the key
+    from course_lib.rl.drill_step import _rl_config
+
+    plain = config_from_args(build_parser().parse_args(["--root", str(tmp_path)]))
+    lever = config_from_args(build_parser().parse_args(["--root", str(tmp_path), "--rl-prefilter-samples", "8",
+                                                        "--rl-top-entropy-quantile", "0.2"]))
+    s = drill_rl_settings(lever)
+    assert (s.prefilter_samples, s.top_entropy_quantile) == (8, 0.2)
+    assert (drill_rl_settings(plain).prefilter_samples, drill_rl_settings(plain).top_entropy_quantile) == (0, 1.0)
+    assert not {"prefilter_samples", "top_entropy_quantile"} & set(_rl_config(plain)["settings"])
+    assert {"prefilter_samples", "top_entropy_quantile"} <= set(_rl_config(lever)["settings"])

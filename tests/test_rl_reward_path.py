@@ -113,6 +113,7 @@ TRL_FIELDS = {
     "max_completion_length": (("max_completion_length",), 33),
     "mask_truncated_completions": (("mask_truncated_completions",), True), "seed": (("seed", "data_seed"), 11),
     "bf16": (("bf16",), True), "use_cpu": (("use_cpu",), False),
+    "top_entropy_quantile": (("top_entropy_quantile",), 0.2),
 }
 VLLM_FIELDS = {"vllm_mode": "server", "vllm_gpu_memory_utilization": 0.41, "vllm_importance_sampling_correction": False,
                "vllm_importance_sampling_mode": "sequence_mask", "vllm_importance_sampling_clip_min": 0.3,
@@ -133,7 +134,8 @@ def test_every_field_the_settings_builder_passes_comes_from_the_settings():
         assert trl_config(dataclasses.replace(on, **{field: value}), "/x")[field] == value, field
     known = set(TRL_FIELDS) | set(VLLM_FIELDS) | {"use_vllm"}
     not_trl = {"reward", "threads", "omp_wait_policy", "judge_workers", "judge_timeout_s", "judge_memory_mb",
-               "sandbox_backend", "sandbox_configured", "worker_timeout_s", "passk_samples", "passk_temperature", "passk_batch_size"}
+               "sandbox_backend", "sandbox_configured", "worker_timeout_s", "passk_samples", "passk_temperature", "passk_batch_size",
+               "prefilter_samples"}
     assert {f.name for f in dataclasses.fields(RLSettings)} - known - not_trl == set(), "a setting no test covers"
 
 

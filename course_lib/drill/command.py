@@ -143,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pass: 1 when all hidden tests pass; fraction: share of tests passed; lecture: the "
                         "lecture's calculate_reward (-1 syntax error, -0.5 runtime error, else the share passed)")
 
+    g.add_argument("--rl-prefilter-samples", type=int, default=None, metavar="K",
+                   help="the KAT notes' filter before RL: K samples per training prompt from pipeline_sft, prompts "
+                        "whose samples all pass or all fail dropped (0: off, the profile's default; docs/rl.md)")
+    g.add_argument("--rl-top-entropy-quantile", type=float, default=None, metavar="Q",
+                   help="TRL's top_entropy_quantile: the policy loss keeps the top-Q tokens by entropy (1.0: all, "
+                        "the profile's default; 0.2: the paper's value)")
+
     g = p.add_argument_group("inference (vLLM in both profiles; ci defaults scaled to the tiny model)")
     g.add_argument("--vllm-max-model-len", type=int, default=None, help="vLLM max_model_len (4096; ci 2048)")
     g.add_argument("--vllm-gpu-memory-utilization", type=float, default=None,
@@ -189,7 +196,8 @@ def config_from_args(args: argparse.Namespace):
         overrides["ablations"] = tuple(ABLATIONS) if names == ["all"] else tuple(names)
     if args.data_files:
         overrides.update(source="local", data_files=args.data_files)
-    rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward}
+    rl = {"steps": args.rl_steps, "group_size": args.rl_group_size, "reward": args.rl_reward,
+          "prefilter_samples": args.rl_prefilter_samples, "top_entropy_quantile": args.rl_top_entropy_quantile}
     use_rl = bool(P.rl.in_drill) and not args.no_rl
     if use_rl and language != "python":   # step 6 is Python-only: say so, and run steps 1-5
         if args.only_step and any(s.strip() in ("rl", "6") for s in args.only_step.split(",")):

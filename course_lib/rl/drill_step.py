@@ -38,6 +38,9 @@ _RUNTIME_ONLY = ("threads", "judge_workers", "worker_timeout_s", "omp_wait_polic
 # ... and the profile's sandbox.backend, which the key has through the profile's name (it keeps the backend
 # named for the run, sandbox_backend, as it always has)
 _NOT_IN_KEY = (*_RUNTIME_ONLY, "sandbox_configured")
+# issue 35's levers, added after step 6 was first cached: at their off value they change nothing, so they stay out
+# of the key there (a cached step 6 stays valid); switched on, they are part of it
+_LEVERS_OFF = {"top_entropy_quantile": 1.0, "prefilter_samples": 0}
 
 
 def drill_rl_settings(cfg: DrillConfig):
@@ -82,7 +85,8 @@ def _rl_config(cfg: DrillConfig) -> dict:
     s = drill_rl_settings(cfg).as_dict()
     return {"start": sha_or_none(cfg.paths.model_record("pipeline_sft")), "rows": sha_or_none(cfg.paths.codegen_json),
             "tests": sha_or_none(cfg.paths.train_json), "profile": cfg.profile.name,
-            "settings": {k: v for k, v in s.items() if k not in _NOT_IN_KEY}}
+            "settings": {k: v for k, v in s.items()
+                         if k not in _NOT_IN_KEY and not (k in _LEVERS_OFF and v == _LEVERS_OFF[k])}}
 
 
 def _train(cfg: DrillConfig, conf: dict) -> dict[str, Any]:
@@ -97,7 +101,7 @@ def _train(cfg: DrillConfig, conf: dict) -> dict[str, Any]:
                          train_log_path=cfg.paths.output_for("rl") / "train_log.json")
     except RLUnavailable as exc:
         raise StepOutputError(f"rl: {exc}") from exc
-    keep = ("steps", "prompts", "dropped", "rollouts", "rounds", "sandbox_runs", "seconds", "cpu_seconds",
+    keep = ("steps", "prompts", "dropped", "prefilter", "rollouts", "rounds", "sandbox_runs", "seconds", "cpu_seconds",
             "generate_seconds", "judge_seconds", "steps_per_s", "versions", "settings", "first", "last")
     record = {"model_path": res["model_path"], "base_model": start, "rows": res["prompts"],
               "train_log": res["train_log"], "rl": {k: res.get(k) for k in keep}}

@@ -82,6 +82,9 @@ class RLSettings:
     passk_samples: int                    # lesson 10's pass@k: K samples per eval prompt
     passk_temperature: float
     passk_batch_size: int                 # prompts per generate() call
+    top_entropy_quantile: float           # TRL: the policy loss keeps the top-q tokens by entropy (1.0: every token)
+    prefilter_samples: int                # the KAT notes' filter: K samples per prompt before RL, all-pass and
+                                          # all-fail prompts dropped (course_lib.rl.prefilter); 0: off
     # the profile's seed
     seed: int
     # named constants (implementation details, each with its reason above)
@@ -103,6 +106,11 @@ class RLSettings:
         if self.group_size < 2:
             raise ValueError("a group needs at least 2 rollouts (group_size >= 2): its advantage is the reward "
                              "minus the group's mean")
+        if not 0.0 <= float(self.top_entropy_quantile) <= 1.0:
+            raise ValueError(f"top_entropy_quantile must lie in [0, 1] (1.0: every token), got {self.top_entropy_quantile!r}")
+        if int(self.prefilter_samples) == 1 or int(self.prefilter_samples) < 0:
+            raise ValueError(f"prefilter_samples must be 0 (off) or >= 2 (one sample cannot be mixed), got "
+                             f"{self.prefilter_samples!r}")
         if not (0 <= self.epsilon < 1 and self.epsilon_high >= 0):
             raise ValueError(f"clip sides must be 0 <= epsilon < 1 and epsilon_high >= 0, got "
                              f"{self.epsilon}, {self.epsilon_high}")
@@ -153,6 +161,7 @@ def trl_config(settings: RLSettings, output_dir: str) -> dict[str, Any]:
         "learning_rate": s.learning_rate, "lr_scheduler_type": s.lr_scheduler_type, "warmup_steps": s.warmup_steps,
         "max_grad_norm": s.max_grad_norm, "beta": s.beta, "epsilon": s.epsilon, "epsilon_high": s.epsilon_high,
         "loss_type": s.loss_type, "scale_rewards": s.scale_rewards, "temperature": s.temperature,
+        "top_entropy_quantile": s.top_entropy_quantile,
         "max_completion_length": s.max_completion_length, "mask_truncated_completions": s.mask_truncated_completions,
         "seed": s.seed, "data_seed": s.seed, "bf16": s.bf16, "fp16": False, "use_cpu": s.use_cpu,
         "logging_steps": 1, "save_strategy": "no", "report_to": "none", "push_to_hub": False,

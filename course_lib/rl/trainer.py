@@ -161,14 +161,17 @@ class _Worker:
 def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_tests: Mapping[int, Mapping[str, Any]],
                out_dir: str | Path, settings: RLSettings | None = None, *,
                log: logging.Logger | Callable[[str], Any] | None = None,
-               train_log_path: str | Path | None = None) -> dict[str, Any]:
+               train_log_path: str | Path | None = None,
+               prefilter_cache: str | Path | None = None) -> dict[str, Any]:
     """Train ``model_dir`` with group-relative policy optimisation on ``rows``' prompts; rewards from the
     course sandbox running each row's hidden tests (``hidden_tests``: ``idx`` → record with ``tests``,
     ``signature``). See the module docstring for the protocol and the outputs; ``train_log_path`` puts
     ``train_log.json`` elsewhere (the drill: ``output/rl/train_log.json`` beside the other variants'
-    outputs, the model in ``models/rl``).
+    outputs, the model in ``models/rl``). With ``settings.prefilter_samples`` (K > 0) the prompts first go through
+    :func:`course_lib.rl.prefilter.prefilter_prompts` (the KAT notes' all-pass/all-fail filter, K samples each from
+    ``model_dir``), cached in ``prefilter_cache`` (default: ``<out_dir>/../rl_prefilter/<model>_k<K>_seed<seed>.json``).
 
-    Returns ``{"model_path", "train_log", "steps", "prompts", "dropped", "rollouts", "seconds",
+    Returns ``{"model_path", "train_log", "steps", "prompts", "dropped", "prefilter", "rollouts", "seconds",
     "cpu_seconds", "steps_per_s", "worker", "versions", "settings", ...}`` (also written to
     ``<out_dir>/rl_result.json``). Raises :class:`RLUnavailable` when the TRL environment is missing or
     the trainer fails (with the end of its stderr). Introduced in lesson 10.
@@ -184,6 +187,21 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
     if len(prompts) < settings.prompts_per_step:
         raise ValueError(f"{len(prompts)} training rows have hidden tests and a signature (left out: {dropped}); "
                          f"one step needs {settings.prompts_per_step} prompts")
+    prefilter: dict[str, Any] | None = None
+    if settings.prefilter_samples:        # the KAT notes' filter: drop prompts whose K samples all pass or all fail
+        from course_lib.rl.prefilter import model_fingerprint, prefilter_prompts
+
+        pool = len(prompts)
+        cache = Path(prefilter_cache) if prefilter_cache else (
+            Path(out_dir).resolve().parent / "rl_prefilter" /
+            f"{model_fingerprint(model_dir)}_k{settings.prefilter_samples}_seed{settings.seed}.json")
+        prompts, prefilter = prefilter_prompts(model_dir, prompts, settings,
+                                               needed=settings.steps * settings.prompts_per_step,
+                                               cache_path=cache, log=lambda m: _say(log, m))
+        if len(prompts) < settings.prompts_per_step:
+            raise ValueError(f"the prefilter kept {len(prompts)} of {pool} prompts (all pass {prefilter['all_pass']}, "
+                             f"all fail {prefilter['all_fail']}); one step needs {settings.prompts_per_step}: turn "
+                             f"prefilter_samples off or start from a model whose samples are mixed")
     out_dir.mkdir(parents=True, exist_ok=True)
     model_out = out_dir / "model"
     if model_out.exists():
@@ -268,6 +286,7 @@ def train_grpo(model_dir: str | Path, rows: Sequence[Mapping[str, Any]], hidden_
         "model_path": str(model_out), "start_model": str(model_dir), "train_log": str(log_path),
         "rollouts_file": str(rollouts_path),
         "steps": len(records), "prompts": len(prompts), "dropped": dropped,
+        "prefilter": {k: v for k, v in prefilter.items() if k != "kept_keys"} if prefilter else None,
         "rollouts": sum(r["rollouts"] for r in rounds), "rounds": len(rounds),
         "sandbox_runs": sum(r["unique_programs"] for r in rounds),
         "seconds": round(seconds, 2), "cpu_seconds": round(cpu_worker + cpu_judge, 2),
