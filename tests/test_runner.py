@@ -185,6 +185,12 @@ def test_the_kernel_rewrites_asserts_to_show_values():
         result = shell.run_cell("a, b = 3, 4\nassert a + 1 > b", silent=True)
         assert isinstance(result.error_in_exec, AssertionError)
         assert "assert (3 + 1) > 4" in str(result.error_in_exec), str(result.error_in_exec)
+        # a cell that starts with a comment: pytest's added imports once ended before they started, and IPython
+        # refused the whole cell ("AST node line range (2, 1) is not valid") before running any of it
+        ok = shell.run_cell("# a comment first\nx = 1\nif x:\n    assert x == 1, x\n", silent=True)
+        assert ok.error_before_exec is None and ok.error_in_exec is None, (ok.error_before_exec, ok.error_in_exec)
+        bad = shell.run_cell("# a comment first\nx = 1\nif x:\n    assert x == 2, x\n", silent=True)
+        assert isinstance(bad.error_in_exec, AssertionError) and "assert 1 == 2" in str(bad.error_in_exec)
     finally:
         InteractiveShell.clear_instance()
 

@@ -31,7 +31,22 @@ class RewriteAsserts(ast.NodeTransformer):
         except ImportError:          # no pytest: plain asserts
             return node
         rewrite_asserts(node, b"")
+        _fix_line_ranges(node)
         return node
+
+
+def _fix_line_ranges(tree: ast.AST) -> None:
+    """pytest places the imports it adds at the first statement's line without an end; IPython then fills the
+    missing end from the module (line 1), so a cell that starts with a comment gets nodes that end before they
+    start, which the compiler refuses ("AST node line range (2, 1) is not valid"). End such nodes where they start."""
+    for n in ast.walk(tree):
+        start = getattr(n, "lineno", None)
+        if start is None or "end_lineno" not in n._attributes:
+            continue
+        end = getattr(n, "end_lineno", None)
+        if end is None or end < start:
+            n.end_lineno = start
+            n.end_col_offset = getattr(n, "col_offset", 0) or 0
 
 
 def enable(shell=None) -> bool:
