@@ -29,14 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
 from course_lib import drill
 from course_lib.drill import scoreboard
 from course_lib.drill.config import default_root
-from course_lib.drill.evaluate import PER_PROMPT_FILE
 from course_lib.drill.outputs import DrillPaths, setup_logging
 from course_lib.paths import display_path
 
@@ -70,14 +68,8 @@ def run_one(language: str, seed: int, sizes: dict, root: Path, per_prompt_to: Pa
     if not m:
         raise SystemExit(f"{language}: no evaluated variant in {display_path(cfg.paths.output_dir)}")
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text(encoding="utf-8"))
-    where = {}
-    for v in VARIANTS:
-        src = cfg.paths.output_for(v) / PER_PROMPT_FILE
-        if v in m and src.exists():
-            dst = per_prompt_to / language / f"seed{seed}" / f"{v}.jsonl"
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            where[v] = dst.relative_to(per_prompt_to.parent).as_posix()
+    where = scoreboard.save_benchmark_per_prompt(cfg, [v for v in VARIANTS if v in m],
+                                                 per_prompt_to / language / f"seed{seed}", per_prompt_to.parent)
     if read_from is not None:
         return {"language": language, "seed": seed, "per_prompt": where, "read_from": display_path(read_from),
                 "step_seconds": {k: s.get("seconds") for k, s in manifest["steps"].items()},

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import time
 from pathlib import Path
@@ -45,7 +44,6 @@ from pathlib import Path
 from course_lib import drill
 from course_lib.drill import scoreboard
 from course_lib.drill.config import default_root
-from course_lib.drill.evaluate import PER_PROMPT_FILE
 from course_lib.drill.outputs import DrillPaths, setup_logging
 from course_lib.drill.taskgen import HOLDOUT_HALVES
 from course_lib.training import sft
@@ -78,14 +76,8 @@ def run_seed(seed: int, precision: str, root: Path, per_prompt_to: Path, toy: bo
     m = drill.load_metrics(cfg)
     manifest = json.loads((cfg.paths.output_dir / "run_manifest.json").read_text(encoding="utf-8"))
     funnel = json.loads((cfg.paths.data_dir / "codegen_funnel.json").read_text(encoding="utf-8"))
-    where = {}
-    for v in VARIANTS:
-        src = cfg.paths.output_for(v) / PER_PROMPT_FILE
-        if v in m and src.exists():
-            dst = per_prompt_to / precision / f"seed{seed}" / f"{v}.jsonl"
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            where[v] = dst.relative_to(per_prompt_to.parent).as_posix()
+    where = scoreboard.save_benchmark_per_prompt(cfg, [v for v in VARIANTS if v in m],
+                                                 per_prompt_to / precision / f"seed{seed}", per_prompt_to.parent)
     return {"seed": seed, "per_prompt": where, "seconds": round(time.monotonic() - t0, 1),
             "cpu_seconds": round(c1.user + c1.system + c1.children_user + c1.children_system
                                  - c0.user - c0.system - c0.children_user - c0.children_system, 1),

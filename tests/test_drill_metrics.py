@@ -259,3 +259,30 @@ def test_greedy_test_pass1_returns_each_prompts_outcome_and_the_halves(monkeypat
     assert (out[f"held-out: {half0}"], out[f"held-out: {half1}"]) == (1.0, 0.0)
     assert [(p["id"], p["part"], p["half"], p["passed"]) for p in out["per_prompt"]] == [
         (1, "new instances", "", True), (2, "held-out combinations", half0, True), (3, "held-out combinations", half1, False)]
+
+
+def test_a_benchmarks_per_prompt_files_round_trip(tmp_path):
+    """What a benchmark copies out of a drill folder (save_benchmark_per_prompt) is what it reads back
+    (benchmark_per_prompt); a variant without step 5's file is left out, and a missing copy is named."""
+    from course_lib.drill import scoreboard
+    from course_lib.drill.evaluate import PER_PROMPT_FILE
+    from course_lib.drill.outputs import DrillPaths, write_per_prompt
+
+    paths = DrillPaths.under(tmp_path / "drill")
+    recs = [{"id": 1, "part": "new instances", "half": "", "passed": True},
+            {"id": 2, "part": "held-out combinations", "half": "pair never trained", "passed": False}]
+    write_per_prompt(recs, paths.output_for("pipeline_sft") / PER_PROMPT_FILE)
+
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+    cfg.paths = paths
+    results_dir = tmp_path / "results"
+    where = scoreboard.save_benchmark_per_prompt(cfg, ["base", "pipeline_sft"], results_dir / "bench" / "seed0",
+                                                 results_dir)
+    assert where == {"pipeline_sft": "bench/seed0/pipeline_sft.jsonl"}
+    assert scoreboard.benchmark_per_prompt([{"seed": 0, "per_prompt": where}], "pipeline_sft", results_dir) == [recs]
+    (results_dir / where["pipeline_sft"]).unlink()
+    with pytest.raises(FileNotFoundError, match="pipeline_sft, seed 0"):
+        scoreboard.benchmark_per_prompt([{"seed": 0, "per_prompt": where}], "pipeline_sft", results_dir)

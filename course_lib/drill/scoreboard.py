@@ -317,3 +317,24 @@ def benchmark_per_prompt(results: list[Mapping[str, Any]], variant: str, base_di
                                     "is missing; rerun the benchmark")
         out.append(read_per_prompt(full))
     return out
+
+
+def save_benchmark_per_prompt(cfg, variants, dest, base_dir) -> dict[str, str]:
+    """Copy each variant's per-prompt outcomes (step 5's ``per_prompt.jsonl`` in the drill folder of ``cfg``) to
+    ``dest/<variant>.jsonl``. Returns ``{variant: path relative to base_dir}`` — what a benchmark records as
+    ``results[i]["per_prompt"]`` and :func:`benchmark_per_prompt` reads back; a variant without the file is left
+    out. Introduced in lesson 07."""
+    import shutil
+    from pathlib import Path
+
+    from course_lib.drill.evaluate import PER_PROMPT_FILE
+
+    where = {}
+    for v in variants:
+        src = cfg.paths.output_for(v) / PER_PROMPT_FILE
+        if src.exists():
+            dst = Path(dest) / f"{v}.jsonl"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            where[v] = dst.relative_to(base_dir).as_posix()
+    return where
