@@ -615,8 +615,10 @@ if ci_bench is None:
     print("no recorded benchmark at the profile's sizes: python benchmarks/bench_drill_languages.py --read python=DIR cpp=DIR "
           "--json benchmarks/results/bench_drill_languages_ci.json")
 else:
+    cpp_steps = next(r["step_seconds"] for r in ci_bench["results"] if r["language"] == "cpp")
     print(f"benchmark {ci_bench['date']} ({ci_bench['cpu']}, {ci_bench['precision']}), the profile's sizes "
-          f"{ci_bench['results'][0]['settings']}, seed {ci_bench['seeds']}:")
+          f"{ci_bench['results'][0]['settings']}, seed {ci_bench['seeds']}; the C++ drill's steps 1-5 took "
+          f"{sum(v for k, v in cpp_steps.items() if k != 'rl' and v) / 60:.1f} min from an empty folder:")
     bench_rows = [{"language": r["language"], "variant": v, **{SHORT.get(m, m): vals.get(m) for m in METRICS}}
                   for r in ci_bench["results"] for v, vals in r["metrics"].items()]
     display(pd.DataFrame(bench_rows).set_index(["language", "variant"]).round(3))
