@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from course_lib.drill.config import DrillConfig, Need, RunState, Step
 from course_lib.drill.outputs import (
+    PER_PROMPT_FILE,
     StepOutputError,
     atomic_write_text,
     log,
@@ -428,7 +429,6 @@ REPORT_COLUMNS = ["id", "task", "eval_part", "holdout_half", "category", "sandbo
                   "defines_entry_point", "answer_chars"]
 
 
-PER_PROMPT_FILE = "per_prompt.jsonl"
 
 
 def per_prompt_outcomes(rows: Sequence[dict]) -> list[dict]:

@@ -238,6 +238,9 @@ def read_json_output(path: str | Path, step: str) -> Any:
         raise StepOutputError(f"{path} is not valid JSON ({exc}); rerun the {step!r} step with --force") from None
 
 
+PER_PROMPT_FILE = "per_prompt.jsonl"      # step 5's per-prompt outcomes in each variant's output folder
+
+
 def write_per_prompt(records: Sequence[dict], path: str | Path, config: dict | None = None) -> Path:
     """Write per-prompt records (:func:`course_lib.drill.evaluate.per_prompt_outcomes`) as JSON lines
     (atomically; with a completion marker when ``config`` is given). Introduced in lesson 07."""

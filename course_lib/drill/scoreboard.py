@@ -327,7 +327,7 @@ def save_benchmark_per_prompt(cfg, variants, dest, base_dir) -> dict[str, str]:
     import shutil
     from pathlib import Path
 
-    from course_lib.drill.evaluate import PER_PROMPT_FILE
+    from course_lib.drill.outputs import PER_PROMPT_FILE
 
     where = {}
     for v in variants:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -68,6 +69,12 @@ _SETUP_NODES = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDe
                 ast.AnnAssign, ast.AugAssign, ast.Pass, ast.Global, ast.Nonlocal)
 
 
+# CPython 3.11's ast module counts its recursion depth in state shared by all threads, so two threads building AST
+# objects at once can raise "SystemError: AST constructor recursion depth mismatch" (seen in a clean-clone CI run:
+# one HumanEval canonical solution judged as sandbox_error). The judge's worker threads parse through this lock.
+_AST_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=4096)
 def is_planned_test(source: str) -> bool:
     """Whether one test item is a test (counted before the run) or a setup line: an item is setup when
@@ -75,7 +82,8 @@ def is_planned_test(source: str) -> bool:
     an ``assert``, a call such as HumanEval's ``check(candidate)``, a loop — is a test. A source that
     does not parse counts as a test. Introduced in lesson 06."""
     try:
-        body = ast.parse(source).body
+        with _AST_LOCK:
+            body = ast.parse(source).body
     except (SyntaxError, ValueError):
         return True
     return not all(isinstance(n, _SETUP_NODES) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
