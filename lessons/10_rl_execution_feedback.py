@@ -456,7 +456,7 @@ if RL_READY:
 
 # %% slideshow={"slide_type": "subslide"}
 levers_path = repo_root() / "benchmarks" / "results" / "bench_rl_levers.json"
-levers_cmd = ("python benchmarks/bench_rl.py --rewards pass --levers prefilter8 entropy0.2 --no-plain "
+levers_cmd = ("python benchmarks/bench_rl.py --rewards pass --levers prefilter8 entropy0.2 --no-plain --passk-prompts 0 "
               "--reuse benchmarks/results/bench_rl.json --json benchmarks/results/bench_rl_levers.json")
 levers = json.loads(levers_path.read_text()) if levers_path.exists() else None
 if levers is None:
