@@ -18,22 +18,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import time
 
 from course_lib.profiles import get_profile
 from course_lib.training import fim, fim_probe, tinymodel
-
-
-def cpu_kind() -> str:
-    """``AVX-512 BF16`` / ``AVX-512`` / ``AVX2`` / the machine name: what decides the fp32 kernels."""
-    try:
-        flags = set(next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split())
-    except (OSError, StopIteration):
-        return platform.machine()
-    if "avx512_bf16" in flags:
-        return "AVX-512 BF16"
-    return "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else platform.machine())
+from course_lib.training.sft import cpu_kind
 
 
 def run_seed(profile: str, seed: int, n: int) -> dict:

@@ -152,13 +152,42 @@ def test_ablations_are_off_by_default():
     assert cfg.ablations == () and not set(cfg.variants()) & set(config.ABLATIONS)
 
 
-def test_paired_bootstrap():
-    a = {(s, i): i % 2 == 0 for s in range(3) for i in range(100)}
-    same = ablations.paired_bootstrap(a, a, rounds=200)
-    assert same["diff"] == same["low"] == same["high"] == 0 and same["n"] == 300 and same["seeds"] == 3
-    better = {k: True for k in a}
-    c = ablations.paired_bootstrap(better, a, rounds=500)
-    assert c["diff"] == pytest.approx(0.5) and 0.4 < c["low"] < 0.5 < c["high"] < 0.6
+def test_the_benchmark_compares_each_variant_with_raw_sft_by_prompt_and_says_which_has_no_model(tmp_path):
+    """bench_drill_ablations.compare: per eval scope (the parts and the held-out halves) each variant − raw SFT from
+    the recorded per-prompt files, paired prompt by prompt with the course's interval; a variant left out in a
+    seed carries the reason instead of numbers."""
+    from benchmarks.bench_drill_ablations import compare
+    from course_lib.drill.outputs import write_per_prompt
+
+    half0, half1 = taskgen.HOLDOUT_HALVES
+
+    def recs(passed):
+        return [{"id": i, "part": "new instances" if i < 40 else "held-out combinations",
+                 "half": "" if i < 40 else (half0 if i < 60 else half1), "passed": p} for i, p in enumerate(passed)]
+
+    results = []
+    for seed in (0, 1):
+        where = {}
+        for v, passed in {"raw_sft": [i % 4 == 0 for i in range(80)],
+                          "pipeline_sft": [True] * 80,
+                          "raw_code": [i % 4 == 0 or i % 4 == 1 for i in range(80)]}.items():
+            write_per_prompt(recs(passed), tmp_path / f"seed{seed}" / f"{v}.jsonl")
+            where[v] = f"seed{seed}/{v}.jsonl"
+        results.append({"seed": seed, "per_prompt": where, "variants": {
+            "raw_sft": {"metrics": {}}, "pipeline_sft": {"metrics": {}}, "raw_code": {"metrics": {}},
+            "pipeline_noisy": {"left_out": "pipeline SFT, noisy teacher: kept 0 rows"}}})
+    comp = compare(results, tmp_path)
+    assert list(comp) == ["new instances", "held-out combinations", f"held-out: {half0}", f"held-out: {half1}"]
+    new = comp["new instances"]
+    assert new["pipeline_sft"]["diff"] == pytest.approx(0.75) and new["pipeline_sft"]["low"] > 0
+    assert new["pipeline_sft"]["verdict"].startswith("pipeline_sft ahead of raw SFT")
+    assert new["raw_code"]["diff"] == pytest.approx(0.25) and new["raw_code"]["mean"] == pytest.approx(0.5)
+    assert new["raw_sft"]["mean"] == pytest.approx(0.25)
+    assert new["pipeline_noisy"] == {"left_out": "pipeline SFT, noisy teacher: kept 0 rows"}
+    assert comp[f"held-out: {half1}"]["raw_code"]["prompts"] == 20
+    table = ablations.ablation_table({"comparisons": comp}, "new instances").set_index("variant")
+    assert table.loc["raw_code", "share of the gap"] == pytest.approx(1 / 3)
+    assert table.loc["raw_code", "verdict"] == "ahead of raw SFT"
 
 
 # --- plausible defects ---------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ Step 2 writes each training set, ``<data-dir>/ablation_<variant>.json``, with a 
 records' defect labels, which no filter reads — by defect; for the pipeline variants the funnel and the
 :func:`~course_lib.training.codegen.teacher_report` measurement). Steps 3-5 then train, answer and evaluate the
 variants like the others. ``benchmarks/bench_drill_ablations.py`` runs them over seeds and
-:func:`ablation_table` / :func:`plot_ablations` show how much of the raw → pipeline gap each explains.
+:func:`ablation_table` / :func:`plot_ablations` show how much of the raw → pipeline gap each explains, with the
+course's paired intervals (:func:`course_lib.drill.scoreboard.paired_comparison`).
 
 Introduced in lesson 07.
 """
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import ast
 import json
-import random
 import re
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
@@ -203,41 +203,22 @@ FACTORS: dict[str, str] = {
 """Each variant the ablation table compares with raw SFT, and the factor it isolates."""
 
 
-def paired_bootstrap(a: Mapping[tuple, bool], b: Mapping[tuple, bool], *, rounds: int = 2000, seed: int = 0,
-                     level: float = 0.95) -> dict[str, Any]:
-    """The mean of ``a − b`` over the keys both have (per-prompt outcomes keyed ``(seed, prompt id)``: 1 when the
-    hidden tests pass) and its percentile bootstrap interval, resampling prompts within each seed (paired: a
-    prompt's two outcomes move together) and the seeds themselves. Returns ``{"diff", "low", "high", "n",
-    "seeds"}``; ``diff`` None when no key is shared. A small local version until the course's paired interval
-    function (issue 35, point 5) replaces it. Introduced in lesson 07."""
-    keys = sorted(set(a) & set(b))
-    by_seed: dict[Any, list[float]] = {}
-    for k in keys:
-        by_seed.setdefault(k[0], []).append(float(a[k]) - float(b[k]))
-    if not keys:
-        return {"diff": None, "low": None, "high": None, "n": 0, "seeds": 0}
-    seeds = sorted(by_seed)
-    diff = sum(sum(v) for v in by_seed.values()) / len(keys)
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(rounds):
-        total = n = 0
-        for s in (rng.choice(seeds) for _ in seeds):
-            d = by_seed[s]
-            total += sum(d[rng.randrange(len(d))] for _ in d)
-            n += len(d)
-        stats.append(total / n)
-    stats.sort()
-    lo_i = int((1 - level) / 2 * rounds)
-    hi_i = min(rounds - 1, int((1 + level) / 2 * rounds))
-    return {"diff": diff, "low": stats[lo_i], "high": stats[hi_i], "n": len(keys), "seeds": len(seeds)}
+def _short_verdict(c: Mapping[str, Any]) -> str:
+    """"ahead of raw SFT" / "behind raw SFT" when the interval excludes 0, else "no measurable difference"."""
+    if c["low"] > 0:
+        return "ahead of raw SFT"
+    if c["high"] < 0:
+        return "behind raw SFT"
+    return "no measurable difference"
 
 
 def ablation_table(bench: Mapping[str, Any], part: str):
     """One row per factor (:data:`FACTORS`) from ``benchmarks/results/bench_drill_ablations.json``'s
-    ``comparisons`` for eval part ``part``: the variant, its mean test pass@1 over seeds, its difference from raw
-    SFT with the paired 95 % interval, and the share of the full raw → pipeline gap it explains (difference /
-    gap; None when the gap is 0 or the variant has no model, with the reason). A pandas DataFrame.
+    ``comparisons`` for eval scope ``part`` (an eval part or a half of the held-out part,
+    :data:`course_lib.drill.scoreboard.SCOPES`): the variant, its mean test pass@1 over seeds, its difference from
+    raw SFT with the paired 95 % interval (:func:`course_lib.drill.scoreboard.paired_comparison`), the share of the
+    full raw → pipeline gap it explains (difference / gap; None when the gap is 0 or the variant has no model, with
+    the reason) and the verdict (a direction only when the interval excludes 0). A pandas DataFrame.
     Introduced in lesson 07."""
     import pandas as pd
 
@@ -250,12 +231,12 @@ def ablation_table(bench: Mapping[str, Any], part: str):
             continue
         if c.get("left_out"):
             rows.append({"variant": variant, "factor": factor, "test pass@1": None, "− raw SFT": None,
-                         "95% interval": c["left_out"], "share of the gap": None})
+                         "95% interval": c["left_out"], "share of the gap": None, "verdict": "no model"})
             continue
         share = c["diff"] / gap if gap else None
         rows.append({"variant": variant, "factor": factor, "test pass@1": c.get("mean"),
                      "− raw SFT": c["diff"], "95% interval": f"[{c['low']:+.3f}, {c['high']:+.3f}]",
-                     "share of the gap": share})
+                     "share of the gap": share, "verdict": _short_verdict(c)})
     return pd.DataFrame(rows)
 
 

@@ -182,6 +182,30 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     return False
 
 
+def cpu_kind(cpuinfo: str | None = None) -> str:
+    """What decides this CPU's fp32 kernels, and so a trained model's numbers: ``"AVX-512 BF16"``,
+    ``"AVX-512"``, ``"AVX2"``, or the machine name (``platform.machine()``) when ``cpuinfo`` (default
+    ``/proc/cpuinfo``) has none of those flags or cannot be read. Benchmarks record it beside their results
+    (docs/claims.md: numbers per CPU kind). Introduced in lesson 05."""
+    import platform
+
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return platform.machine()
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            flags |= set(value.split())
+    if "avx512_bf16" in flags:
+        return "AVX-512 BF16"
+    if "avx512f" in flags:
+        return "AVX-512"
+    return "AVX2" if "avx2" in flags else platform.machine()
+
+
 def resolve_bf16(setting: bool | str, device: str = "cpu") -> bool:
     """The ``bf16`` value for LLaMA-Factory from a profile's ``sft.bf16``: True/False as given, or
     ``"auto"``: on a CPU, :func:`cpu_has_bf16`; on a GPU, whether torch says it supports bf16.
