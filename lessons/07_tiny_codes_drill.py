@@ -573,18 +573,27 @@ if abl is None or abl.get("toy"):
     print(f"no ablation benchmark in benchmarks/results/{abl_path.name}: record it (3 seeds: about 1 to 1.5 hours on 2 idle cores) with\n"
           "    PYTHONPATH=$PWD python benchmarks/bench_drill_ablations.py")
 else:
-    print(f"ablation benchmark: {abl['date']}, seeds {abl['seeds']}, {abl['cores']} cores, {abl['train_size']} training rows, "
-          f"{abl['sft_overrides'].get('max_steps')} SFT steps per variant, teacher noise {abl['teacher_noise']}")
-    for part in abl["comparisons"]:
-        print(f"--- test pass@1 ({part}): variant − raw SFT, paired 95% interval, share of the gap")
-        display(ablations.ablation_table(abl, part).round(3))
+    print(f"ablation benchmark: {abl['date']}, {abl.get('cpu', 'CPU kind not recorded')}, seeds {abl['seeds']}, "
+          f"{abl['cores']} cores, {abl['train_size']} training rows, {abl['sft_overrides'].get('max_steps')} SFT steps "
+          f"per variant, teacher noise {abl['teacher_noise']}")
+    print("each variant − raw SFT, test pass@1 on the same prompts, paired 95 % interval over seeds and prompts "
+          "(* : the interval excludes 0):")
+    display(ablations.ablation_overview(abl))
+    shares = {part: ablations.ablation_table(abl, part).set_index("variant")["share of the gap"]
+              for part in taskgen.EVAL_PARTS}
+    print("share of the whole gap (pipeline SFT − raw SFT) each variant's difference makes:")
+    display(pd.DataFrame(shares).T.round(2))
     for r in abl["results"]:
         v = r["variants"]
         removed = (v.get("raw_filter", {}).get("training_set") or {}).get("removed")
         tr = v.get("pipeline_noisy", {}).get("teacher_report")
         print(f"seed {r['seed']}: cheap filter removed {removed}; " + (
             f"noisy teacher kept {tr['n_kept']}/{tr['n_input']}, of which pass the hidden tests "
-            f"{tr['kept_correct']}/{tr['kept_tested']}, AUC of its auditor's score {tr['auc_llm']}" if tr else "no noisy teacher"))
+            f"{tr['kept_correct']}/{tr['kept_tested']}, AUC of its auditor's score {tr['auc_llm']}" if tr
+            else "no noisy teacher"))
+
+# %% slideshow={"slide_type": "subslide"}
+if abl is not None and not abl.get("toy"):
     ablations.plot_ablations(abl)
     plt.show()
 

@@ -21,8 +21,9 @@ TIMEOUT_S = float(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "900"))
 # The drill at the regression's size (CI budget, issue 33): 200 eval rows (100 per eval part) instead of the ci
 # profile's 500, 400 SFT steps instead of 800 and 8 RL steps instead of 25 — the same functions, steps, checks
 # and the SmolLM2 reference row; lesson 07's hidden checks hold at this size. Lessons 10 and 11 read
-# lesson 07's drill, so they get the same sizes (a drill folder holds one run). `./course run` runs every
-# lesson at its profile's sizes.
+# lesson 07's drill, so they get the same sizes (they find its folder from them: <cache>/drill/ci-eval200-sft400,
+# config.default_root, so the regression never replaces the drill `./course run` trained at the profile's sizes).
+# `./course run` runs every lesson at its profile's sizes.
 REGRESSION_DRILL = {"EVAL_SIZE": 200, "SFT_STEPS": 400}
 REGRESSION_PARAMETERS: dict[str, dict[str, Any]] = {"07": {**REGRESSION_DRILL, "RL_STEPS": 8},
                                                      "10": {**REGRESSION_DRILL, "RL_STEPS": 8},

@@ -188,6 +188,12 @@ def test_the_benchmark_compares_each_variant_with_raw_sft_by_prompt_and_says_whi
     table = ablations.ablation_table({"comparisons": comp}, "new instances").set_index("variant")
     assert table.loc["raw_code", "share of the gap"] == pytest.approx(1 / 3)
     assert table.loc["raw_code", "verdict"] == "ahead of raw SFT"
+    overview = ablations.ablation_overview({"comparisons": comp})
+    assert list(overview.columns) == list(comp)
+    assert overview.loc["raw_code", "new instances"].startswith("+0.250 [") and overview.loc[
+        "raw_code", "new instances"].endswith("*")
+    assert overview.loc["pipeline_noisy", "new instances"] == "pipeline SFT, noisy teacher: kept 0 rows"
+    assert overview.loc["raw_sft (mean)", "new instances"] == "0.250"
 
 
 # --- plausible defects ---------------------------------------------------------------------------------

@@ -240,6 +240,34 @@ def ablation_table(bench: Mapping[str, Any], part: str):
     return pd.DataFrame(rows)
 
 
+def ablation_overview(bench: Mapping[str, Any]):
+    """One row per factor (:data:`FACTORS`), one column per eval scope of ``bench["comparisons"]`` (the two parts
+    and the two halves of the held-out part): ``"+0.123 [+0.080, +0.166]"``, the variant − raw SFT with its paired
+    95 % interval, marked ``*`` when the interval excludes 0; the variant's reason when it has no model. A last
+    row gives raw SFT's own mean test pass@1 per scope. A pandas DataFrame (index: variant), compact enough for
+    one slide. Introduced in lesson 07."""
+    import pandas as pd
+
+    comps = bench["comparisons"]
+    rows = {}
+    for variant in FACTORS:
+        cells = {}
+        for scope, comp in comps.items():
+            c = comp.get(variant)
+            if c is None:
+                continue
+            if c.get("left_out"):
+                cells[scope] = c["left_out"]
+            else:
+                mark = " *" if c["low"] > 0 or c["high"] < 0 else ""
+                cells[scope] = f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]{mark}"
+        if cells:
+            rows[variant] = cells
+    rows["raw_sft (mean)"] = {scope: (f"{comp['raw_sft']['mean']:.3f}" if (comp.get("raw_sft") or {}).get("mean")
+                                      is not None else "") for scope, comp in comps.items()}
+    return pd.DataFrame(rows).T
+
+
 def plot_ablations(bench: Mapping[str, Any], ax=None):
     """Each factor's difference from raw SFT (test pass@1) with its paired 95 % interval, one colour per eval
     part; the full gap (pipeline SFT − raw SFT) as the last bar. Never changes the matplotlib backend.

@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the base model to fine-tune (full: an absolute path to Qwen2.5-0.5B-Instruct; "
                         "ci: the course's tiny model)")
     g.add_argument("--root", default=None, help="parent of the four folders below (default: the course "
-                                                  "cache, <cache>/drill/<profile>)")
+                                                  "cache, <cache>/drill/<profile>; a seed or size other than the "
+                                                  "profile's adds it, e.g. <cache>/drill/ci-seed1)")
     g.add_argument("--data-dir", default=None, help="train/eval/codegen JSON (default ROOT/data)")
     g.add_argument("--model-dir", default=None, help="fine-tuned models (default ROOT/models)")
     g.add_argument("--output-dir", default=None, help="answers, reports, metrics (default ROOT/output)")
@@ -184,7 +185,9 @@ def config_from_args(args: argparse.Namespace):
 
     P = get_profile(args.profile)
     language = args.language or str(P.drill.get("language", "python"))
-    root = Path(args.root) if args.root else default_root(P, args.teacher, language)
+    root = Path(args.root) if args.root else default_root(P, args.teacher, language, seed=args.seed,
+                                                          train_size=args.train_size, eval_size=args.eval_size,
+                                                          sft_steps=args.sft_steps)
     paths = DrillPaths.under(root, language=language, data_dir=args.data_dir, model_dir=args.model_dir,
                              output_dir=args.output_dir, log_dir=args.log_dir)
     overrides = {k: getattr(args, k) for k in (

@@ -226,20 +226,30 @@ TEACHER_MODELS = {"smollm2": "smollm2-135m-instruct"}
 """The course model (:data:`course_lib.training.pretrained.COURSE_MODELS`) each LLM teacher serves."""
 
 
-def default_root(profile: ProfileLike, teacher: str | None = None, language: str = "python") -> Path:
+def default_root(profile: ProfileLike, teacher: str | None = None, language: str = "python", *,
+                 seed: int | None = None, train_size: int | None = None, eval_size: int | None = None,
+                 sft_steps: int | None = None) -> Path:
     """The drill's folder in the course cache (shared by the CLI, the notebook and the tests):
-    ``<cache>/drill/<profile>`` for the profile's own teacher (``drill.teacher``), and
-    ``<cache>/drill/<profile>-teacher-<teacher>`` for another one, so that a run with another teacher
-    never replaces the data (and everything trained on it) of the profile's runs. A ``language`` other
-    than Python adds ``-<language>`` after the profile (``<cache>/drill/ci-cpp``): the C++ drill's data,
-    models and outputs never meet Python's."""
+    ``<cache>/drill/<profile>`` for a run at the profile's own settings. A ``language`` other than Python adds
+    ``-<language>`` after the profile (``<cache>/drill/ci-cpp``): the C++ drill's data, models and outputs never
+    meet Python's. A ``seed`` or size that differs from the profile's adds it (``-seed1``, ``-train<N>``,
+    ``-eval<N>``, ``-sft<N>``: ``<cache>/drill/ci-seed1``, ``ci-eval200-sft400``), and a teacher other than the
+    profile's ``drill.teacher`` adds ``-teacher-<teacher>``: a run at other settings (the test suite's smaller
+    drill, ``./course run --seed 1``, another teacher) never replaces the data and models of the profile's run.
+    None: the profile's value."""
     from course_lib.paths import cache_dir
 
     P = resolve_profile(profile)
+    d = P.drill
     name = P.name if language == "python" else f"{P.name}-{language}"
-    if teacher is None or teacher == P.drill.teacher:
-        return cache_dir("drill", name)
-    return cache_dir("drill", f"{name}-teacher-{teacher}")
+    for tag, value, own in (("seed", seed, P.seed), ("train", train_size, d.train_size),
+                            ("eval", eval_size, d.eval_size),
+                            ("sft", sft_steps, (d.sft_overrides or {}).get("max_steps"))):
+        if value is not None and value != own:
+            name += f"-{tag}{value}"
+    if teacher is not None and teacher != d.teacher:
+        name += f"-teacher-{teacher}"
+    return cache_dir("drill", name)
 
 
 CPP_LEAVES_OUT = ("step 6 (RL) is Python-only: the C++ drill (--language cpp) runs steps 1-5; its RL rewards "
@@ -304,8 +314,13 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
                          "--compare-raw")
     if cfg.language != "python":
         _check_language(cfg, explicit_humaneval=overrides.get("humaneval_subset"))
+    if sft_steps:
+        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
     if cfg.paths is None:
-        cfg.paths = DrillPaths.under(default_root(P, cfg.teacher, cfg.language), language=cfg.language)
+        cfg.paths = DrillPaths.under(default_root(P, cfg.teacher, cfg.language, seed=cfg.seed, train_size=cfg.train_size,
+                                                  eval_size=cfg.eval_size,
+                                                  sft_steps=cfg.sft_overrides.get("max_steps")),
+                                     language=cfg.language)
     elif cfg.paths.language != cfg.language:
         from dataclasses import replace
 
@@ -318,8 +333,6 @@ def config_from_profile(profile: ProfileLike = "ci", *, sft_steps: int | None = 
         cfg.data_files = [str(assets_dir(sample, "tiny_codes_sample.jsonl"))]
         cfg.hidden_tests = cfg.hidden_tests or str(assets_dir(sample, "hidden_tests.jsonl"))
         cfg.eval_split = cfg.eval_split or str(assets_dir(sample, "eval_split.json"))
-    if sft_steps:
-        cfg.sft_overrides = {**cfg.sft_overrides, "max_steps": int(sft_steps)}
     return cfg
 
 
