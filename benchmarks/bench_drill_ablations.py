@@ -121,7 +121,27 @@ def compare(results: list[dict], base_dir: Path) -> dict:
                            if "diff" in comp.get("pipeline_sft", {}) else None,
                            "per_seed": [r["variants"]["raw_sft"].get("metrics", {}).get(metric) for r in results]}
         comparisons[scope] = comp
+    if not any("pipeline_llm" in r["variants"] for r in results):
+        why = llm_teacher_left_out(base_dir)
+        if why:
+            for comp in comparisons.values():
+                comp["pipeline_llm"] = {"left_out": why}
     return comparisons
+
+
+def llm_teacher_left_out(results_dir: Path) -> str | None:
+    """Why ``pipeline_llm`` has no row when it was not run: what ``bench_llm_teacher.json`` measured SmolLM2's
+    pipeline keep on a sample of the same training rows (None when that benchmark is not recorded)."""
+    path = results_dir / "bench_llm_teacher.json"
+    if not path.exists():
+        return None
+    b = json.loads(path.read_text(encoding="utf-8"))
+    r, w = b["report"], b["workload"]
+    reasons = sorted(b.get("dropped_by_reason", {}).items(), key=lambda kv: -kv[1])
+    top = f"; most dropped by {reasons[0][0].split(':')[0]} ({reasons[0][1]})" if reasons else ""
+    return (f"not trained: SmolLM2's pipeline kept {r['n_kept']} of {w['rows']} sampled training rows "
+            f"(bench_llm_teacher.json{top}), {b['run']['pipeline_seconds']:.0f} s for those; "
+            f"run --with-llm-teacher to train on what it keeps of all {w['of_train_rows']}")
 
 
 def print_comparisons(comparisons: dict) -> None:
