@@ -192,7 +192,7 @@ def test_the_benchmark_compares_each_variant_with_raw_sft_by_prompt_and_says_whi
     assert list(overview.columns) == list(comp)
     assert overview.loc["raw_code", "new instances"].startswith("+0.250 [") and overview.loc[
         "raw_code", "new instances"].endswith("*")
-    assert overview.loc["pipeline_noisy", "new instances"] == "pipeline SFT, noisy teacher: kept 0 rows"
+    assert overview.loc["pipeline_noisy", "new instances"] == "no model"
     assert overview.loc["raw_sft (mean)", "new instances"] == "0.250"
 
 

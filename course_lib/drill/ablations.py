@@ -243,8 +243,9 @@ def ablation_table(bench: Mapping[str, Any], part: str):
 def ablation_overview(bench: Mapping[str, Any]):
     """One row per factor (:data:`FACTORS`), one column per eval scope of ``bench["comparisons"]`` (the two parts
     and the two halves of the held-out part): ``"+0.123 [+0.080, +0.166]"``, the variant − raw SFT with its paired
-    95 % interval, marked ``*`` when the interval excludes 0; the variant's reason when it has no model. A last
-    row gives raw SFT's own mean test pass@1 per scope. A pandas DataFrame (index: variant), compact enough for
+    95 % interval, marked ``*`` when the interval excludes 0; ``"no model"`` when the variant has none (its reason:
+    ``bench["comparisons"][scope][variant]["left_out"]``). A last row gives raw SFT's own mean test pass@1 per
+    scope. A pandas DataFrame (index: variant), compact enough for
     one slide. Introduced in lesson 07."""
     import pandas as pd
 
@@ -257,7 +258,7 @@ def ablation_overview(bench: Mapping[str, Any]):
             if c is None:
                 continue
             if c.get("left_out"):
-                cells[scope] = c["left_out"]
+                cells[scope] = "no model"
             else:
                 mark = " *" if c["low"] > 0 or c["high"] < 0 else ""
                 cells[scope] = f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]{mark}"
